@@ -1,0 +1,265 @@
+//! Request targets → endpoints with validated parameters.
+
+use crate::response::{Body, Response};
+
+/// Default `n` of `/cpu` and `/work`.
+pub const CPU_N_DEFAULT: u32 = 1000;
+/// Largest accepted `n` of `/cpu` and `/work`.
+pub const CPU_N_MAX: u32 = 10_000_000;
+/// Largest accepted `ms` of `/sleep` and `sleep_ms` of `/db`.
+pub const SLEEP_MS_MAX: u32 = 10_000;
+
+/// Which database connection a query runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConnMode {
+    /// A pooled or persistent connection (the default).
+    Pooled,
+    /// `conn=new`: a connection opened for this request and closed after it,
+    /// as classic PHP does with `new PDO(...)` per request.
+    New,
+}
+
+/// One endpoint of the contract, with its parameters validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `GET /` and `GET /hello`.
+    Hello,
+    /// `GET /cpu?n=N`.
+    Cpu { n: u32 },
+    /// `GET /db[?sleep_ms=M][&conn=new]`.
+    Db {
+        sleep_ms: Option<u32>,
+        conn: ConnMode,
+    },
+    /// `GET /work[?n=N][&conn=new]`: the sqrt loop, then `SELECT 1`.
+    Work { n: u32, conn: ConnMode },
+    /// `GET /sleep?ms=M`.
+    Sleep { ms: u32 },
+    /// `GET /config`.
+    Config,
+}
+
+impl Endpoint {
+    /// Whether serving it needs the database.
+    pub fn needs_db(&self) -> bool {
+        matches!(self, Endpoint::Db { .. } | Endpoint::Work { .. })
+    }
+}
+
+/// A routed request: the endpoint and whether the method was `HEAD`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Route {
+    pub endpoint: Endpoint,
+    pub head: bool,
+}
+
+/// Why a request is refused, with the contract's status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// 404: no such path.
+    NotFound,
+    /// 405: a known path with a method other than GET or HEAD.
+    MethodNotAllowed,
+    /// 400: a query value out of range or not a number; the reason is one line.
+    BadQuery(String),
+}
+
+impl Rejection {
+    pub fn status(&self) -> u16 {
+        match self {
+            Rejection::NotFound => 404,
+            Rejection::MethodNotAllowed => 405,
+            Rejection::BadQuery(_) => 400,
+        }
+    }
+
+    /// The response a server sends for this rejection.
+    pub fn into_response(self) -> Response {
+        let status = self.status();
+        let body = match self {
+            Rejection::NotFound => Body::Static(b"not found"),
+            Rejection::MethodNotAllowed => Body::Static(b"method not allowed"),
+            Rejection::BadQuery(reason) => Body::Owned(reason.into_bytes()),
+        };
+        Response {
+            status,
+            content_type: "text/plain",
+            body,
+        }
+    }
+}
+
+/// Routes a request line's method and target (`/path?query`).
+///
+/// Unknown query parameters are ignored; known ones are validated strictly:
+/// ASCII digits only, within range, or a 400 that says why.
+pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, q),
+        None => (target, ""),
+    };
+    let known = matches!(
+        path,
+        "/" | "/hello" | "/cpu" | "/db" | "/work" | "/sleep" | "/config"
+    );
+    if !known {
+        return Err(Rejection::NotFound);
+    }
+    let head = match method {
+        "GET" => false,
+        "HEAD" => true,
+        _ => return Err(Rejection::MethodNotAllowed),
+    };
+    let q = Query::new(query);
+    let endpoint = match path {
+        "/" | "/hello" => Endpoint::Hello,
+        "/cpu" => Endpoint::Cpu {
+            n: q.number("n", 1, CPU_N_MAX)?.unwrap_or(CPU_N_DEFAULT),
+        },
+        "/db" => Endpoint::Db {
+            sleep_ms: q.number("sleep_ms", 0, SLEEP_MS_MAX)?,
+            conn: q.conn()?,
+        },
+        "/work" => Endpoint::Work {
+            n: q.number("n", 1, CPU_N_MAX)?.unwrap_or(CPU_N_DEFAULT),
+            conn: q.conn()?,
+        },
+        "/sleep" => Endpoint::Sleep {
+            ms: q
+                .number("ms", 0, SLEEP_MS_MAX)?
+                .ok_or_else(|| Rejection::BadQuery("missing query parameter ms".into()))?,
+        },
+        "/config" => Endpoint::Config,
+        _ => unreachable!("path checked above"),
+    };
+    Ok(Route { endpoint, head })
+}
+
+/// A query string, read without allocating.
+struct Query<'a>(&'a str);
+
+impl<'a> Query<'a> {
+    fn new(query: &'a str) -> Self {
+        Query(query)
+    }
+
+    /// The first value of `name`, if present.
+    fn get(&self, name: &str) -> Option<&'a str> {
+        self.0.split('&').find_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (k == name).then_some(v)
+        })
+    }
+
+    fn number(&self, name: &str, min: u32, max: u32) -> Result<Option<u32>, Rejection> {
+        let Some(raw) = self.get(name) else {
+            return Ok(None);
+        };
+        let bad = || Rejection::BadQuery(format!("{name} must be an integer in {min}..={max}"));
+        if raw.is_empty() || raw.len() > 10 || !raw.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let value: u64 = raw.parse().map_err(|_| bad())?;
+        if value < u64::from(min) || value > u64::from(max) {
+            return Err(bad());
+        }
+        Ok(Some(value as u32))
+    }
+
+    fn conn(&self) -> Result<ConnMode, Rejection> {
+        match self.get("conn") {
+            None | Some("pool") | Some("pooled") => Ok(ConnMode::Pooled),
+            Some("new") => Ok(ConnMode::New),
+            Some(_) => Err(Rejection::BadQuery("conn must be new or pooled".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(target: &str) -> Endpoint {
+        route("GET", target).unwrap().endpoint
+    }
+
+    #[test]
+    fn routes_every_endpoint() {
+        assert_eq!(ep("/"), Endpoint::Hello);
+        assert_eq!(ep("/hello"), Endpoint::Hello);
+        assert_eq!(ep("/cpu"), Endpoint::Cpu { n: 1000 });
+        assert_eq!(ep("/cpu?n=7"), Endpoint::Cpu { n: 7 });
+        assert_eq!(
+            ep("/db"),
+            Endpoint::Db {
+                sleep_ms: None,
+                conn: ConnMode::Pooled
+            }
+        );
+        assert_eq!(
+            ep("/db?sleep_ms=10&conn=new"),
+            Endpoint::Db {
+                sleep_ms: Some(10),
+                conn: ConnMode::New
+            }
+        );
+        assert_eq!(
+            ep("/work?conn=new"),
+            Endpoint::Work {
+                n: 1000,
+                conn: ConnMode::New
+            }
+        );
+        assert_eq!(ep("/sleep?ms=0"), Endpoint::Sleep { ms: 0 });
+        assert_eq!(ep("/config"), Endpoint::Config);
+        assert_eq!(ep("/hello?cachebuster=1"), Endpoint::Hello);
+    }
+
+    #[test]
+    fn head_is_routed_as_head() {
+        let r = route("HEAD", "/hello").unwrap();
+        assert!(r.head);
+        assert_eq!(r.endpoint, Endpoint::Hello);
+    }
+
+    #[test]
+    fn rejections_carry_contract_statuses() {
+        assert_eq!(route("GET", "/nope").unwrap_err().status(), 404);
+        assert_eq!(route("GET", "/hello/").unwrap_err().status(), 404);
+        assert_eq!(route("POST", "/hello").unwrap_err().status(), 405);
+        assert_eq!(route("DELETE", "/nope").unwrap_err().status(), 404);
+        for bad in [
+            "/cpu?n=abc",
+            "/cpu?n=0",
+            "/cpu?n=10000001",
+            "/cpu?n=-1",
+            "/cpu?n=1e3",
+            "/cpu?n=",
+            "/cpu?n=99999999999999999999",
+            "/db?sleep_ms=10001",
+            "/db?conn=maybe",
+            "/sleep",
+            "/sleep?ms=x",
+        ] {
+            let rej = route("GET", bad).unwrap_err();
+            assert_eq!(rej.status(), 400, "{bad}");
+        }
+    }
+
+    #[test]
+    fn rejection_responses_say_why() {
+        let resp = route("GET", "/cpu?n=abc").unwrap_err().into_response();
+        assert_eq!(resp.status, 400);
+        assert_eq!(
+            resp.body.as_bytes(),
+            b"n must be an integer in 1..=10000000"
+        );
+        let resp = Rejection::NotFound.into_response();
+        assert_eq!(
+            (resp.status, resp.body.as_bytes()),
+            (404, &b"not found"[..])
+        );
+        let resp = Rejection::MethodNotAllowed.into_response();
+        assert_eq!(resp.status, 405);
+    }
+}

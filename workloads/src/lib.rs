@@ -1,0 +1,62 @@
+//! The HTTP contract every benchmarked server implements (DESIGN.md §2).
+//!
+//! One place for the routes, the validation of query values, the business
+//! logic (the sqrt loop, the SQL), the exact response bodies and content
+//! types, and [`verify`], which judges a response from any server in any
+//! language. Servers are adapters: they parse HTTP, call [`route`] and
+//! [`start`], run the [`Action`] in their own runtime (a database query, a
+//! timer) and encode the [`Response`].
+//!
+//! ```
+//! use workloads::{route, start, Action};
+//! let r = route("GET", "/cpu?n=1000").unwrap();
+//! match start(r.endpoint, b"{}") {
+//!     Action::Respond(resp) => assert_eq!(resp.body.as_bytes(), b"21097.455887"),
+//!     _ => unreachable!(),
+//! }
+//! ```
+
+mod config;
+mod endpoint;
+mod response;
+mod verify;
+
+pub use config::ServerConfig;
+pub use endpoint::{
+    route, ConnMode, Endpoint, Rejection, Route, CPU_N_DEFAULT, CPU_N_MAX, SLEEP_MS_MAX,
+};
+pub use response::{finish, slept, start, Action, AfterQuery, Body, Query, Response, ALLOW};
+pub use verify::{expect, verify, verify_headers, Expected, ExpectedBody, Mismatch};
+
+/// The sum of `sqrt(i)` for `i = 1..=n`, added in order (as PHP and Node.js do,
+/// so all languages agree on the 6 printed decimals).
+#[inline(never)]
+pub fn sqrt_sum(n: u32) -> f64 {
+    let n = std::hint::black_box(n);
+    let mut sum = 0.0f64;
+    for i in 1..=n {
+        sum += f64::from(i).sqrt();
+    }
+    sum
+}
+
+/// `sqrt_sum(n)` as the contract prints it: exactly 6 decimals.
+pub fn format_sum(sum: f64) -> String {
+    format!("{sum:.6}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqrt_sum_of_1000_prints_the_contract_value() {
+        assert_eq!(format_sum(sqrt_sum(1000)), "21097.455887");
+    }
+
+    #[test]
+    fn sqrt_sum_small_values() {
+        assert_eq!(format_sum(sqrt_sum(1)), "1.000000");
+        assert_eq!(format_sum(sqrt_sum(4)), "6.146264");
+    }
+}
