@@ -26,6 +26,11 @@ impl ServerConfig {
         serde_json::to_vec(self).expect("ServerConfig serializes")
     }
 
+    /// Parses a `/config` body.
+    pub fn from_json(body: &[u8]) -> Result<ServerConfig, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+
     /// The JSON body with a `'static` lifetime, for servers that render it
     /// once at start-up and serve it for the life of the process.
     pub fn leak_json(&self) -> &'static [u8] {

@@ -40,6 +40,11 @@ pub fn sqrt_sum(n: u32) -> f64 {
     sum
 }
 
+/// Parses an HTTP `Date` value (IMF-fixdate and the obsolete formats).
+pub fn parse_http_date(value: &str) -> Option<std::time::SystemTime> {
+    httpdate::parse_http_date(value).ok()
+}
+
 /// `sqrt_sum(n)` as the contract prints it: exactly 6 decimals.
 pub fn format_sum(sum: f64) -> String {
     format!("{sum:.6}")

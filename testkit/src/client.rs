@@ -1,0 +1,210 @@
+//! A raw HTTP/1 client: sends exactly the bytes a test gives it and reports
+//! exactly what came back, including whether the server closed.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// How long a test waits for any single response.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A response as received.
+#[derive(Debug, Clone)]
+pub struct RawResponse {
+    pub status: u16,
+    /// `0` for HTTP/1.0, `1` for HTTP/1.1.
+    pub version: u8,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    /// The first value of a header, case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+
+    /// The headers in the shape `workloads::verify` takes.
+    pub fn header_pairs(&self) -> Vec<(&str, &[u8])> {
+        self.headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect()
+    }
+
+    pub fn body_str(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Judges this response against the contract's expectation.
+    pub fn verify(&self, expected: &workloads::Expected) -> Result<(), workloads::Mismatch> {
+        workloads::verify(expected, self.status, &self.header_pairs(), &self.body)
+    }
+}
+
+/// One client connection; responses are read in order (pipelining works).
+pub struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    pub fn connect(addr: SocketAddr) -> io::Result<Conn> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            buf: Vec::new(),
+        })
+    }
+
+    pub fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
+        self.stream.set_read_timeout(Some(t))
+    }
+
+    /// Sends raw bytes.
+    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Sends `METHOD target HTTP/1.1` with a Host header.
+    pub fn send_request(&mut self, method: &str, target: &str) -> io::Result<()> {
+        self.send(format!("{method} {target} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes())
+    }
+
+    /// Reads one response; `head` says the request was HEAD (no body follows).
+    pub fn read_response(&mut self, head: bool) -> io::Result<RawResponse> {
+        loop {
+            if let Some((resp, used)) = parse(&self.buf, head, false)? {
+                self.buf.drain(..used);
+                return Ok(resp);
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                // Closed: a response delimited by the close is complete now.
+                if let Some((resp, used)) = parse(&self.buf, head, true)? {
+                    self.buf.drain(..used);
+                    return Ok(resp);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "connection closed after {} bytes of a response",
+                        self.buf.len()
+                    ),
+                ));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// `send_request` then `read_response`.
+    pub fn request(&mut self, method: &str, target: &str) -> io::Result<RawResponse> {
+        self.send_request(method, target)?;
+        self.read_response(method == "HEAD")
+    }
+
+    /// Whether the server has closed the connection (waits up to `within`).
+    pub fn is_closed(&mut self, within: Duration) -> bool {
+        let _ = self.stream.set_read_timeout(Some(within));
+        let mut b = [0u8; 1];
+        let closed = match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Ok(_) => {
+                self.buf.push(b[0]);
+                false
+            }
+            Err(e) => e.kind() == io::ErrorKind::ConnectionReset,
+        };
+        let _ = self.stream.set_read_timeout(Some(READ_TIMEOUT));
+        closed
+    }
+}
+
+/// Parses one response from `buf`: `Ok(None)` if incomplete.
+fn parse(buf: &[u8], head: bool, eof: bool) -> io::Result<Option<(RawResponse, usize)>> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut r = httparse::Response::new(&mut headers);
+    let head_len = match r.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad response ({e}): {:?}", String::from_utf8_lossy(buf)),
+            ))
+        }
+    };
+    let mut resp = RawResponse {
+        status: r.code.unwrap_or(0),
+        version: r.version.unwrap_or(1),
+        headers: r
+            .headers
+            .iter()
+            .map(|h| (h.name.to_string(), h.value.to_vec()))
+            .collect(),
+        body: Vec::new(),
+    };
+    if head || resp.status == 204 || resp.status == 304 {
+        return Ok(Some((resp, head_len)));
+    }
+    if let Some(cl) = resp.header("content-length") {
+        let cl: usize = cl.trim().parse().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad Content-Length {cl:?}"),
+            )
+        })?;
+        if buf.len() < head_len + cl {
+            return Ok(None);
+        }
+        resp.body = buf[head_len..head_len + cl].to_vec();
+        return Ok(Some((resp, head_len + cl)));
+    }
+    if resp
+        .header("transfer-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+    {
+        let mut pos = head_len;
+        let mut body = Vec::new();
+        loop {
+            let Some(line_end) = buf[pos..].windows(2).position(|w| w == b"\r\n") else {
+                return Ok(None);
+            };
+            let size_str = std::str::from_utf8(&buf[pos..pos + line_end]).unwrap_or("");
+            let size = usize::from_str_radix(size_str.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
+            pos += line_end + 2;
+            if buf.len() < pos + size + 2 {
+                return Ok(None);
+            }
+            body.extend_from_slice(&buf[pos..pos + size]);
+            pos += size + 2;
+            if size == 0 {
+                resp.body = body;
+                return Ok(Some((resp, pos)));
+            }
+        }
+    }
+    // Delimited by the close.
+    if eof {
+        resp.body = buf[head_len..].to_vec();
+        return Ok(Some((resp, buf.len())));
+    }
+    Ok(None)
+}
+
+/// One request on a fresh connection.
+pub fn request(addr: SocketAddr, method: &str, target: &str) -> io::Result<RawResponse> {
+    Conn::connect(addr)?.request(method, target)
+}
+
+/// `GET target` on a fresh connection.
+pub fn get(addr: SocketAddr, target: &str) -> io::Result<RawResponse> {
+    request(addr, "GET", target)
+}

@@ -1,0 +1,15 @@
+//! Test support for the servers' integration tests: real processes, a real
+//! MariaDB, real sockets.
+//!
+//! - [`db::shared`]: one private MariaDB per test binary, stopped at exit.
+//! - [`process::ServerProcess`]: a server binary on a free port, stopped on drop.
+//! - [`client`]: a raw HTTP/1 client that shows exactly what a server sent.
+//! - [`contract`] and [`contract_tests!`]: the contract suite (DESIGN.md §2),
+//!   one `#[test]` per row, judged by `workloads::verify`.
+
+pub mod client;
+pub mod contract;
+pub mod db;
+pub mod process;
+
+pub use process::ServerProcess;

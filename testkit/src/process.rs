@@ -1,0 +1,115 @@
+//! A server binary running on a free port for the length of a test.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long a (debug-built) server may take to print `listening on ADDR`.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running server process. Dropping it kills the process.
+pub struct ServerProcess {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    stderr_log: std::path::PathBuf,
+}
+
+impl ServerProcess {
+    /// Starts `bin args... --addr 127.0.0.1:0` and waits for its
+    /// `listening on ADDR` line. Panics with the server's stderr on failure.
+    pub fn start(bin: &str, args: &[&str]) -> ServerProcess {
+        let stderr_log = std::env::temp_dir().join(format!(
+            "testkit-{}-{}.stderr",
+            std::process::id(),
+            COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let stderr = std::fs::File::create(&stderr_log).expect("create stderr log");
+        let mut child = Command::new(bin)
+            .args(args)
+            .args(["--addr", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        // Read the announcement, then keep draining stdout so the server never
+        // blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.strip_prefix("listening on ") {
+                    if let (Some(tx), Ok(addr)) = (tx.take(), addr.trim().parse::<SocketAddr>()) {
+                        let _ = tx.send(addr);
+                    }
+                }
+            }
+        });
+        let mut server = ServerProcess {
+            child: Some(child),
+            addr: "0.0.0.0:0".parse().unwrap(),
+            stderr_log,
+        };
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => server.addr = addr,
+            Err(_) => panic!(
+                "{bin} {args:?} did not print `listening on ADDR` within {START_TIMEOUT:?}; stderr:\n{}",
+                server.stderr()
+            ),
+        }
+        server
+    }
+
+    /// What the server wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Sends a signal to the server.
+    pub fn signal(&self, sig: libc::c_int) {
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(self.pid() as libc::pid_t, sig) };
+    }
+
+    /// Waits up to `timeout` for the server to exit; `None` if it did not.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGTERM, then wait for the exit.
+    pub fn terminate(mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.signal(libc::SIGTERM);
+        self.wait_exit(timeout)
+    }
+}
+
+static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(&self.stderr_log);
+    }
+}
