@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# CI validation of compose/ without a Docker engine:
+#   - compose schema: `config -q` on docker-compose.yml and on
+#     docker-compose.yml + docker-compose.host.yml (Compose v2 `docker compose`
+#     when present, else Debian's `docker-compose` v1)
+#   - structure: check_compose.py (healthchecks, pinned images, host network,
+#     cpuset, DB_HOST) and its --self-test (broken copies must be rejected)
+#   - php -l on every PHP file, node --check on server.js, bash -n on scripts
+#   - JSON/YAML files parse; nginx -t and php-fpm -t on the rendered templates
+#     (when nginx and php-fpm are installed)
+# Needs: docker-compose (or docker compose), php-cli, node, python3 + PyYAML.
+# Exit status: 0 if every check passed; the last line says "N passed, M failed".
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$HERE" || exit 2
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $*"; }
+bad() { failed=$((failed + 1)); echo "FAIL $*"; }
+# run LABEL CMD...: quiet on success, output shown on failure
+run() {
+    local label=$1 out
+    shift
+    if out=$("$@" 2>&1); then ok "$label"; else bad "$label"; printf '%s\n' "$out" | sed 's/^/     /'; fi
+}
+
+# --- compose schema
+if docker compose version >/dev/null 2>&1; then
+    COMPOSE=(docker compose)
+elif command -v docker-compose >/dev/null 2>&1; then
+    COMPOSE=(docker-compose)
+else
+    COMPOSE=()
+fi
+if [ ${#COMPOSE[@]} -eq 0 ]; then
+    bad "compose config: neither 'docker compose' nor 'docker-compose' found (apt-get install docker-compose)"
+else
+    run "${COMPOSE[*]} config (bridge)" "${COMPOSE[@]}" -f docker-compose.yml config -q
+    run "${COMPOSE[*]} config (bridge + host)" "${COMPOSE[@]}" -f docker-compose.yml -f docker-compose.host.yml config -q
+fi
+
+# --- structure
+if command -v python3 >/dev/null 2>&1; then
+    run "check_compose.py" python3 check_compose.py
+    run "check_compose.py --self-test" python3 check_compose.py --self-test
+    run "JSON parses (package.json, package-lock.json, composer.json)" \
+        python3 -c 'import json,sys; [json.load(open(f)) for f in sys.argv[1:]]' \
+        node/package.json node/package-lock.json roadrunner/composer.json
+    run "YAML parses (roadrunner/.rr.yaml)" python3 -c 'import yaml,sys; yaml.safe_load(open(sys.argv[1]))' roadrunner/.rr.yaml
+else
+    bad "python3 not found"
+fi
+
+# --- code
+if command -v php >/dev/null 2>&1; then
+    while IFS= read -r f; do
+        run "php -l $f" php -l "$f"
+    done < <(find . -name '*.php' -not -path '*/vendor/*' -not -path '*/node_modules/*' | sort)
+else
+    bad "php not found (apt-get install php8.2-cli)"
+fi
+if command -v node >/dev/null 2>&1; then
+    while IFS= read -r f; do
+        run "node --check $f" node --check "$f"
+    done < <(find . -name '*.js' -not -path '*/node_modules/*' | sort)
+else
+    bad "node not found"
+fi
+while IFS= read -r f; do
+    run "bash -n $f" bash -n "$f"
+done < <(find . -name '*.sh' -not -path '*/node_modules/*' | sort)
+
+# --- rendered php-fpm + nginx configs
+if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
+    tmp=$(mktemp -d)
+    run "run-local.sh check (php-fpm -t, nginx -t)" php-fpm/run-local.sh check "$tmp"
+    rm -rf "$tmp"
+else
+    echo "skip run-local.sh check: nginx/php-fpm not installed"
+fi
+
+echo "compose/check.sh: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

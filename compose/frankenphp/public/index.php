@@ -1,0 +1,42 @@
+<?php
+
+/**
+ * FrankenPHP worker-mode script around compose/php/contract.php. Caddy
+ * routes every request here (php_server, root = this directory, which holds
+ * nothing else); the worker block of the Caddyfile keeps BENCH_WORKERS (20)
+ * of these scripts alive, each looping in frankenphp_handle_request() with one
+ * PDO connection for its lifetime (reconnecting after a failure).
+ */
+
+declare(strict_types=1);
+
+require_once __DIR__ . '/../../php/contract.php';
+
+ignore_user_abort(true);
+
+$conn = new Bench\WorkerConnection();
+$db = $conn->query(...);
+
+$workers = (int) ($_SERVER['BENCH_WORKERS'] ?? getenv('BENCH_WORKERS') ?: 0);
+$facts = [
+    'server' => 'frankenphp',
+    'model' => 'worker-pool',
+    'workers' => $workers > 0 ? $workers : null,
+    'db_pool' => $workers > 0 ? $workers : null, // one connection per worker
+];
+
+$handler = static function () use ($db, $facts): void {
+    $method = $_SERVER['REQUEST_METHOD'] ?? 'GET';
+    Bench\emit_sapi($method, Bench\handle($method, $_SERVER['REQUEST_URI'] ?? '/', $db, $facts));
+};
+
+if (!function_exists('frankenphp_handle_request')) {
+    // not in worker mode (classic FrankenPHP or another SAPI): one request
+    $handler();
+    return;
+}
+
+// No gc_collect_cycles() between requests: the contract allocates no cycles,
+// and the other stacks do not pay for one either.
+while (frankenphp_handle_request($handler)) {
+}

@@ -1,0 +1,268 @@
+'use strict';
+// Node.js implementation of the benchmark contract (DESIGN.md section 2):
+// one process, one event loop (the seed's setup), node:http, a mysql2 pool of
+// DB_POOL (20) connections.
+//
+//   HOST (127.0.0.1) PORT (3000; 0 = any free port)
+//   DB_HOST (127.0.0.1) DB_PORT (3306) DB_USER DB_PASSWORD DB_NAME (bench)
+//   DB_POOL (20)
+//
+// Prints "listening on HOST:PORT" on stdout once it accepts connections.
+// SIGTERM/SIGINT: stop accepting, finish in-flight requests, exit 0.
+//
+// Every response carries Content-Length (without it Node answers HTTP/1.0
+// clients with a close, and `ab -k` never reuses a connection), Date (Node's
+// own, refreshed every second) and Server.
+
+const http = require('node:http');
+const inspector = require('node:inspector');
+const mysql = require('mysql2');
+
+const HOST = process.env.HOST || '127.0.0.1';
+const PORT = envInt('PORT', 3000);
+const POOL_SIZE = envInt('DB_POOL', 20);
+const CPU_N_DEFAULT = 1000;
+const CPU_N_MAX = 10000000;
+const SLEEP_MS_MAX = 10000;
+const SERVER = 'node';
+
+const DB = {
+  host: process.env.DB_HOST || '127.0.0.1',
+  port: envInt('DB_PORT', 3306),
+  user: process.env.DB_USER || 'bench',
+  password: process.env.DB_PASSWORD || 'bench',
+  database: process.env.DB_NAME || 'bench',
+  // a dead database fails fast (503) instead of queueing requests
+  connectTimeout: 2000,
+};
+
+const pool = mysql.createPool({
+  ...DB,
+  connectionLimit: POOL_SIZE,
+  maxIdle: POOL_SIZE,
+  waitForConnections: true,
+  queueLimit: 0,
+  enableKeepAlive: true,
+});
+
+function envInt(name, dflt) {
+  const v = process.env[name];
+  if (v === undefined || v === '') return dflt;
+  if (!/^[0-9]+$/.test(v)) {
+    console.error(`bad ${name}: ${v}`);
+    process.exit(2);
+  }
+  return Number(v);
+}
+
+class BadRequest extends Error {}
+
+// ---------------------------------------------------------------------------
+// The contract: same routes, parsing rules and bodies as compose/php/contract.php.
+
+function sqrtSum(n) {
+  let s = 0.0;
+  for (let i = 1; i <= n; i++) s += Math.sqrt(i);
+  return s;
+}
+
+function sleepSql(ms) {
+  return `SELECT 1 FROM (SELECT SLEEP(${Math.floor(ms / 1000)}.${String(ms % 1000).padStart(3, '0')})) t`;
+}
+
+function parseQuery(query) {
+  const out = new Map();
+  if (!query) return out;
+  for (const pair of query.split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    const k = eq < 0 ? pair : pair.slice(0, eq);
+    const v = eq < 0 ? '' : pair.slice(eq + 1);
+    out.set(decode(k), decode(v));
+  }
+  return out;
+}
+
+function decode(s) {
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '));
+  } catch {
+    return s; // malformed escape: kept as is, rejected as a value later
+  }
+}
+
+function intParam(params, name, min, max, dflt) {
+  if (!params.has(name)) return dflt;
+  const v = params.get(name);
+  if (!/^[0-9]{1,18}$/.test(v)) throw new BadRequest(`bad ${name}: must be an integer in ${min}..=${max}`);
+  const i = Number(v);
+  if (i < min || i > max) throw new BadRequest(`bad ${name}: must be an integer in ${min}..=${max}`);
+  return i;
+}
+
+function connParam(params) {
+  const c = params.has('conn') ? params.get('conn') : 'pool';
+  if (c === 'new') return true;
+  if (c === 'pool') return false;
+  throw new BadRequest('bad conn: must be new or pool');
+}
+
+// Runs sql, calls back with (err, firstColumnOfFirstRow). fresh: a connection
+// opened for this request and closed after it (`conn=new`).
+function dbQuery(sql, fresh, cb) {
+  const opts = { sql, rowsAsArray: true };
+  const done = (err, rows) => {
+    if (err) return cb(err);
+    if (!rows || rows.length === 0) return cb(new Error('no row'));
+    cb(null, Number(rows[0][0]));
+  };
+  if (!fresh) {
+    pool.query(opts, done);
+    return;
+  }
+  const conn = mysql.createConnection(DB);
+  // without a listener a connection error would crash the process
+  conn.on('error', () => {});
+  conn.query(opts, (err, rows) => {
+    if (err) conn.destroy();
+    else conn.end(() => {});
+    done(err, rows);
+  });
+}
+
+function configJson() {
+  const jitless = process.execArgv.includes('--jitless') || /--jitless\b/.test(process.env.NODE_OPTIONS || '');
+  return JSON.stringify({
+    server: SERVER,
+    model: 'event-loop',
+    runtime: `node ${process.version}`,
+    workers: 1,
+    db_pool: pool.config.connectionLimit,
+    opcache: null,
+    jit: jitless ? 'off' : 'v8',
+    debug: inspector.url() !== undefined,
+  });
+}
+
+// ---------------------------------------------------------------------------
+// HTTP
+
+function send(req, res, status, type, body, extra) {
+  const headers = {
+    'Content-Type': type,
+    'Content-Length': Buffer.byteLength(body),
+    Server: SERVER,
+  };
+  if (extra) Object.assign(headers, extra);
+  res.writeHead(status, headers);
+  // HEAD: same headers (Content-Length of the GET body), no body
+  res.end(req.method === 'HEAD' ? undefined : body);
+}
+
+const ROUTES = new Set(['/', '/hello', '/cpu', '/db', '/work', '/sleep', '/config']);
+
+function handle(req, res) {
+  const target = req.url;
+  const q = target.indexOf('?');
+  const path = q < 0 ? target : target.slice(0, q);
+  if (!ROUTES.has(path)) return send(req, res, 404, 'text/plain', 'not found');
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    return send(req, res, 405, 'text/plain', 'method not allowed', { Allow: 'GET, HEAD' });
+  }
+  try {
+    const params = parseQuery(q < 0 ? '' : target.slice(q + 1));
+    switch (path) {
+      case '/':
+      case '/hello':
+        return send(req, res, 200, 'text/plain', 'Hello World');
+      case '/cpu': {
+        const n = intParam(params, 'n', 1, CPU_N_MAX, CPU_N_DEFAULT);
+        return send(req, res, 200, 'text/plain', sqrtSum(n).toFixed(6));
+      }
+      case '/db': {
+        const sleepMs = intParam(params, 'sleep_ms', 0, SLEEP_MS_MAX, null);
+        const fresh = connParam(params);
+        const sql = sleepMs === null ? 'SELECT 1' : sleepSql(sleepMs);
+        return dbQuery(sql, fresh, (err, v) => {
+          if (err) return send(req, res, 503, 'text/plain', 'db unavailable');
+          send(req, res, 200, 'text/plain', String(v));
+        });
+      }
+      case '/work': {
+        const n = intParam(params, 'n', 1, CPU_N_MAX, CPU_N_DEFAULT);
+        const fresh = connParam(params);
+        const sum = sqrtSum(n).toFixed(6); // on the event loop, as in the seed
+        return dbQuery('SELECT 1', fresh, (err, v) => {
+          if (err) return send(req, res, 503, 'text/plain', 'db unavailable');
+          send(req, res, 200, 'application/json', `{"sum":${sum},"db":${v}}`);
+        });
+      }
+      case '/sleep': {
+        const ms = intParam(params, 'ms', 0, SLEEP_MS_MAX, 0);
+        return setTimeout(() => send(req, res, 200, 'text/plain', `slept ${ms}`), ms);
+      }
+      case '/config':
+        return send(req, res, 200, 'application/json', configJson());
+    }
+  } catch (e) {
+    if (e instanceof BadRequest) return send(req, res, 400, 'text/plain', e.message);
+    throw e;
+  }
+  return undefined;
+}
+
+const server = http.createServer(
+  {
+    // contract: headers over 8 KiB -> 431 (Node 20's default limit is 16 KiB)
+    maxHeaderSize: 8192,
+  },
+  handle,
+);
+// Keep idle benchmark connections open between runs and phases.
+server.keepAliveTimeout = 65000;
+server.headersTimeout = 66000;
+
+// Malformed requests: answer with a complete response (Content-Length, Date,
+// Server), then close. Node's default reply has none of these headers.
+const REASONS = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+server.on('clientError', (err, socket) => {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  let status = 400;
+  if (err.code === 'HPE_HEADER_OVERFLOW') status = 431;
+  else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') status = 408;
+  const body = REASONS[status].toLowerCase();
+  socket.end(
+    `HTTP/1.1 ${status} ${REASONS[status]}\r\n` +
+      `Date: ${new Date().toUTCString()}\r\n` +
+      `Server: ${SERVER}\r\n` +
+      'Content-Type: text/plain\r\n' +
+      `Content-Length: ${body.length}\r\n` +
+      'Connection: close\r\n\r\n' +
+      body,
+  );
+});
+
+server.listen(PORT, HOST, () => {
+  const a = server.address();
+  process.stdout.write(`listening on ${a.address}:${a.port}\n`);
+});
+
+let stopping = false;
+function shutdown() {
+  if (stopping) return;
+  stopping = true;
+  server.close(() => {
+    // every response is out; closing the pool politely must not hold the
+    // exit (with the database gone, pool.end() may never call back)
+    setTimeout(() => process.exit(0), 500).unref();
+    pool.end(() => process.exit(0));
+  });
+  server.closeIdleConnections();
+  // in-flight requests get 10 s; then exit anyway
+  setTimeout(() => process.exit(0), 10000).unref();
+}
+process.on('SIGTERM', shutdown);
+process.on('SIGINT', shutdown);

@@ -1,0 +1,382 @@
+<?php
+
+/**
+ * The benchmark contract (DESIGN.md section 2) for every PHP stack.
+ *
+ * One routing + workload library shared by php-fpm (index.php), RoadRunner
+ * (worker.php), Swoole (server.php) and FrankenPHP (worker mode). A stack
+ * only adapts its request/response objects and supplies:
+ *
+ *   - $db:    callable(string $sql, bool $fresh): int
+ *             runs $sql and returns the first column of the first row.
+ *             $fresh = true: on a connection opened for this request and
+ *             closed after it (`conn=new`); false: the stack's pooled or
+ *             persistent connection. Throws \PDOException or
+ *             Bench\DbUnavailable when the database cannot answer.
+ *   - $facts: array or callable(): array with the stack's own /config facts
+ *             (server, model, workers, db_pool), read from the live process.
+ *
+ * handle() is pure apart from the workload itself (sqrt loop, $db, usleep):
+ * no globals, no output, no header() calls.
+ */
+
+declare(strict_types=1);
+
+namespace Bench;
+
+const CPU_N_DEFAULT = 1000;
+const CPU_N_MAX = 10000000;
+const SLEEP_MS_MAX = 10000;
+
+/** The database could not be reached (pool timeout, no connection, ...). */
+final class DbUnavailable extends \RuntimeException
+{
+}
+
+/** 400 with a one-line reason. */
+final class BadRequest extends \InvalidArgumentException
+{
+}
+
+/**
+ * @param callable(string, bool): int $db
+ * @param array<string, mixed>|callable(): array<string, mixed> $facts
+ * @return array{0: int, 1: string, 2: string, 3: array<string, string>}
+ *         [status, content type, body, extra headers]. The body is the GET
+ *         body also for HEAD: the adapter sends its length as Content-Length
+ *         and omits it.
+ */
+function handle(string $method, string $target, callable $db, array|callable $facts = []): array
+{
+    $q = strpos($target, '?');
+    $path = $q === false ? $target : substr($target, 0, $q);
+    $query = $q === false ? '' : substr($target, $q + 1);
+
+    $route = match ($path) {
+        '/', '/hello' => 'hello',
+        '/cpu' => 'cpu',
+        '/db' => 'db',
+        '/work' => 'work',
+        '/sleep' => 'sleep',
+        '/config' => 'config',
+        default => null,
+    };
+    if ($route === null) {
+        return [404, 'text/plain', 'not found', []];
+    }
+    if ($method !== 'GET' && $method !== 'HEAD') {
+        return [405, 'text/plain', 'method not allowed', ['Allow' => 'GET, HEAD']];
+    }
+
+    try {
+        $params = parse_query($query);
+        switch ($route) {
+            case 'hello':
+                return [200, 'text/plain', 'Hello World', []];
+
+            case 'cpu':
+                $n = int_param($params, 'n', 1, CPU_N_MAX, CPU_N_DEFAULT);
+                return [200, 'text/plain', format_sum(sqrt_sum($n)), []];
+
+            case 'db':
+                $sleepMs = int_param($params, 'sleep_ms', 0, SLEEP_MS_MAX, null);
+                $fresh = conn_param($params);
+                $sql = $sleepMs === null ? 'SELECT 1' : sleep_sql($sleepMs);
+                return [200, 'text/plain', (string) $db($sql, $fresh), []];
+
+            case 'work':
+                $n = int_param($params, 'n', 1, CPU_N_MAX, CPU_N_DEFAULT);
+                $fresh = conn_param($params);
+                $sum = format_sum(sqrt_sum($n));
+                $one = (int) $db('SELECT 1', $fresh);
+                // Built by hand: json_encode would reformat the float.
+                return [200, 'application/json', '{"sum":' . $sum . ',"db":' . $one . '}', []];
+
+            case 'sleep':
+                $ms = int_param($params, 'ms', 0, SLEEP_MS_MAX, 0);
+                if ($ms > 0) {
+                    // A timer, not a spin. Under Swoole's SWOOLE_HOOK_SLEEP
+                    // this yields the coroutine instead of the process.
+                    usleep($ms * 1000);
+                }
+                return [200, 'text/plain', 'slept ' . $ms, []];
+
+            case 'config':
+                return [200, 'application/json', config_json(is_callable($facts) ? $facts() : $facts), []];
+        }
+    } catch (BadRequest $e) {
+        return [400, 'text/plain', $e->getMessage(), []];
+    } catch (\PDOException | DbUnavailable $e) {
+        return [503, 'text/plain', 'db unavailable', []];
+    }
+    return [404, 'text/plain', 'not found', []]; // unreachable
+}
+
+function sqrt_sum(int $n): float
+{
+    $s = 0.0;
+    for ($i = 1; $i <= $n; $i++) {
+        $s += sqrt($i);
+    }
+    return $s;
+}
+
+/** 6 decimals, '.' separator, no thousands separator: 21097.455887 */
+function format_sum(float $s): string
+{
+    return number_format($s, 6, '.', '');
+}
+
+function sleep_sql(int $ms): string
+{
+    return sprintf('SELECT 1 FROM (SELECT SLEEP(%d.%03d)) t', intdiv($ms, 1000), $ms % 1000);
+}
+
+/**
+ * `a=1&b=2` -> ['a' => '1', 'b' => '2']; percent-decoded; the last of
+ * repeated keys wins; unknown keys are kept and ignored by the routes.
+ *
+ * @return array<string, string>
+ */
+function parse_query(string $query): array
+{
+    $out = [];
+    if ($query === '') {
+        return $out;
+    }
+    foreach (explode('&', $query) as $pair) {
+        if ($pair === '') {
+            continue;
+        }
+        $eq = strpos($pair, '=');
+        if ($eq === false) {
+            $out[urldecode($pair)] = '';
+        } else {
+            $out[urldecode(substr($pair, 0, $eq))] = urldecode(substr($pair, $eq + 1));
+        }
+    }
+    return $out;
+}
+
+/**
+ * Decimal digits only: `abc`, `1e3`, `-1`, `+1`, `1.0`, `` are rejected.
+ *
+ * @param array<string, string> $params
+ */
+function int_param(array $params, string $name, int $min, int $max, ?int $default): ?int
+{
+    if (!array_key_exists($name, $params)) {
+        return $default;
+    }
+    $v = $params[$name];
+    if ($v === '' || strlen($v) > 18 || strspn($v, '0123456789') !== strlen($v)) {
+        throw new BadRequest("bad $name: must be an integer in $min..=$max");
+    }
+    $i = (int) $v;
+    if ($i < $min || $i > $max) {
+        throw new BadRequest("bad $name: must be an integer in $min..=$max");
+    }
+    return $i;
+}
+
+/**
+ * `conn=new`: a connection opened for this request; `conn=pool` or absent:
+ * the stack's pooled/persistent connection.
+ *
+ * @param array<string, string> $params
+ */
+function conn_param(array $params): bool
+{
+    $c = $params['conn'] ?? 'pool';
+    if ($c === 'new') {
+        return true;
+    }
+    if ($c === 'pool') {
+        return false;
+    }
+    throw new BadRequest('bad conn: must be new or pool');
+}
+
+/**
+ * The /config document. Stack facts come from the adapter; the PHP facts
+ * (runtime, opcache, jit, debug) are read here from the running process.
+ *
+ * @param array<string, mixed> $facts
+ */
+function config_json(array $facts): string
+{
+    [$opcache, $jit] = opcache_state();
+    $doc = [
+        'server' => $facts['server'] ?? null,
+        'model' => $facts['model'] ?? null,
+        'runtime' => 'php ' . PHP_VERSION,
+        'workers' => $facts['workers'] ?? null,
+        'db_pool' => $facts['db_pool'] ?? null,
+        'opcache' => $opcache,
+        'jit' => $jit,
+        'debug' => debug_on(),
+    ];
+    return json_encode($doc, JSON_UNESCAPED_SLASHES | JSON_THROW_ON_ERROR);
+}
+
+/**
+ * [opcache enabled for this SAPI, JIT mode]: the JIT is reported only when
+ * OPcache says it is really on (a jit_buffer_size of 0, opcache.jit=off from
+ * a later conf.d file, or an incompatible extension all leave it off).
+ *
+ * @return array{0: bool, 1: string}
+ */
+function opcache_state(): array
+{
+    if (!function_exists('opcache_get_status')) {
+        return [false, 'off'];
+    }
+    $st = @opcache_get_status(false);
+    if (!is_array($st) || empty($st['opcache_enabled'])) {
+        return [false, 'off'];
+    }
+    if (empty($st['jit']['on'])) {
+        return [true, 'off'];
+    }
+    $mode = strtolower((string) ini_get('opcache.jit'));
+    $mode = match ($mode) {
+        'tracing', 'on', '1254', '1255' => 'tracing',
+        'function', '1205' => 'function',
+        default => $mode,
+    };
+    return [true, $mode];
+}
+
+/** Anything that makes PHP slower or chattier than production. */
+function debug_on(): bool
+{
+    $display = strtolower((string) ini_get('display_errors'));
+    if (!in_array($display, ['', '0', 'off', 'false', 'no', 'none'], true)) {
+        return true;
+    }
+    if (extension_loaded('xdebug') || extension_loaded('pcov') || extension_loaded('blackfire')) {
+        return true;
+    }
+    return ini_get('zend.assertions') === '1';
+}
+
+// ---------------------------------------------------------------------------
+// Database access helpers shared by the adapters.
+
+/**
+ * DB_HOST (127.0.0.1), DB_PORT (3306), DB_USER (bench), DB_PASSWORD (bench),
+ * DB_NAME (bench) from the environment.
+ *
+ * @return array{host: string, port: int, user: string, password: string, name: string}
+ */
+function db_env(): array
+{
+    $env = static function (string $k, string $default): string {
+        $v = getenv($k);
+        return ($v === false || $v === '') ? $default : $v;
+    };
+    return [
+        'host' => $env('DB_HOST', '127.0.0.1'),
+        'port' => (int) $env('DB_PORT', '3306'),
+        'user' => $env('DB_USER', 'bench'),
+        'password' => $env('DB_PASSWORD', 'bench'),
+        'name' => $env('DB_NAME', 'bench'),
+    ];
+}
+
+/** PDO options every stack shares: exceptions, and a dead database fails fast. */
+function pdo_options(bool $persistent = false): array
+{
+    return [
+        \PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION,
+        \PDO::ATTR_TIMEOUT => 2, // connect timeout, seconds
+        \PDO::ATTR_PERSISTENT => $persistent,
+    ];
+}
+
+/**
+ * A PDO with the settings every stack shares: exceptions on error and a
+ * 2 s connect timeout, so a dead database fails fast (503) instead of
+ * hanging a worker.
+ */
+function pdo_connect(bool $persistent = false): \PDO
+{
+    $e = db_env();
+    $dsn = "mysql:host={$e['host']};port={$e['port']};dbname={$e['name']};charset=utf8mb4";
+    return new \PDO($dsn, $e['user'], $e['password'], pdo_options($persistent));
+}
+
+/**
+ * Run $sql and return the first column of the first row. $pdo is a \PDO or
+ * a proxy with the same methods (Swoole\Database\PDOProxy).
+ */
+function pdo_scalar(object $pdo, string $sql): int
+{
+    $stmt = $pdo->query($sql);
+    $v = $stmt->fetchColumn();
+    $stmt->closeCursor();
+    if ($v === false) {
+        throw new DbUnavailable('no row');
+    }
+    return (int) $v;
+}
+
+/**
+ * `conn=new`: a non-persistent PDO for this query only, closed after it.
+ */
+function fresh_query(string $sql): int
+{
+    $pdo = pdo_connect(false);
+    try {
+        return pdo_scalar($pdo, $sql);
+    } finally {
+        $pdo = null; // closes the connection (COM_QUIT)
+    }
+}
+
+/**
+ * A PDO kept for the lifetime of a long-running worker (RoadRunner,
+ * FrankenPHP): connected lazily, dropped after any failure so that the next
+ * request reconnects, which is how the worker recovers when the database
+ * comes back.
+ */
+final class WorkerConnection
+{
+    private ?\PDO $pdo = null;
+
+    public function query(string $sql, bool $fresh): int
+    {
+        if ($fresh) {
+            return fresh_query($sql);
+        }
+        try {
+            $this->pdo ??= pdo_connect(false);
+            return pdo_scalar($this->pdo, $sql);
+        } catch (\Throwable $e) {
+            $this->pdo = null;
+            throw $e;
+        }
+    }
+}
+
+/**
+ * Write [status, type, body, headers] as an HTTP/1 response through the SAPI
+ * (php-fpm, FrankenPHP). Content-Length is always set by us: nginx would
+ * otherwise answer HTTP/1.1 clients chunked and HTTP/1.0 clients with a
+ * close.
+ *
+ * @param array{0: int, 1: string, 2: string, 3: array<string, string>} $r
+ */
+function emit_sapi(string $method, array $r): void
+{
+    [$status, $type, $body, $headers] = $r;
+    http_response_code($status);
+    header('Content-Type: ' . $type);
+    header('Content-Length: ' . strlen($body));
+    foreach ($headers as $k => $v) {
+        header($k . ': ' . $v);
+    }
+    if ($method !== 'HEAD') {
+        echo $body;
+    }
+}

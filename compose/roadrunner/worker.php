@@ -1,0 +1,79 @@
+<?php
+
+/**
+ * RoadRunner worker around compose/php/contract.php: spiral/roadrunner-http
+ * (PSR-7 with nyholm/psr7). RoadRunner (Go) owns the HTTP connections; each
+ * of the pool.num_workers PHP processes handles one request at a time and
+ * keeps one PDO connection for its lifetime (reconnecting after a failure).
+ */
+
+declare(strict_types=1);
+
+require __DIR__ . '/vendor/autoload.php';
+require_once __DIR__ . '/../php/contract.php';
+
+use Nyholm\Psr7\Factory\Psr17Factory;
+use Nyholm\Psr7\Response;
+use Spiral\Goridge\RPC\RPC;
+use Spiral\RoadRunner\Environment;
+use Spiral\RoadRunner\Http\PSR7Worker;
+use Spiral\RoadRunner\Worker;
+
+$factory = new Psr17Factory();
+$psr7 = new PSR7Worker(Worker::create(), $factory, $factory, $factory);
+
+$conn = new Bench\WorkerConnection();
+$db = $conn->query(...);
+
+// /config: the live worker count from RoadRunner's informer over RPC (the
+// rpc section of .rr.yaml); RR_NUM_WORKERS if RPC is not configured.
+$facts = static function (): array {
+    $workers = null;
+    try {
+        $rpc = RPC::create(Environment::fromGlobals()->getRPCAddress());
+        $list = $rpc->call('informer.Workers', 'http');
+        if (is_array($list) && isset($list['workers']) && is_array($list['workers'])) {
+            $workers = count($list['workers']);
+        }
+    } catch (\Throwable) {
+        $env = getenv('RR_NUM_WORKERS');
+        $workers = $env !== false && $env !== '' ? (int) $env : null;
+    }
+    return [
+        'server' => 'roadrunner',
+        'model' => 'worker-pool',
+        'workers' => $workers,
+        'db_pool' => $workers, // one connection per worker process
+    ];
+};
+
+while (true) {
+    try {
+        $request = $psr7->waitRequest();
+        if ($request === null) {
+            break; // RoadRunner asked the worker to stop
+        }
+    } catch (\Throwable $e) {
+        $psr7->respond(new Response(400, ['Content-Type' => 'text/plain', 'Content-Length' => '11'], 'bad request'));
+        continue;
+    }
+
+    try {
+        $uri = $request->getUri();
+        $query = $uri->getQuery();
+        $method = $request->getMethod();
+        [$status, $type, $body, $headers] = Bench\handle(
+            $method,
+            $uri->getPath() . ($query !== '' ? '?' . $query : ''),
+            $db,
+            $facts,
+        );
+        $headers['Content-Type'] = $type;
+        $headers['Content-Length'] = (string) strlen($body);
+        $headers['Server'] = 'roadrunner'; // Go's net/http sets Date, not Server
+        // HEAD: Go's net/http never writes a body, but keeps our Content-Length
+        $psr7->respond(new Response($status, $headers, $method === 'HEAD' ? '' : $body));
+    } catch (\Throwable $e) {
+        $psr7->getWorker()->error((string) $e);
+    }
+}
