@@ -45,6 +45,8 @@ pub enum Error {
     },
     #[error("mariadb-install-db failed ({status}):\n{output}")]
     InstallDb { status: String, output: String },
+    #[error("SQL {sql:?} failed: {message}")]
+    Sql { sql: String, message: String },
     #[error("mariadbd did not become ready within {timeout:?}; its log ends with:\n{log_tail}")]
     NotReady { timeout: Duration, log_tail: String },
 }
@@ -187,6 +189,42 @@ impl MariaDb {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Runs SQL as root over the Unix socket with the `mariadb` client and
+    /// returns its output (tab-separated, no column names).
+    pub fn sql(&self, sql: &str) -> Result<String, Error> {
+        let client = find_program("mariadb").ok_or(Error::NotInstalled("mariadb"))?;
+        let out = Command::new(&client)
+            .arg("--no-defaults")
+            .arg(format!("--socket={}", self.socket().display()))
+            .args(["-uroot", "--batch", "--skip-column-names", "-e", sql])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(io(format!("run {}", client.display())))?;
+        if !out.status.success() {
+            return Err(Error::Sql {
+                sql: sql.to_string(),
+                message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Sends a signal to the server, e.g. SIGSTOP/SIGCONT to simulate a hang.
+    pub fn signal(&self, sig: libc::c_int) -> Result<(), Error> {
+        let pid = self.pid().ok_or_else(|| Error::Io {
+            what: "signal mariadbd".into(),
+            source: std::io::Error::other("not running"),
+        })?;
+        // SAFETY: kill(2) on our own child, not yet reaped (its pid cannot be reused).
+        if unsafe { libc::kill(pid as libc::pid_t, sig) } != 0 {
+            return Err(Error::Io {
+                what: "signal mariadbd".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(())
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
@@ -215,6 +253,7 @@ impl MariaDb {
             .arg("--skip-name-resolve")
             .arg("--skip-log-bin")
             .arg("--innodb-buffer-pool-size=64M")
+            .arg("--max-allowed-packet=64M")
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(io("dup log"))?)
             .stderr(log);
