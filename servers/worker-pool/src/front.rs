@@ -1,0 +1,166 @@
+//! The front (nginx's role): one event-loop thread that owns every client
+//! connection, reads and parses requests, queues each one for a worker, and
+//! writes the responses back in order.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use server_common::http1::{self, Connection};
+use server_common::shutdown::{InFlight, Shutdown, GRACE};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio::time::{sleep, timeout, Instant};
+use workloads::Response;
+
+use crate::inbox::{Inbox, Parsed};
+use crate::pool::Queue;
+use crate::{READ_TIMEOUT, WRITE_TIMEOUT};
+
+/// What every connection task shares.
+struct Front {
+    queue: Queue,
+    shutdown: Shutdown,
+    name: &'static str,
+}
+
+/// Runs the front on this thread until `stop` is notified, then lets queued
+/// and in-flight requests finish (bounded by [`GRACE`]) and returns; open
+/// connections are closed when the event loop is dropped.
+pub fn run(
+    listener: std::net::TcpListener,
+    queue: Queue,
+    name: &'static str,
+    shutdown: Shutdown,
+    stop: Arc<Notify>,
+) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        let front = Arc::new(Front {
+            queue,
+            shutdown,
+            name,
+        });
+        accept_until(listener, &front, &stop).await;
+        drain(&front.shutdown).await;
+        Ok(())
+    })
+}
+
+/// Accepts connections until `stop`; dropping the listener then refuses new ones.
+async fn accept_until(listener: TcpListener, front: &Arc<Front>, stop: &Notify) {
+    let stopped = stop.notified();
+    tokio::pin!(stopped);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut stopped => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(serve(stream, Arc::clone(front)));
+                }
+                // Out of descriptors or an aborted handshake: never the
+                // accept loop's end, never a log line.
+                Err(_) => sleep(Duration::from_millis(10)).await,
+            },
+        }
+    }
+}
+
+/// Waits until no request is queued, being worked on or being written.
+async fn drain(shutdown: &Shutdown) {
+    let deadline = Instant::now() + GRACE;
+    while shutdown.in_flight() > 0 && Instant::now() < deadline {
+        sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// One client connection: requests answered one at a time and in order, as
+/// nginx does with pipelined requests.
+async fn serve(mut stream: TcpStream, front: Arc<Front>) {
+    let mut inbox = Inbox::new();
+    let mut out = Vec::with_capacity(256);
+    // Keeps shutdown waiting while a response is encoded but not yet written.
+    let mut _unsent: Option<InFlight> = None;
+    let deadline = sleep(READ_TIMEOUT);
+    tokio::pin!(deadline);
+    loop {
+        loop {
+            let (routed, head, connection) = match inbox.next_request() {
+                Ok(Some(Parsed {
+                    routed,
+                    head,
+                    connection,
+                })) => (routed, head, connection),
+                Ok(None) => break,
+                Err(e) => {
+                    // The front answers what it cannot parse, as nginx does.
+                    http1::encode_error(&mut out, front.name, e);
+                    let _ = write(&mut stream, &out).await;
+                    return;
+                }
+            };
+            let in_flight = front.shutdown.request();
+            let response = match front.queue.submit(routed) {
+                Some(reply) => {
+                    // Earlier pipelined answers go out while this one is worked on.
+                    if !out.is_empty() {
+                        if write(&mut stream, &out).await.is_err() {
+                            return;
+                        }
+                        out.clear();
+                    }
+                    reply
+                        .await
+                        .unwrap_or_else(|_| Response::text(500, b"worker failed"))
+                }
+                None => Response::busy(),
+            };
+            let closing = connection == Connection::Close || front.shutdown.is_stopping();
+            let connection = if closing {
+                Connection::Close
+            } else {
+                connection
+            };
+            http1::encode(&mut out, front.name, &response, head, connection);
+            if closing {
+                let _ = write(&mut stream, &out).await;
+                return;
+            }
+            _unsent = Some(in_flight);
+            deadline.as_mut().reset(Instant::now() + READ_TIMEOUT);
+        }
+        if !out.is_empty() {
+            if write(&mut stream, &out).await.is_err() {
+                return;
+            }
+            out.clear();
+            _unsent = None;
+        }
+        if front.shutdown.is_stopping() {
+            return;
+        }
+        tokio::select! {
+            biased;
+            read = stream.read(inbox.spare()) => match read {
+                Ok(n) if n > 0 => inbox.filled(n),
+                _ => return,
+            },
+            // Idle too long, or a request stalled half-way (slowloris).
+            () = &mut deadline => return,
+        }
+    }
+}
+
+async fn write(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
+    match timeout(WRITE_TIMEOUT, stream.write_all(bytes)).await {
+        Ok(result) => result,
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+    }
+}

@@ -1,0 +1,166 @@
+//! A connection's read buffer and the requests framed in it, shared by the
+//! event-loop front and the per-connection workers.
+
+use server_common::http1::{self, Connection, ParseError, MAX_BODY_BYTES, MAX_HEAD_BYTES};
+use workloads::{Endpoint, Rejection};
+
+/// Initial read buffer: many pipelined benchmark requests fit.
+const INITIAL_CAPACITY: usize = 4096;
+/// The largest request the codec accepts (head and skipped body), plus one
+/// byte so that an over-long head is seen as such.
+const MAX_CAPACITY: usize = MAX_HEAD_BYTES + MAX_BODY_BYTES + 1;
+
+/// A request taken out of the buffer, owning what the rest of its life needs.
+#[derive(Debug)]
+pub struct Parsed {
+    /// The endpoint, or why the router refused it.
+    pub routed: Result<Endpoint, Rejection>,
+    /// `HEAD`: the response goes out without its body.
+    pub head: bool,
+    /// The `Connection` header of the response; `Close` ends the connection.
+    pub connection: Connection,
+}
+
+impl Parsed {
+    pub fn keep_alive(&self) -> bool {
+        self.connection != Connection::Close
+    }
+}
+
+/// Bytes read from a connection and not yet consumed: `buf[start..end]`.
+pub struct Inbox {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Default for Inbox {
+    fn default() -> Self {
+        Inbox::new()
+    }
+}
+
+impl Inbox {
+    pub fn new() -> Inbox {
+        Inbox {
+            buf: vec![0; INITIAL_CAPACITY],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// No unconsumed bytes: the connection is between requests.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Takes the next complete request, routed. `Ok(None)`: read more.
+    pub fn next_request(&mut self) -> Result<Option<Parsed>, ParseError> {
+        let Some(req) = http1::parse(&self.buf[self.start..self.end])? else {
+            return Ok(None);
+        };
+        let head = req.method == "HEAD";
+        let routed = workloads::route(req.method, req.target).map(|r| r.endpoint);
+        let connection = Connection::for_request(&req);
+        self.start += req.len;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        Ok(Some(Parsed {
+            routed,
+            head,
+            connection,
+        }))
+    }
+
+    /// Free space to read into, after moving or growing the buffer if needed.
+    /// Never empty: the codec refuses a request before the buffer is full.
+    pub fn spare(&mut self) -> &mut [u8] {
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else {
+                let grown = (self.buf.len() * 2).min(MAX_CAPACITY);
+                self.buf.resize(grown, 0);
+            }
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// Records `n` bytes read into [`Inbox::spare`].
+    pub fn filled(&mut self, n: usize) {
+        self.end += n;
+        debug_assert!(self.end <= self.buf.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(inbox: &mut Inbox, bytes: &[u8]) {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let spare = inbox.spare();
+            let n = spare.len().min(rest.len());
+            spare[..n].copy_from_slice(&rest[..n]);
+            inbox.filled(n);
+            rest = &rest[n..];
+        }
+    }
+
+    #[test]
+    fn frames_pipelined_requests_in_order() {
+        let mut inbox = Inbox::new();
+        feed(
+            &mut inbox,
+            b"GET /hello HTTP/1.1\r\n\r\nHEAD /cpu?n=5 HTTP/1.1\r\n\r\nGET /nope HTTP/1.0\r\n\r\nGET /",
+        );
+        let a = inbox.next_request().unwrap().unwrap();
+        assert_eq!(a.routed, Ok(Endpoint::Hello));
+        assert!(!a.head && a.keep_alive());
+        let b = inbox.next_request().unwrap().unwrap();
+        assert_eq!(b.routed, Ok(Endpoint::Cpu { n: 5 }));
+        assert!(b.head);
+        let c = inbox.next_request().unwrap().unwrap();
+        assert_eq!(c.routed, Err(Rejection::NotFound));
+        assert!(!c.keep_alive(), "HTTP/1.0 without keep-alive closes");
+        assert!(inbox.next_request().unwrap().is_none());
+        assert!(!inbox.is_empty());
+        feed(&mut inbox, b"hello HTTP/1.1\r\n\r\n");
+        assert!(inbox.next_request().unwrap().is_some());
+        assert!(inbox.is_empty());
+    }
+
+    #[test]
+    fn grows_for_large_heads_and_refuses_oversized_ones() {
+        let mut inbox = Inbox::new();
+        let mut req = b"GET /hello HTTP/1.1\r\nX-Pad: ".to_vec();
+        req.extend(std::iter::repeat_n(b'a', 6000));
+        req.extend_from_slice(b"\r\n\r\n");
+        feed(&mut inbox, &req);
+        assert!(inbox.next_request().unwrap().is_some());
+
+        let mut inbox = Inbox::new();
+        let mut big = b"GET /hello HTTP/1.1\r\nX-Pad: ".to_vec();
+        big.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
+        feed(&mut inbox, &big);
+        assert_eq!(inbox.next_request().unwrap_err(), ParseError::HeadTooLarge);
+    }
+
+    #[test]
+    fn skips_bodies() {
+        let mut inbox = Inbox::new();
+        let mut req = b"POST /hello HTTP/1.1\r\nContent-Length: 10000\r\n\r\n".to_vec();
+        req.extend(std::iter::repeat_n(b'x', 10000));
+        req.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        feed(&mut inbox, &req);
+        let post = inbox.next_request().unwrap().unwrap();
+        assert_eq!(post.routed, Err(Rejection::MethodNotAllowed));
+        let get = inbox.next_request().unwrap().unwrap();
+        assert_eq!(get.routed, Ok(Endpoint::Hello));
+    }
+}

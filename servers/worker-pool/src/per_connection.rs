@@ -1,0 +1,150 @@
+//! `--per-connection`: the Apache prefork shape. No front: each worker
+//! thread accepts a connection and owns it, with blocking reads and writes,
+//! until the client closes it or goes idle for [`READ_TIMEOUT`]. Keep-alive
+//! connections beyond the number of workers wait in the kernel's accept
+//! queue, unanswered, until a worker is free.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use server_common::http1::{self, Connection};
+use server_common::shutdown::{InFlight, Shutdown};
+
+use crate::inbox::{Inbox, Parsed};
+use crate::worker::Worker;
+use crate::{READ_TIMEOUT, WRITE_TIMEOUT};
+
+/// Starts `workers` threads accepting on `listener`, each with its own
+/// [`Worker`] made by `make`.
+pub fn start(
+    listener: TcpListener,
+    workers: usize,
+    mut make: impl FnMut() -> Worker,
+    name: &'static str,
+    shutdown: &Shutdown,
+) -> io::Result<Arc<TcpListener>> {
+    let listener = Arc::new(listener);
+    for i in 0..workers {
+        let listener = Arc::clone(&listener);
+        let shutdown = shutdown.clone();
+        let worker = make();
+        std::thread::Builder::new()
+            .name(format!("worker-{i}"))
+            .spawn(move || accept_loop(&listener, worker, name, &shutdown))?;
+    }
+    Ok(listener)
+}
+
+/// Stops accepting: workers blocked in `accept` wake up with an error, and
+/// new connections are refused.
+pub fn stop_accepting(listener: &TcpListener) {
+    let _ = socket2::SockRef::from(listener).shutdown(std::net::Shutdown::Both);
+}
+
+fn accept_loop(
+    listener: &TcpListener,
+    mut worker: Worker,
+    name: &'static str,
+    shutdown: &Shutdown,
+) {
+    while !shutdown.is_stopping() {
+        match listener.accept() {
+            Ok((stream, _)) => serve(stream, &mut worker, name, shutdown),
+            // Out of descriptors or an aborted handshake: back off quietly.
+            Err(_) if !shutdown.is_stopping() => std::thread::sleep(Duration::from_millis(10)),
+            Err(_) => {}
+        }
+    }
+}
+
+/// One client connection, served on this worker thread until it ends.
+fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdown: &Shutdown) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let mut read_timeout = ReadTimeout::default();
+    let mut inbox = Inbox::new();
+    let mut out = Vec::with_capacity(256);
+    let mut _unsent: Option<InFlight> = None;
+    let mut deadline = Instant::now() + READ_TIMEOUT;
+    loop {
+        loop {
+            let (routed, head, connection) = match inbox.next_request() {
+                Ok(Some(Parsed {
+                    routed,
+                    head,
+                    connection,
+                })) => (routed, head, connection),
+                Ok(None) => break,
+                Err(e) => {
+                    http1::encode_error(&mut out, name, e);
+                    let _ = stream.write_all(&out);
+                    return;
+                }
+            };
+            let in_flight = shutdown.request();
+            // Earlier pipelined answers go out before this one is worked on.
+            if !out.is_empty() {
+                if stream.write_all(&out).is_err() {
+                    return;
+                }
+                out.clear();
+            }
+            let response = worker.serve(routed);
+            let closing = connection == Connection::Close || shutdown.is_stopping();
+            let connection = if closing {
+                Connection::Close
+            } else {
+                connection
+            };
+            http1::encode(&mut out, name, &response, head, connection);
+            if closing {
+                let _ = stream.write_all(&out);
+                return;
+            }
+            _unsent = Some(in_flight);
+            deadline = Instant::now() + READ_TIMEOUT;
+        }
+        if !out.is_empty() {
+            if stream.write_all(&out).is_err() {
+                return;
+            }
+            out.clear();
+            _unsent = None;
+        }
+        if shutdown.is_stopping() {
+            return;
+        }
+        // Between requests the full READ_TIMEOUT applies (one setsockopt per
+        // connection); within a request, the time left, so that a client
+        // that drips a head byte by byte is still dropped at the deadline.
+        let wait = if inbox.is_empty() {
+            READ_TIMEOUT
+        } else {
+            deadline.saturating_duration_since(Instant::now())
+        };
+        if wait.is_zero() || read_timeout.set(&stream, wait).is_err() {
+            return;
+        }
+        match stream.read(inbox.spare()) {
+            Ok(n) if n > 0 => inbox.filled(n),
+            // Closed, reset, or the timeout expired.
+            _ => return,
+        }
+    }
+}
+
+/// The socket's current read timeout, to skip redundant `setsockopt` calls.
+#[derive(Default)]
+struct ReadTimeout(Option<Duration>);
+
+impl ReadTimeout {
+    fn set(&mut self, stream: &TcpStream, wait: Duration) -> io::Result<()> {
+        if self.0 != Some(wait) {
+            stream.set_read_timeout(Some(wait))?;
+            self.0 = Some(wait);
+        }
+        Ok(())
+    }
+}
