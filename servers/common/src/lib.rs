@@ -12,3 +12,7 @@ pub mod listen;
 pub mod shutdown;
 
 pub use flags::CommonArgs;
+
+/// The `major.minor` version of the compiler that built the server (`1.95`),
+/// for the `runtime` field of `/config`.
+pub const RUSTC_VERSION: &str = env!("SERVER_COMMON_RUSTC_VERSION");

@@ -38,9 +38,6 @@ use workloads::ServerConfig;
 use crate::app::App;
 use crate::db::Db;
 
-/// The `runtime` reported at `/config`.
-pub const RUNTIME: &str = "rust may 0.3";
-
 /// Coroutine stack size in machine words (may's unit): 8 Ki words = 64 KiB.
 ///
 /// Why this size: measured with `--report-stack` (may prints each
@@ -106,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = ServerConfig {
         server: server.into(),
         model: "coroutine".into(),
-        runtime: RUNTIME.into(),
+        runtime: format!("rust {} may 0.3", server_common::RUSTC_VERSION),
         workers: Some(workers),
         db_pool: Some(args.common.db_pool),
         opcache: None,

@@ -92,7 +92,7 @@ impl Settings {
             model: "worker-pool".into(),
             runtime: format!(
                 "rust {} {shape}, httparse, mysql",
-                env!("WORKER_POOL_RUSTC_VERSION")
+                server_common::RUSTC_VERSION
             ),
             workers: Some(workers),
             // One persistent connection per worker, as a PHP-FPM child with a

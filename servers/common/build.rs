@@ -1,4 +1,4 @@
-//! Records the compiler's version (`1.95`) for `/config`'s `runtime` field.
+//! Records the compiler's `major.minor` version for the servers' `/config` `runtime`.
 
 use std::process::Command;
 
@@ -16,7 +16,7 @@ fn main() {
             Some(format!("{}.{}", parts.next()?, parts.next()?))
         })
         .unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=WORKER_POOL_RUSTC_VERSION={version}");
+    println!("cargo:rustc-env=SERVER_COMMON_RUSTC_VERSION={version}");
     println!("cargo:rerun-if-env-changed=RUSTC");
     println!("cargo:rerun-if-changed=build.rs");
 }

@@ -1,0 +1,127 @@
+//! One event loop: a tokio `current_thread` runtime on its own thread, its
+//! own listener, its own database pool; hyper serves each connection as a
+//! task of this loop. Stopping: the listener closes, open connections get
+//! hyper's graceful shutdown (in-flight requests finish, idle keep-alive
+//! connections close), bounded by `shutdown::GRACE`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioTimer;
+use hyper_util::server::graceful::GracefulShutdown;
+use mysql_async::Opts;
+use server_common::http1::MAX_HEAD_BYTES;
+use server_common::shutdown::GRACE;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::db::Db;
+use crate::io::ConnIo;
+use crate::service::{self, Loop};
+
+/// A client that starts a request head and does not finish it within this
+/// time is dropped (slowloris). hyper's timer also runs while a keep-alive
+/// connection waits for its next request: idle connections close after it
+/// too (Node.js closes them after 5 s).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Pause after a failed `accept` (out of file descriptors), so that the
+/// loop keeps serving the connections it has instead of spinning.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// What every loop gets from `run`.
+pub struct Shared {
+    pub config_json: &'static [u8],
+    pub db_opts: Opts,
+}
+
+/// Runs one event loop on the calling thread until `stop` turns true.
+pub fn run_loop(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the event loop's runtime")?;
+    listener
+        .set_nonblocking(true)
+        .context("making the listener non-blocking")?;
+    runtime.block_on(serve(listener, shared, stop))
+}
+
+async fn serve(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<()> {
+    let listener = TcpListener::from_std(listener).context("registering the listener")?;
+    let state = Arc::new(Loop {
+        config_json: shared.config_json,
+        db: Db::new(shared.db_opts.clone()),
+    });
+    let http = builder();
+    let graceful = GracefulShutdown::new();
+
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|stopping| *stopping) => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => serve_connection(&http, &graceful, &state, stream),
+                // A client error never reaches further than this.
+                Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
+            },
+        }
+    }
+
+    drop(listener);
+    let _ = tokio::time::timeout(GRACE, graceful.shutdown()).await;
+    if let Ok(state) = Arc::try_unwrap(state) {
+        state.db.close().await;
+    }
+    Ok(())
+}
+
+/// hyper's HTTP/1 settings for the contract (DESIGN.md §2).
+fn builder() -> http1::Builder {
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .keep_alive(true)
+        // A head not ended within 8 KiB: 431 (hyper's answer, completed by
+        // crate::io). Not max_buf_size, which would cap the write buffer too.
+        .max_header_size(MAX_HEAD_BYTES)
+        // Pipelined requests are answered in order, one write each. Not
+        // pipeline_flush(true) (hyper 1.12, "experimental"): it holds
+        // answers back while more requests are buffered and loses them when
+        // the connection then closes (HTTP/1.0, `Connection: close`, a
+        // malformed request after good ones); it also lifts the cap on the
+        // write buffer. See tests/model.rs.
+        .pipeline_flush(false)
+        // Small responses: one copy into one buffer beats writev of pieces,
+        // and crate::io then sees every head in a single write.
+        .writev(false);
+    http
+}
+
+fn serve_connection(
+    http: &http1::Builder,
+    graceful: &GracefulShutdown,
+    state: &Arc<Loop>,
+    stream: TcpStream,
+) {
+    let _ = stream.set_nodelay(true);
+    let state = Arc::clone(state);
+    let service = service_fn(move |req| service::handle(Arc::clone(&state), req));
+    let conn = graceful.watch(http.serve_connection(ConnIo::new(stream), service));
+    tokio::spawn(async move {
+        // Client errors (resets, timeouts, bad requests) end the connection
+        // and nothing else; they are not logged.
+        let _ = conn.await;
+    });
+}

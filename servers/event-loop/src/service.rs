@@ -1,0 +1,81 @@
+//! One request, one response: the contract's routes and workloads, run on
+//! the event loop that read the request.
+//!
+//! The sqrt loop of `/cpu` and `/work` runs right here, inside
+//! `workloads::start`, on the loop thread: it blocks every other connection
+//! of this loop while it runs, as JavaScript does in Node.js. `/sleep` is a
+//! timer and `/db` an I/O wait: the loop serves others meanwhile.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, SERVER};
+use hyper::{Request, Response, StatusCode};
+use workloads::{Action, Body};
+
+use crate::db::Db;
+use crate::SERVER_NAME;
+
+/// What every connection of one loop shares.
+pub struct Loop {
+    /// The `/config` body, rendered once.
+    pub config_json: &'static [u8],
+    pub db: Db,
+}
+
+const SERVER_VALUE: HeaderValue = HeaderValue::from_static(SERVER_NAME);
+const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain");
+const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+const ALLOW_VALUE: HeaderValue = HeaderValue::from_static(workloads::ALLOW);
+
+/// Serves one request. hyper adds `Date` and `Content-Length` (from the
+/// body's exact length, also on HEAD, where it then sends no body).
+pub async fn handle(
+    state: Arc<Loop>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let target = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let route = workloads::route(req.method().as_str(), target);
+    drop(req);
+    let resp = match route {
+        Err(rejection) => rejection.into_response(),
+        Ok(route) => match workloads::start(route.endpoint, state.config_json) {
+            Action::Respond(resp) => resp,
+            Action::Sleep { ms } => {
+                tokio::time::sleep(Duration::from_millis(u64::from(ms))).await;
+                workloads::slept(ms)
+            }
+            Action::Query { query, conn, then } => {
+                workloads::finish(then, state.db.run(query, conn).await)
+            }
+        },
+    };
+    Ok(into_hyper(resp))
+}
+
+/// The contract's response as hyper's, `Server` first (see [`crate::io`]).
+fn into_hyper(resp: workloads::Response) -> Response<Full<Bytes>> {
+    let body = match resp.body {
+        Body::Static(b) => Bytes::from_static(b),
+        Body::Owned(v) => Bytes::from(v),
+    };
+    let mut out = Response::new(Full::new(body));
+    *out.status_mut() =
+        StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = out.headers_mut();
+    headers.insert(SERVER, SERVER_VALUE);
+    let content_type = match resp.content_type {
+        "text/plain" => TEXT_PLAIN,
+        "application/json" => APPLICATION_JSON,
+        other => HeaderValue::from_static(other),
+    };
+    headers.insert(CONTENT_TYPE, content_type);
+    if resp.status == 405 {
+        headers.insert(ALLOW, ALLOW_VALUE);
+    }
+    out
+}
