@@ -209,6 +209,26 @@ impl MariaDb {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// A global status counter (`SHOW GLOBAL STATUS`), e.g. `Connections`
+    /// (connection attempts since start) or `Threads_connected` (open now).
+    /// Reading it opens one connection itself (counted in `Connections`).
+    pub fn status(&self, name: &str) -> Result<u64, Error> {
+        let sql = format!("SHOW GLOBAL STATUS LIKE '{name}'");
+        let bad = |message: String| Error::Sql {
+            sql: sql.clone(),
+            message,
+        };
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(bad("not a status variable name".into()));
+        }
+        let out = self.sql(&sql)?;
+        // One row: `Name\tValue`.
+        out.split('\t')
+            .nth(1)
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| bad(format!("no integer value in {out:?}")))
+    }
+
     /// Sends a signal to the server, e.g. SIGSTOP/SIGCONT to simulate a hang.
     pub fn signal(&self, sig: libc::c_int) -> Result<(), Error> {
         let pid = self.pid().ok_or_else(|| Error::Io {
@@ -296,13 +316,18 @@ impl MariaDb {
         }
     }
 
-    /// Stops the server (SIGTERM, then SIGKILL after a timeout) and waits for it.
+    /// Stops the server (SIGTERM, then SIGKILL after a timeout) and waits
+    /// for it. A server hung with SIGSTOP is continued first, so that it
+    /// shuts down cleanly instead of being killed after the timeout.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        // SAFETY: signalling our own child by its pid.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        // SAFETY: signalling our own child, not yet reaped, by its pid.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGCONT);
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
         let deadline = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {

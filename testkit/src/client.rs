@@ -3,7 +3,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a test waits for any single response.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -49,6 +49,8 @@ impl RawResponse {
 pub struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
+    /// The bound of [`Conn::read_response`]; [`READ_TIMEOUT`] unless set.
+    read_timeout: Duration,
 }
 
 impl Conn {
@@ -59,11 +61,15 @@ impl Conn {
         Ok(Conn {
             stream,
             buf: Vec::new(),
+            read_timeout: READ_TIMEOUT,
         })
     }
 
-    pub fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
-        self.stream.set_read_timeout(Some(t))
+    /// How long [`Conn::read_response`] waits for a response.
+    pub fn set_read_timeout(&mut self, t: Duration) -> io::Result<()> {
+        self.stream.set_read_timeout(Some(t))?;
+        self.read_timeout = t;
+        Ok(())
     }
 
     /// Sends raw bytes.
@@ -77,14 +83,43 @@ impl Conn {
     }
 
     /// Reads one response; `head` says the request was HEAD (no body follows).
+    /// Waits at most the read timeout ([`READ_TIMEOUT`] unless set).
     pub fn read_response(&mut self, head: bool) -> io::Result<RawResponse> {
+        self.read_response_within(head, self.read_timeout)
+    }
+
+    /// Reads one response, waiting at most `wait` for all of it.
+    ///
+    /// `Err` of kind `TimedOut` when no complete response came in time (what
+    /// did arrive is kept: a later read continues with it), `UnexpectedEof`
+    /// when the server closed before a complete response. For tests that
+    /// assert a server does *not* answer (yet), e.g. a starved connection.
+    pub fn read_response_within(&mut self, head: bool, wait: Duration) -> io::Result<RawResponse> {
+        let deadline = Instant::now() + wait;
         loop {
             if let Some((resp, used)) = parse(&self.buf, head, false)? {
                 self.buf.drain(..used);
                 return Ok(resp);
             }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(no_response_within(wait));
+            }
+            self.stream.set_read_timeout(Some(left))?;
             let mut chunk = [0u8; 16 * 1024];
-            let n = self.stream.read(&mut chunk)?;
+            let n = match self.stream.read(&mut chunk) {
+                Ok(n) => n,
+                // A socket read timeout is `WouldBlock` on Unix.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(no_response_within(wait))
+                }
+                Err(e) => return Err(e),
+            };
             if n == 0 {
                 // Closed: a response delimited by the close is complete now.
                 if let Some((resp, used)) = parse(&self.buf, head, true)? {
@@ -109,6 +144,28 @@ impl Conn {
         self.read_response(method == "HEAD")
     }
 
+    /// `GET target` on this connection.
+    pub fn get(&mut self, target: &str) -> io::Result<RawResponse> {
+        self.request("GET", target)
+    }
+
+    /// Whether anything (response bytes, or the close) has arrived and waits
+    /// to be read. Never blocks: for asserting that no answer came *yet*.
+    pub fn has_data(&self) -> bool {
+        if !self.buf.is_empty() {
+            return true;
+        }
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let ready = !matches!(
+            self.stream.peek(&mut [0u8; 1]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock
+        );
+        let _ = self.stream.set_nonblocking(false);
+        ready
+    }
+
     /// Whether the server has closed the connection (waits up to `within`).
     pub fn is_closed(&mut self, within: Duration) -> bool {
         let _ = self.stream.set_read_timeout(Some(within));
@@ -121,9 +178,16 @@ impl Conn {
             }
             Err(e) => e.kind() == io::ErrorKind::ConnectionReset,
         };
-        let _ = self.stream.set_read_timeout(Some(READ_TIMEOUT));
+        let _ = self.stream.set_read_timeout(Some(self.read_timeout));
         closed
     }
+}
+
+fn no_response_within(wait: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("no complete response within {wait:?}"),
+    )
 }
 
 /// Parses one response from `buf`: `Ok(None)` if incomplete.

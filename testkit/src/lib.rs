@@ -1,7 +1,8 @@
 //! Test support for the servers' integration tests: real processes, a real
 //! MariaDB, real sockets.
 //!
-//! - [`db::shared`]: one private MariaDB per test binary, stopped at exit.
+//! - [`db::shared_db`]: one private MariaDB per test binary, stopped at exit;
+//!   [`db::private`]: one per test, to stop, restart or count connections of.
 //! - [`process::ServerProcess`]: a server binary on a free port, stopped on drop.
 //! - [`client`]: a raw HTTP/1 client that shows exactly what a server sent.
 //! - [`contract`] and [`contract_tests!`]: the contract suite (DESIGN.md §2),

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a (debug-built) server may take to print `listening on ADDR`.
@@ -14,6 +14,8 @@ pub struct ServerProcess {
     child: Option<Child>,
     pub addr: SocketAddr,
     stderr_log: std::path::PathBuf,
+    /// Lines printed on stdout after `listening on ADDR`.
+    stdout: Arc<Mutex<Vec<String>>>,
 }
 
 impl ServerProcess {
@@ -36,23 +38,34 @@ impl ServerProcess {
             .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
-        // Read the announcement, then keep draining stdout so the server never
-        // blocks on a full pipe.
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let collected = lines.clone();
+        // Read the announcement, then keep reading stdout, so that the server
+        // never blocks on a full pipe and tests can see what it printed.
         std::thread::spawn(move || {
             let mut tx = Some(tx);
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(addr) = line.strip_prefix("listening on ") {
-                    if let (Some(tx), Ok(addr)) = (tx.take(), addr.trim().parse::<SocketAddr>()) {
+                let addr = line
+                    .strip_prefix("listening on ")
+                    .and_then(|a| a.trim().parse::<SocketAddr>().ok());
+                if let Some(addr) = addr {
+                    if let Some(tx) = tx.take() {
                         let _ = tx.send(addr);
+                        continue;
                     }
                 }
+                collected
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line);
             }
         });
         let mut server = ServerProcess {
             child: Some(child),
             addr: "0.0.0.0:0".parse().unwrap(),
             stderr_log,
+            stdout: lines,
         };
         match rx.recv_timeout(START_TIMEOUT) {
             Ok(addr) => server.addr = addr,
@@ -62,6 +75,15 @@ impl ServerProcess {
             ),
         }
         server
+    }
+
+    /// The lines the server printed on stdout so far, after its `listening
+    /// on ADDR` line (e.g. may's coroutine stack reports).
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// What the server wrote on stderr so far.

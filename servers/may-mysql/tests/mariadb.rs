@@ -5,7 +5,7 @@
 //! thread.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::sync::{Arc, Mutex, Once};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -35,25 +35,8 @@ fn co<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         .unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
 
-/// One MariaDB shared by the tests that do not stop it: started on first
-/// use, stopped (and its directory removed) when the test process exits.
-fn shared_db() -> Arc<MariaDb> {
-    static SHARED: Mutex<Option<Arc<MariaDb>>> = Mutex::new(None);
-    extern "C" fn stop_shared_db() {
-        let db = SHARED.lock().unwrap_or_else(PoisonError::into_inner).take();
-        drop(db);
-    }
-    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(db) = &*shared {
-        return db.clone();
-    }
-    let db = Arc::new(MariaDb::start(Options::default()).expect("starting a private MariaDB"));
-    // SAFETY: registers a plain `extern "C" fn()`; it runs at exit, after
-    // the tests, when nothing else uses SHARED.
-    unsafe { libc::atexit(stop_shared_db) };
-    *shared = Some(db.clone());
-    db
-}
+/// One MariaDB shared by the tests that do not stop it (stopped at exit).
+use testkit::db::shared_db;
 
 fn opts_for(db: &MariaDb) -> Opts {
     let mut opts = Opts::from_url(&db.url()).unwrap();
@@ -64,7 +47,7 @@ fn opts_for(db: &MariaDb) -> Opts {
 
 #[test]
 fn connect_query_and_ping() {
-    let opts = opts_for(&shared_db());
+    let opts = opts_for(shared_db());
     co(move || {
         let mut conn = Conn::connect(&opts).unwrap();
         assert!(conn.server_version().contains("MariaDB"), "{conn:?}");
@@ -107,7 +90,7 @@ fn connect_query_and_ping() {
 /// it works (e.g. for a startup check on the main thread).
 #[test]
 fn works_outside_coroutines() {
-    let opts = opts_for(&shared_db());
+    let opts = opts_for(shared_db());
     may_setup();
     let mut conn = Conn::connect(&opts).unwrap();
     assert_eq!(conn.query_scalar_i64(SLEEP_QUERY).unwrap(), Some(1));
@@ -122,7 +105,7 @@ fn works_outside_coroutines() {
 /// payload of exactly 16 MiB - 1 bytes needs an empty trailing chunk.
 #[test]
 fn packets_larger_than_16_mib() {
-    let opts = opts_for(&shared_db());
+    let opts = opts_for(shared_db());
     co(move || {
         let mut conn = Conn::connect(&opts).unwrap();
         let sql_of_len = |len: usize| {
@@ -155,7 +138,7 @@ fn packets_larger_than_16_mib() {
 
 #[test]
 fn server_errors_keep_the_connection_usable() {
-    let opts = opts_for(&shared_db());
+    let opts = opts_for(shared_db());
     co(move || {
         let mut conn = Conn::connect(&opts).unwrap();
         let err = conn.query_scalar_i64("SELEC 1").unwrap_err();
@@ -254,7 +237,7 @@ fn empty_password_and_percent_encoded_credentials() {
 /// an auth switch request to mysql_native_password, which we must follow.
 #[test]
 fn auth_switch_request_is_followed() {
-    let opts = opts_for(&shared_db());
+    let opts = opts_for(shared_db());
     co(move || {
         let mut conn = Conn::connect_offering_plugin(&opts, "caching_sha2_password").unwrap();
         assert_eq!(conn.query_scalar_i64("SELECT 1").unwrap(), Some(1));
@@ -273,7 +256,7 @@ fn auth_switch_request_is_followed() {
 /// at least 10 x 0.5 s. (A generous bound: this checks the model, not speed.)
 #[test]
 fn waiting_queries_do_not_block_worker_threads() {
-    let opts = opts_for(&shared_db());
+    let opts = opts_for(shared_db());
     may_setup();
     let conns: Vec<Conn> = co({
         let opts = opts.clone();
@@ -295,7 +278,7 @@ fn waiting_queries_do_not_block_worker_threads() {
 
 #[test]
 fn pool_of_4_serves_200_coroutines() {
-    let opts = opts_for(&shared_db());
+    let opts = opts_for(shared_db());
     may_setup();
     let pool = Pool::new(opts, 4);
     let handles: Vec<_> = (0..200)
@@ -323,7 +306,7 @@ fn pool_of_4_serves_200_coroutines() {
 
 #[test]
 fn pool_wait_is_bounded() {
-    let opts = opts_for(&shared_db());
+    let opts = opts_for(shared_db());
     let pool = Pool::with_wait_timeout(opts, 1, Duration::from_millis(300));
     co(move || {
         let held = pool.get().unwrap();
@@ -336,6 +319,81 @@ fn pool_wait_is_bounded() {
         let mut conn = pool.get().unwrap();
         assert_eq!(conn.query_scalar_i64("SELECT 1").unwrap(), Some(1));
     });
+}
+
+/// Waiting for a slot parks without a timer: a released slot goes to the
+/// oldest waiter at once (a waiter woken by the pool's reaper would get
+/// `PoolTimeout` instead), waiters that time out together each do so on
+/// time, and a timed-out waiter takes no slot with it.
+#[test]
+fn pool_hands_released_slots_to_waiters_in_turn() {
+    let opts = opts_for(shared_db());
+    may_setup();
+    let pool = Pool::with_wait_timeout(opts.clone(), 1, Duration::from_secs(10));
+    let held = pool.get().unwrap();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let waiters: Vec<_> = (0..3)
+        .map(|i| {
+            let (waiter_pool, served) = (pool.clone(), served.clone());
+            let h = may::go!(move || -> Result<(), Error> {
+                let mut conn = waiter_pool.get()?;
+                served.lock().unwrap().push(i);
+                assert_eq!(conn.query_scalar_i64(SLEEP_QUERY)?, Some(1));
+                Ok(())
+            });
+            // Queue them in a known order: the next starts once this one waits.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while pool.waiting_count() <= i {
+                assert!(Instant::now() < deadline, "waiter {i} never queued");
+                thread::sleep(Duration::from_millis(5));
+            }
+            h
+        })
+        .collect();
+    assert!(
+        served.lock().unwrap().is_empty(),
+        "served while the slot was held"
+    );
+    let start = Instant::now();
+    drop(held);
+    for h in waiters {
+        h.join().unwrap().unwrap();
+    }
+    assert_eq!(*served.lock().unwrap(), [0, 1, 2], "served out of turn");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+
+    let pool = Pool::with_wait_timeout(opts, 1, Duration::from_millis(300));
+    let held = pool.get().unwrap();
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let pool = pool.clone();
+            may::go!(move || {
+                let start = Instant::now();
+                (pool.get().map(drop), start.elapsed())
+            })
+        })
+        .collect();
+    for h in waiters {
+        let (result, waited) = h.join().unwrap();
+        assert!(
+            matches!(result, Err(Error::PoolTimeout { .. })),
+            "{result:?}"
+        );
+        assert!(
+            waited >= Duration::from_millis(250),
+            "gave up after {waited:?}"
+        );
+        assert!(waited < Duration::from_secs(5), "gave up after {waited:?}");
+    }
+    drop(held);
+    let mut conn = pool.get().unwrap();
+    assert_eq!(conn.query_scalar_i64("SELECT 1").unwrap(), Some(1));
+    drop(conn);
+    assert_eq!(pool.idle_count(), 1);
 }
 
 /// A connection killed while idle is noticed before reuse (no failed

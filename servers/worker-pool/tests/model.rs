@@ -7,32 +7,46 @@
 //! Bounds are generous: they tell "waited for a worker" from "answered at
 //! once" on a loaded 2-core machine, and are never speed assertions.
 
-mod support;
-
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::{Client, MariaDb, Server, NO_DB};
+use testkit::client::{Conn, RawResponse};
+use testkit::ServerProcess;
 
+const BIN: &str = env!("CARGO_BIN_EXE_worker-pool");
+/// A database URL nothing listens on: for tests that never reach the database.
+const NO_DB: &str = "mysql://bench:bench@127.0.0.1:9/bench";
 const WAIT: Duration = Duration::from_secs(10);
+
+/// A client connection whose responses are waited for at most `WAIT`.
+fn connect(server: &ServerProcess) -> Conn {
+    let mut conn = Conn::connect(server.addr).expect("connect");
+    conn.set_read_timeout(WAIT).unwrap();
+    conn
+}
+
+fn get(conn: &mut Conn, target: &str) -> RawResponse {
+    conn.get(target)
+        .unwrap_or_else(|e| panic!("GET {target}: {e}"))
+}
 
 /// Sends `GET target` on a fresh connection from a thread; returns when the
 /// response arrived, measured from `t0`.
 fn timed_get(
-    server: &Server,
+    server: &ServerProcess,
     target: &'static str,
     t0: Instant,
 ) -> thread::JoinHandle<(u16, String, Duration)> {
-    let mut client = server.connect();
+    let mut conn = connect(server);
     thread::spawn(move || {
-        let resp = client.request(target, WAIT);
-        (resp.status, resp.body, t0.elapsed())
+        let resp = get(&mut conn, target);
+        (resp.status, resp.body_str(), t0.elapsed())
     })
 }
 
 #[test]
 fn work_concurrency_is_capped_at_workers() {
-    let server = Server::start(&["--workers", "2", "--mysql-url", NO_DB]);
+    let server = ServerProcess::start(BIN, &["--workers", "2", "--mysql-url", NO_DB]);
     let t0 = Instant::now();
     let sleep_a = timed_get(&server, "/sleep?ms=1000", t0);
     let sleep_b = timed_get(&server, "/sleep?ms=1000", t0);
@@ -59,7 +73,7 @@ fn work_concurrency_is_capped_at_workers() {
 #[test]
 fn a_free_worker_answers_at_once() {
     // The control for the test above: one more worker, no wait.
-    let server = Server::start(&["--workers", "3", "--mysql-url", NO_DB]);
+    let server = ServerProcess::start(BIN, &["--workers", "3", "--mysql-url", NO_DB]);
     let t0 = Instant::now();
     let sleep_a = timed_get(&server, "/sleep?ms=1000", t0);
     let sleep_b = timed_get(&server, "/sleep?ms=1000", t0);
@@ -75,7 +89,10 @@ fn a_free_worker_answers_at_once() {
 
 #[test]
 fn a_full_queue_answers_503_server_busy_at_once() {
-    let server = Server::start(&["--workers", "1", "--queue", "1", "--mysql-url", NO_DB]);
+    let server = ServerProcess::start(
+        BIN,
+        &["--workers", "1", "--queue", "1", "--mysql-url", NO_DB],
+    );
     let t0 = Instant::now();
     // The only worker sleeps...
     let busy = timed_get(&server, "/sleep?ms=2000", t0);
@@ -84,11 +101,14 @@ fn a_full_queue_answers_503_server_busy_at_once() {
     let queued = timed_get(&server, "/sleep?ms=10", t0);
     thread::sleep(Duration::from_millis(300));
     // ...and the next one finds the queue full.
-    let mut client = server.connect();
+    let mut client = connect(&server);
     let t1 = Instant::now();
-    let resp = client.request("/hello", WAIT);
+    let resp = get(&mut client, "/hello");
     let took = t1.elapsed();
-    assert_eq!((resp.status, resp.body.as_str()), (503, "server busy"));
+    assert_eq!(
+        (resp.status, resp.body_str().as_str()),
+        (503, "server busy")
+    );
     assert!(took < Duration::from_millis(1000), "503 took {took:?}");
     assert!(
         t0.elapsed() < Duration::from_millis(1900),
@@ -104,16 +124,16 @@ fn a_full_queue_answers_503_server_busy_at_once() {
         "the queued request ran after the first"
     );
     // The connection that got 503 stays usable once a worker is free.
-    let resp = client.request("/hello", WAIT);
+    let resp = get(&mut client, "/hello");
     assert_eq!(resp.status, 200);
 }
 
 /// Opens `n` keep-alive connections and makes each do one request.
-fn idle_keep_alive(server: &Server, n: usize) -> Vec<Client> {
+fn idle_keep_alive(server: &ServerProcess, n: usize) -> Vec<Conn> {
     (0..n)
         .map(|_| {
-            let mut c = server.connect();
-            assert_eq!(c.request("/hello", WAIT).status, 200);
+            let mut c = connect(server);
+            assert_eq!(get(&mut c, "/hello").status, 200);
             c
         })
         .collect()
@@ -121,24 +141,32 @@ fn idle_keep_alive(server: &Server, n: usize) -> Vec<Client> {
 
 #[test]
 fn per_connection_keep_alive_connections_starve_the_rest() {
-    let server = Server::start(&["--per-connection", "--workers", "2", "--mysql-url", NO_DB]);
+    let server = ServerProcess::start(
+        BIN,
+        &["--per-connection", "--workers", "2", "--mysql-url", NO_DB],
+    );
     let mut held = idle_keep_alive(&server, 2);
     // Both workers own an idle connection: a third connection is accepted by
     // the kernel but no worker reads it.
-    let mut third = server.connect();
-    third.get("/hello");
-    let starved = third.response(Duration::from_millis(1500));
+    let mut third = connect(&server);
+    third.send_request("GET", "/hello").unwrap();
+    let starved = third.read_response_within(false, Duration::from_millis(1500));
     assert!(
         matches!(&starved, Err(e) if e.kind() == std::io::ErrorKind::TimedOut),
         "{starved:?}"
     );
     // The held connections are still served by their workers.
-    assert_eq!(held[1].request("/hello", WAIT).status, 200);
+    assert_eq!(get(&mut held[1], "/hello").status, 200);
     // One closes: its worker takes the waiting connection at once.
     drop(held.remove(0));
     let t = Instant::now();
-    let resp = third.response(WAIT).expect("answered after a close");
-    assert_eq!((resp.status, resp.body.as_str()), (200, "Hello World"));
+    let resp = third
+        .read_response_within(false, WAIT)
+        .expect("answered after a close");
+    assert_eq!(
+        (resp.status, resp.body_str().as_str()),
+        (200, "Hello World")
+    );
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }
 
@@ -146,11 +174,11 @@ fn per_connection_keep_alive_connections_starve_the_rest() {
 fn front_idle_keep_alive_connections_hold_no_worker() {
     // The same load as above in the front shape: the front owns the idle
     // connections, the workers are free.
-    let server = Server::start(&["--workers", "2", "--mysql-url", NO_DB]);
+    let server = ServerProcess::start(BIN, &["--workers", "2", "--mysql-url", NO_DB]);
     let _held = idle_keep_alive(&server, 2);
-    let mut third = server.connect();
+    let mut third = connect(&server);
     let t = Instant::now();
-    assert_eq!(third.request("/hello", WAIT).status, 200);
+    assert_eq!(get(&mut third, "/hello").status, 200);
     assert!(
         t.elapsed() < Duration::from_millis(1000),
         "{:?}",
@@ -160,37 +188,42 @@ fn front_idle_keep_alive_connections_hold_no_worker() {
 
 #[test]
 fn each_worker_holds_one_persistent_connection_and_conn_new_closes_its_own() {
-    let db = MariaDb::start();
+    // A private database: the counters below must see this server alone.
+    let db = testkit::db::private();
     let url = db.url();
-    let server = Server::start(&["--workers", "2", "--mysql-url", &url]);
+    let status = |name: &str| {
+        db.status(name)
+            .unwrap_or_else(|e| panic!("status {name}: {e}"))
+    };
+    let server = ServerProcess::start(BIN, &["--workers", "2", "--mysql-url", &url]);
 
     // Each status read is itself one connection.
-    let before = db.status("Connections");
-    let mut clients: Vec<Client> = (0..4).map(|_| server.connect()).collect();
+    let before = status("Connections");
+    let mut clients: Vec<Conn> = (0..4).map(|_| connect(&server)).collect();
     for _ in 0..10 {
         for c in &mut clients {
-            let resp = c.request("/db", WAIT);
-            assert_eq!((resp.status, resp.body.as_str()), (200, "1"));
+            let resp = get(c, "/db");
+            assert_eq!((resp.status, resp.body_str().as_str()), (200, "1"));
         }
     }
-    let opened = db.status("Connections") - before - 1;
+    let opened = status("Connections") - before - 1;
     assert!(
         (1..=2).contains(&opened),
         "{opened} connections for 2 workers"
     );
 
-    let connected = db.status("Threads_connected");
-    let before = db.status("Connections");
+    let connected = status("Threads_connected");
+    let before = status("Connections");
     for _ in 0..5 {
-        let resp = clients[0].request("/work?conn=new", WAIT);
-        assert_eq!(resp.status, 200, "{}", resp.body);
+        let resp = get(&mut clients[0], "/work?conn=new");
+        assert_eq!(resp.status, 200, "{}", resp.body_str());
     }
-    let opened = db.status("Connections") - before - 1;
+    let opened = status("Connections") - before - 1;
     assert_eq!(opened, 5, "conn=new opens one connection per request");
     // ...and closes it after: back to the persistent ones (poll: the server
     // side notices the close asynchronously).
     let deadline = Instant::now() + Duration::from_secs(5);
-    while db.status("Threads_connected") != connected {
+    while status("Threads_connected") != connected {
         assert!(Instant::now() < deadline, "conn=new connections left open");
         thread::sleep(Duration::from_millis(100));
     }
