@@ -171,7 +171,7 @@ fn multiple_result_sets_are_drained() {
          CREATE OR REPLACE PROCEDURE bench.two_results() BEGIN SELECT 7; SELECT 8; END //",
     )
     .unwrap();
-    let opts = opts_for(&db);
+    let opts = opts_for(db);
     co(move || {
         let mut conn = Conn::connect(&opts).unwrap();
         assert_eq!(
@@ -185,7 +185,7 @@ fn multiple_result_sets_are_drained() {
 #[test]
 fn wrong_password_and_unknown_database_are_server_errors() {
     let db = shared_db();
-    let opts = opts_for(&db);
+    let opts = opts_for(db);
     co(move || {
         let mut bad = opts.clone();
         bad.password = "wrong".into();
@@ -402,7 +402,7 @@ fn pool_hands_released_slots_to_waiters_in_turn() {
 #[test]
 fn pool_discards_killed_connections() {
     let db = shared_db();
-    let pool = Pool::new(opts_for(&db), 1);
+    let pool = Pool::new(opts_for(db), 1);
 
     let first_id = co({
         let pool = pool.clone();
