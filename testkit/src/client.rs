@@ -166,6 +166,59 @@ impl Conn {
         ready
     }
 
+    /// Reads every response until the server closes the connection (a
+    /// reset counts as a close), waiting at most `wait` in all: for
+    /// exchanges the server ends itself, e.g. an error answer that closes,
+    /// or `Connection: close` among pipelined requests. Responses to HEAD
+    /// are not told apart: send no HEAD requests before such a read.
+    ///
+    /// `Err` of kind `TimedOut` when the server did not close within
+    /// `wait`, `UnexpectedEof` when it closed inside a response (the
+    /// complete responses before it are lost with the error).
+    pub fn read_until_close(&mut self, wait: Duration) -> io::Result<Vec<RawResponse>> {
+        let deadline = Instant::now() + wait;
+        let mut chunk = [0u8; 16 * 1024];
+        let read = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break Err(not_closed_within(wait));
+            }
+            self.stream.set_read_timeout(Some(left))?;
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break Ok(()),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break Ok(()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break Err(not_closed_within(wait))
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        let _ = self.stream.set_read_timeout(Some(self.read_timeout));
+        read?;
+        let mut responses = Vec::new();
+        while !self.buf.is_empty() {
+            let Some((resp, used)) = parse(&self.buf, false, true)? else {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "connection closed after {} bytes of a response (after {} complete)",
+                        self.buf.len(),
+                        responses.len()
+                    ),
+                ));
+            };
+            self.buf.drain(..used);
+            responses.push(resp);
+        }
+        Ok(responses)
+    }
+
     /// Whether the server has closed the connection (waits up to `within`).
     pub fn is_closed(&mut self, within: Duration) -> bool {
         let _ = self.stream.set_read_timeout(Some(within));
@@ -187,6 +240,13 @@ fn no_response_within(wait: Duration) -> io::Error {
     io::Error::new(
         io::ErrorKind::TimedOut,
         format!("no complete response within {wait:?}"),
+    )
+}
+
+fn not_closed_within(wait: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the server did not close the connection within {wait:?}"),
     )
 }
 
