@@ -123,9 +123,14 @@ impl MariaDb {
             .tempdir()
             .map_err(io("create a temp dir"))?;
         let data = dir.path().join("data");
+        // A private tmpdir too: the shared /tmp, busy with other tests, once
+        // failed install-db's temporary tables.
+        let tmp = dir.path().join("tmp");
+        fs::create_dir_all(&tmp).map_err(io("create tmpdir"))?;
         let mut cmd = Command::new(&install_db);
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg("--auth-root-authentication-method=socket")
             .arg("--skip-test-db");
         if is_root() {
@@ -264,6 +269,7 @@ impl MariaDb {
         let mut cmd = Command::new(&self.mariadbd);
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", d.join("data").display()))
+            .arg(format!("--tmpdir={}", d.join("tmp").display()))
             .arg(format!("--socket={}", self.socket().display()))
             .arg(format!("--pid-file={}", d.join("mariadbd.pid").display()))
             .arg(format!("--init-file={}", d.join("init.sql").display()))
