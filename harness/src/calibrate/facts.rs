@@ -1,0 +1,311 @@
+//! What the machine is and what else it is doing: CPU, cores, governor,
+//! kernel, memory, load, steal time, timer resolution, perf counters, the
+//! scheduler's autogroups; and [`CpuMeter`], which charges a run's CPU time
+//! (from /proc/stat) to the run's own processes or to everything else
+//! ("contamination").
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::procfs;
+
+/// `/proc/stat`'s first line, in clock ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTicks {
+    /// user + nice + system (guest time is inside user).
+    pub busy: u64,
+    pub steal: u64,
+    /// Every field but guest/guest_nice (already in user/nice).
+    pub total: u64,
+}
+
+/// Parses the `cpu ` line of `/proc/stat`.
+pub fn parse_proc_stat(text: &str) -> Option<CpuTicks> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let f = |i: usize| v.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal guest guest_nice
+    Some(CpuTicks {
+        busy: f(0) + f(1) + f(2),
+        steal: f(7),
+        total: (0..8).map(f).sum(),
+    })
+}
+
+pub fn proc_stat() -> CpuTicks {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| parse_proc_stat(&t))
+        .unwrap_or_default()
+}
+
+/// CPU ticks of the run's own processes: this process (every thread: the
+/// load generator, the proxy), the server's tree, the database.
+fn own_ticks(server_pids: &[u32], db_pid: Option<u32>) -> u64 {
+    let mut roots: Vec<u32> = server_pids.to_vec();
+    roots.extend(db_pid);
+    let me = procfs::stat(std::process::id() as i32).map_or(0, |s| s.cpu_ticks);
+    me + procfs::tree(&roots)
+        .iter()
+        .map(|s| s.cpu_ticks)
+        .sum::<u64>()
+}
+
+/// Started before a run, read after it.
+pub struct CpuMeter {
+    machine: CpuTicks,
+    own: u64,
+}
+
+/// What a run's CPU went to, in % of the whole machine (all cores).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuShare {
+    /// user + nice + system of processes outside the run.
+    pub outside_cpu_pct: f64,
+    pub steal_pct: f64,
+}
+
+impl CpuMeter {
+    pub fn start(server_pids: &[u32], db_pid: Option<u32>) -> CpuMeter {
+        CpuMeter {
+            machine: proc_stat(),
+            own: own_ticks(server_pids, db_pid),
+        }
+    }
+
+    pub fn finish(&self, server_pids: &[u32], db_pid: Option<u32>) -> CpuShare {
+        let now = proc_stat();
+        let own = own_ticks(server_pids, db_pid).saturating_sub(self.own);
+        let total = now.total.saturating_sub(self.machine.total).max(1) as f64;
+        let busy = now.busy.saturating_sub(self.machine.busy);
+        CpuShare {
+            outside_cpu_pct: 100.0 * busy.saturating_sub(own) as f64 / total,
+            steal_pct: 100.0 * now.steal.saturating_sub(self.machine.steal) as f64 / total,
+        }
+    }
+}
+
+/// Whether `perf` hardware counters can be used.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Perf {
+    pub hardware_counters: bool,
+    /// `kernel.perf_event_paranoid`.
+    pub paranoid: Option<i64>,
+    pub note: String,
+}
+
+pub fn perf() -> Perf {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|t| t.trim().parse().ok());
+    let pmu = std::path::Path::new("/sys/bus/event_source/devices/cpu").exists()
+        || std::path::Path::new("/sys/bus/event_source/devices/cpu_core").exists();
+    let root = crate::catalog::is_root();
+    let hardware_counters = pmu && (root || paranoid.is_some_and(|p: i64| p <= 2));
+    let note = if !pmu {
+        "no hardware PMU exposed (no /sys/bus/event_source/devices/cpu: a VM without vPMU): \
+         `perf stat` counts only software events"
+            .to_string()
+    } else if hardware_counters {
+        "hardware counters available (perf stat -e cycles,instructions)".to_string()
+    } else {
+        format!(
+            "a PMU exists but perf_event_paranoid={} forbids it to this user",
+            paranoid.unwrap_or(-99)
+        )
+    };
+    Perf {
+        hardware_counters,
+        paranoid,
+        note,
+    }
+}
+
+/// Which processes of the run share which scheduler autogroup.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Autogroup {
+    pub group: String,
+    pub processes: Vec<String>,
+}
+
+/// `(label, pid, autogroup)` of a process of the run, read while it lives.
+pub fn member(label: &str, pid: i32) -> (String, i32, String) {
+    (
+        label.to_string(),
+        pid,
+        procfs::autogroup(pid).unwrap_or_else(|| "unknown".into()),
+    )
+}
+
+/// Groups the run's processes by autogroup.
+pub fn autogroups(processes: &[(String, i32, String)]) -> Vec<Autogroup> {
+    let mut out: Vec<Autogroup> = Vec::new();
+    for (label, pid, group) in processes {
+        let name = format!("{label} ({pid})");
+        match out.iter_mut().find(|g| g.group == *group) {
+            Some(g) => {
+                if !g.processes.contains(&name) {
+                    g.processes.push(name)
+                }
+            }
+            None => out.push(Autogroup {
+                group: group.clone(),
+                processes: vec![name],
+            }),
+        }
+    }
+    out
+}
+
+/// The machine, as far as it can be read without privileges.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Facts {
+    pub cpu_model: String,
+    pub cores_online: u32,
+    /// `Cpus_allowed_list` of the harness.
+    pub cpus_allowed: String,
+    /// `scaling_governor` of cpu0, if the kernel shows it.
+    pub governor: Option<String>,
+    pub kernel: String,
+    pub os: String,
+    pub memory_bytes: u64,
+    /// 1, 5, 15 minutes.
+    pub load_avg_before: Vec<f64>,
+    pub load_avg_after: Vec<f64>,
+    /// Steal time since boot, % of all CPU time (before the run).
+    pub steal_pct_since_boot: f64,
+    /// Steal time during calibrate, % of all CPU time.
+    pub steal_pct_during: f64,
+    /// `clock_getres(CLOCK_MONOTONIC)`.
+    pub timer_resolution_ns: u64,
+    /// How late a 100 µs sleep wakes up (median): the real timer granularity.
+    pub sleep_overshoot_us_p50: f64,
+    pub perf: Perf,
+    pub sched_autogroup_enabled: Option<bool>,
+    /// Which processes of the run shared which autogroup.
+    pub autogroups: Vec<Autogroup>,
+}
+
+fn read(p: &str) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+pub fn load_avg() -> Vec<f64> {
+    read("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .filter_map(|v| v.parse().ok())
+        .collect()
+}
+
+fn timer_resolution_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec for the kernel to fill.
+    if unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts) } == 0 {
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    } else {
+        0
+    }
+}
+
+fn sleep_overshoot_us() -> f64 {
+    let want = std::time::Duration::from_micros(100);
+    let mut late: Vec<f64> = (0..100)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            std::thread::sleep(want);
+            (t.elapsed().saturating_sub(want)).as_secs_f64() * 1e6
+        })
+        .collect();
+    late.sort_by(f64::total_cmp);
+    late[late.len() / 2]
+}
+
+/// The facts read before the run (`load_avg_after`, `steal_pct_during` and
+/// `autogroups` are filled in at the end).
+pub fn before() -> (Facts, CpuTicks) {
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown".into(), |(_, v)| v.trim().to_string());
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+    let cpus_allowed = crate::env::pinned::current_thread_cpus()
+        .map(|c| crate::env::pinned::list(&c))
+        .unwrap_or_default();
+    let governor = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+        .ok()
+        .map(|g| g.trim().to_string());
+    let os = read("/etc/os-release")
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map_or("unknown".into(), |v| v.trim_matches('"').to_string());
+    let memory_bytes = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024);
+    let ticks = proc_stat();
+    let facts = Facts {
+        cpu_model,
+        cores_online: online,
+        cpus_allowed,
+        governor,
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+        os,
+        memory_bytes,
+        load_avg_before: load_avg(),
+        load_avg_after: Vec::new(),
+        steal_pct_since_boot: 100.0 * ticks.steal as f64 / ticks.total.max(1) as f64,
+        steal_pct_during: 0.0,
+        timer_resolution_ns: timer_resolution_ns(),
+        sleep_overshoot_us_p50: sleep_overshoot_us(),
+        perf: perf(),
+        sched_autogroup_enabled: procfs::sched_autogroup_enabled(),
+        autogroups: Vec::new(),
+    };
+    (facts, ticks)
+}
+
+/// Fills in what is known only at the end.
+pub fn after(facts: &mut Facts, start: CpuTicks) {
+    let now = proc_stat();
+    facts.load_avg_after = load_avg();
+    facts.steal_pct_during = 100.0 * now.steal.saturating_sub(start.steal) as f64
+        / now.total.saturating_sub(start.total).max(1) as f64;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_parses() {
+        let t = "cpu  100 5 50 1000 10 3 7 20 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n";
+        let c = parse_proc_stat(t).unwrap();
+        assert_eq!(c.busy, 155);
+        assert_eq!(c.steal, 20);
+        assert_eq!(c.total, 1195);
+        assert!(parse_proc_stat("nothing").is_none());
+        assert!(proc_stat().total > 0);
+    }
+
+    #[test]
+    fn facts_are_read_and_we_share_our_own_group() {
+        let (f, _) = before();
+        assert!(f.cores_online >= 1);
+        assert!(f.timer_resolution_ns > 0);
+        let me = std::process::id() as i32;
+        let g = autogroups(&[member("a", me), member("b", me)]);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].processes.len(), 2);
+    }
+}

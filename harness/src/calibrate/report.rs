@@ -1,0 +1,300 @@
+//! The calibration document (`harness/schema/calibrate.schema.json`) and
+//! its text rendering. Measuring never formats: `super` fills the document,
+//! this file only prints it.
+
+use serde::{Deserialize, Serialize};
+
+use super::facts::Facts;
+use super::floors::{DbCeiling, Latency};
+use crate::report::thousands;
+
+pub const SCHEMA: &str = "harness.calibrate/1";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub schema: String,
+    pub harness_version: String,
+    pub started_utc: String,
+    pub finished_utc: String,
+    pub interrupted: bool,
+    pub command: Vec<String>,
+    pub settings: Settings,
+    pub machine: Facts,
+    pub noise: Option<Noise>,
+    pub floors: Floors,
+    pub ceilings: Vec<Ceiling>,
+    pub database: DbCeiling,
+    pub environments: Vec<EnvDoc>,
+    pub contamination: Contamination,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub environments: Vec<String>,
+    pub servers: Vec<String>,
+    pub connections: u64,
+    pub threads: u64,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub runs: u32,
+    pub noise_runs: u32,
+}
+
+/// One measured run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunDoc {
+    /// Responses that matched the contract, per second.
+    pub rps: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub failures: u64,
+    /// CPU taken by processes outside the run, % of the machine.
+    pub outside_cpu_pct: f64,
+    pub steal_pct: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Noise {
+    pub server: String,
+    pub path: String,
+    pub runs: Vec<RunDoc>,
+    pub rps_mean: f64,
+    pub rps_sd: f64,
+    pub cv_pct: f64,
+    /// `quiet` (CV < 3%) or `noisy`.
+    pub verdict: String,
+    pub advice: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Floors {
+    /// One byte there and back over 127.0.0.1.
+    pub tcp_loopback_rtt: Option<Latency>,
+    /// `GET /hello` at one connection on the fastest `/hello` server.
+    pub http_hello_c1: Option<Latency>,
+    pub http_hello_c1_server: Option<String>,
+}
+
+/// A reference server's best numbers on bare loopback.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ceiling {
+    pub server: String,
+    pub hello_rps: Option<f64>,
+    pub work_rps: Option<f64>,
+    pub note: Option<String>,
+}
+
+/// One workload in one environment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvWorkload {
+    pub workload: String,
+    pub path: String,
+    pub server: String,
+    /// How the load reached the server.
+    pub route: String,
+    pub runs: Vec<RunDoc>,
+    pub rps_mean: f64,
+    pub rps_sd: f64,
+    pub cv_pct: f64,
+    /// `rps_mean` over bare's, and its spread (both runs' CVs combined).
+    pub ratio_to_bare: Option<f64>,
+    pub ratio_sd: Option<f64>,
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvDoc {
+    pub name: String,
+    pub description: String,
+    /// `measured`, `not_available`, `failed` or `interrupted`.
+    pub status: String,
+    pub reason: Option<String>,
+    /// What was built (addresses, CPU sets).
+    pub detail: Option<String>,
+    /// What was verified (Cpus_allowed_list, namespace membership).
+    pub checks: Vec<String>,
+    pub workloads: Vec<EnvWorkload>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Contamination {
+    pub runs: u64,
+    pub outside_cpu_pct_mean: f64,
+    pub outside_cpu_pct_max: f64,
+    pub note: String,
+}
+
+fn rps(x: f64) -> String {
+    thousands(x.round().max(0.0) as u64)
+}
+
+fn opt_rps(x: Option<f64>) -> String {
+    x.map_or("—".into(), rps)
+}
+
+/// The human report.
+pub fn text(c: &Calibration) -> String {
+    let mut o = String::new();
+    let m = &c.machine;
+    let la = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    o += "machine\n";
+    o += &format!(
+        "  {} · {} cores online (allowed {}) · governor {} · kernel {} · {} · {:.1} GiB\n",
+        m.cpu_model,
+        m.cores_online,
+        m.cpus_allowed,
+        m.governor.as_deref().unwrap_or("not visible"),
+        m.kernel,
+        m.os,
+        m.memory_bytes as f64 / (1u64 << 30) as f64
+    );
+    o += &format!(
+        "  load {} → {} · steal {:.2}% during ({:.2}% since boot)\n",
+        la(&m.load_avg_before),
+        la(&m.load_avg_after),
+        m.steal_pct_during,
+        m.steal_pct_since_boot
+    );
+    o += &format!(
+        "  timer: clock_getres {} ns, a 100 µs sleep wakes {:.0} µs late (median) · perf: {}\n",
+        m.timer_resolution_ns, m.sleep_overshoot_us_p50, m.perf.note
+    );
+    match m.sched_autogroup_enabled {
+        Some(true) => {
+            o += "  kernel.sched_autogroup_enabled=1: every setsid() session gets an equal CPU \
+                  share (a detached daemon gets as much CPU as the whole load generator)\n";
+        }
+        Some(false) => o += "  kernel.sched_autogroup_enabled=0\n",
+        None => o += "  no scheduler autogroups in this kernel\n",
+    }
+    for g in &m.autogroups {
+        o += &format!("    {}: {}\n", g.group, g.processes.join(", "));
+    }
+    if m.autogroups.len() > 1 {
+        o += "    warning: the run's processes are in different autogroups: CPU is shared per group, not per process\n";
+    }
+    let k = &c.contamination;
+    o += &format!(
+        "  contamination: processes outside the run took {:.1}% of the machine on average, {:.1}% at most, over {} runs\n",
+        k.outside_cpu_pct_mean, k.outside_cpu_pct_max, k.runs
+    );
+
+    if let Some(n) = &c.noise {
+        o += &format!(
+            "\nnoise: {} × {} {}: {} ± {} req/s, CV {:.1}% → {}: {}\n",
+            n.runs.len(),
+            n.server,
+            n.path,
+            rps(n.rps_mean),
+            rps(n.rps_sd),
+            n.cv_pct,
+            n.verdict,
+            n.advice
+        );
+    }
+
+    o += "\nfloors\n";
+    if let Some(l) = &c.floors.tcp_loopback_rtt {
+        o += &format!(
+            "  TCP loopback round trip, 1 connection: p50 {:.1} µs, p99 {:.1} µs ({} samples)\n",
+            l.p50_us,
+            l.p99_us,
+            thousands(l.samples)
+        );
+    }
+    if let (Some(l), Some(s)) = (&c.floors.http_hello_c1, &c.floors.http_hello_c1_server) {
+        o += &format!(
+            "  GET /hello, 1 connection ({s}): p50 {:.0} µs, p99 {:.0} µs\n",
+            l.p50_us, l.p99_us
+        );
+    }
+    let d = &c.database;
+    o += &format!(
+        "  database ({}{}): SELECT 1 at {} connections: {}\n",
+        d.kind,
+        d.version
+            .as_deref()
+            .map_or(String::new(), |v| format!(", {v}")),
+        d.connections,
+        match (d.select1_per_s, &d.note) {
+            (Some(r), _) => format!("{} queries/s (the ceiling of /work)", rps(r)),
+            (None, Some(n)) => format!("not measured: {n}"),
+            (None, None) => "not measured".into(),
+        }
+    );
+
+    if !c.ceilings.is_empty() {
+        o += &format!(
+            "\nreference ceilings (bare, -c {}, best of the runs)\n",
+            c.settings.connections
+        );
+        o += &format!("  {:<16} {:>12} {:>12}\n", "server", "/hello", "/work");
+        for r in &c.ceilings {
+            o += &format!(
+                "  {:<16} {:>12} {:>12}{}\n",
+                r.server,
+                opt_rps(r.hello_rps),
+                opt_rps(r.work_rps),
+                r.note
+                    .as_deref()
+                    .map_or(String::new(), |n| format!("  ({n})"))
+            );
+        }
+    }
+
+    o += &format!(
+        "\nenvironments (-c {}, {} × {}s runs each; ratio = RPS / bare's, ± its run-to-run spread)\n",
+        c.settings.connections, c.settings.runs, c.settings.duration_s
+    );
+    o += &format!(
+        "  {:<14} {:<9} {:<14} {:>18} {:>14}  {}\n",
+        "env", "workload", "server", "req/s (± sd)", "× bare", "route"
+    );
+    for e in &c.environments {
+        if e.status != "measured" {
+            o += &format!(
+                "  {:<14} {}: {}\n",
+                e.name,
+                e.status.replace('_', " "),
+                e.reason.as_deref().unwrap_or("")
+            );
+            continue;
+        }
+        for w in &e.workloads {
+            if let Some(err) = &w.error {
+                o += &format!("  {:<14} {:<9} failed: {err}\n", e.name, w.path);
+                continue;
+            }
+            let ratio = match (w.ratio_to_bare, w.ratio_sd) {
+                (Some(r), Some(sd)) => format!("{r:.2} ± {sd:.2}"),
+                _ => "—".into(),
+            };
+            o += &format!(
+                "  {:<14} {:<9} {:<14} {:>18} {:>14}  {}\n",
+                e.name,
+                w.path,
+                w.server,
+                format!("{} ± {}", rps(w.rps_mean), rps(w.rps_sd)),
+                ratio,
+                w.route
+            );
+        }
+        for ch in &e.checks {
+            o += &format!("  {:<14} checked: {ch}\n", "");
+        }
+    }
+    o += "\n  reading Docker: a published port costs ~0.9× bare when the kernel DNATs it \
+          (userland-proxy: false, or a client from another host), ~0.25× when docker-proxy \
+          relays it (the default for clients on the host itself). If your Docker numbers sit \
+          near the bridge-proxy row, your clients go through docker-proxy.\n";
+    for n in &c.notes {
+        o += &format!("note: {n}\n");
+    }
+    o
+}

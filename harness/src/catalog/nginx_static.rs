@@ -1,0 +1,132 @@
+//! nginx answering `return 200 "Hello World"` on `/` and `/hello`: the
+//! native ceiling for the `hello` workload (it serves nothing else but a
+//! `/config` document describing itself). Foreground (`daemon off;`), one
+//! worker per core, a process-group leader like every child.
+
+use std::process::Command;
+
+use anyhow::{bail, Context};
+
+use super::supervise::{Child, Stdout};
+use super::{find_program, free_port, run_dir, version_of, Availability, Entry, Running, StartCtx};
+
+pub fn availability() -> Availability {
+    match find_program(&["nginx"]) {
+        Some(p) => Availability::Ready(p.display().to_string()),
+        None => Availability::Missing {
+            reason: "nginx is not installed".into(),
+            fix: "apt-get install nginx-light".into(),
+        },
+    }
+}
+
+/// The whole configuration.
+pub fn config(prefix: &str, listen: &str, workers: usize, version: &str) -> String {
+    let settings = workloads::ServerConfig {
+        server: "nginx-static".into(),
+        model: "event-loop".into(),
+        runtime: version.to_string(),
+        workers: Some(workers as u32),
+        db_pool: None,
+        opcache: None,
+        jit: None,
+        debug: false,
+    };
+    let json = String::from_utf8(settings.to_json()).expect("JSON is UTF-8");
+    format!(
+        r#"daemon off;
+master_process on;
+worker_processes {workers};
+pid {prefix}/nginx.pid;
+error_log {prefix}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    server_tokens off;
+    keepalive_timeout 65s;
+    keepalive_requests 1000000;
+    client_body_temp_path {prefix}/tmp/client_body;
+    proxy_temp_path {prefix}/tmp/proxy;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
+    server {{
+        listen {listen} backlog=4096;
+        default_type text/plain;
+        location = / {{ return 200 "Hello World"; }}
+        location = /hello {{ return 200 "Hello World"; }}
+        location = /config {{ default_type application/json; return 200 '{json}'; }}
+        location / {{ return 404 "not found"; }}
+    }}
+}}
+"#
+    )
+}
+
+pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
+    let nginx = find_program(&["nginx"]).context("nginx is not installed")?;
+    let dir = run_dir(&entry.name)?;
+    let w = dir.path().to_path_buf();
+    std::fs::create_dir_all(w.join("tmp")).context("cannot create the nginx temp dir")?;
+    let version = version_of(&nginx, &["-v"])
+        .and_then(|v| v.rsplit('/').next().map(|n| format!("nginx {n}")))
+        .unwrap_or_else(|| "nginx".into());
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut last = String::new();
+    for _ in 0..3 {
+        let listen = format!("127.0.0.1:{}", free_port()?);
+        let conf = config(&w.display().to_string(), &listen, workers, &version);
+        std::fs::write(w.join("nginx.conf"), conf).context("cannot write nginx.conf")?;
+        let mut cmd = Command::new(&nginx);
+        cmd.arg("-p")
+            .arg(&w)
+            .arg("-e")
+            .arg(w.join("nginx-error.log"))
+            .arg("-c")
+            .arg(w.join("nginx.conf"));
+        let (child, _) = Child::spawn(&entry.name, cmd, &w.join("nginx.out"), Stdout::Log)?;
+        let addr = listen.parse().expect("addr");
+        let mut running = Running {
+            name: entry.name.clone(),
+            addr,
+            authority: listen,
+            versions: vec![version.clone()],
+            notes: Vec::new(),
+            children: vec![child],
+            dir: None,
+        };
+        match super::wait_ready(
+            &mut running,
+            ctx.interrupt,
+            std::time::Duration::from_secs(10),
+        ) {
+            Ok(()) => {
+                running.dir = Some(dir);
+                return Ok(running);
+            }
+            Err(e) => {
+                running.stop();
+                last = format!(
+                    "{e:#}\n{}",
+                    super::supervise::log_tail(&w.join("nginx-error.log"), 10)
+                );
+                if !last.contains("in use") {
+                    break;
+                }
+            }
+        }
+    }
+    bail!("nginx-static did not start: {last}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_config_answers_hello_and_describes_itself() {
+        let c = super::config("/w", "127.0.0.1:1", 2, "nginx 1.22.1");
+        assert!(c.contains("daemon off;"));
+        assert!(c.contains(r#"location = /hello { return 200 "Hello World"; }"#));
+        assert!(c.contains(r#""server":"nginx-static""#));
+        assert!(c.contains("worker_processes 2;"));
+    }
+}

@@ -1,0 +1,71 @@
+//! Node.js: `node compose/node/server.js` (HOST, PORT=0, DB_*, DB_POOL),
+//! ready when it prints `listening on ADDR` and `/hello` answers. Needs
+//! `compose/node/node_modules` (`npm ci`, done by scripts/install-deps).
+
+use std::process::Command;
+
+use super::supervise::{Child, Stdout};
+use super::{
+    find_program, run_dir, version_of, wait_announce, Availability, Entry, Env, Running, StartCtx,
+    SEED_DB_POOL,
+};
+
+pub fn availability(env: &Env) -> Availability {
+    let Some(node) = find_program(&["node", "nodejs"]) else {
+        return Availability::Missing {
+            reason: "node is not installed".into(),
+            fix: "apt-get install nodejs npm (or scripts/install-deps)".into(),
+        };
+    };
+    let app = env.compose().join("node");
+    if !app.join("server.js").is_file() {
+        return Availability::Missing {
+            reason: format!("{} not found", app.join("server.js").display()),
+            fix: "run from the repository or pass --repo-dir".into(),
+        };
+    }
+    if !app.join("node_modules/mysql2").is_dir() {
+        return Availability::Missing {
+            reason: "compose/node/node_modules is not installed".into(),
+            fix: "(cd compose/node && npm ci) or scripts/install-deps".into(),
+        };
+    }
+    let v = version_of(&node, &["--version"]).unwrap_or_default();
+    Availability::Ready(format!("{} {v}, {}", node.display(), app.display()))
+}
+
+pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
+    let node = find_program(&["node", "nodejs"])
+        .ok_or_else(|| anyhow::anyhow!("node is not installed"))?;
+    let dir = run_dir(&entry.name)?;
+    let app = ctx.env.compose().join("node");
+    let mut cmd = Command::new(&node);
+    cmd.arg(app.join("server.js"))
+        .current_dir(&app)
+        .env("HOST", "127.0.0.1")
+        .env("PORT", "0")
+        .env("DB_POOL", SEED_DB_POOL.to_string())
+        .env("NODE_ENV", "production");
+    if let Some(db) = ctx.db {
+        cmd.envs(db.env());
+    }
+    let (mut child, rx) = Child::spawn(
+        &entry.name,
+        cmd,
+        &dir.path().join("node.log"),
+        Stdout::Announce("listening on "),
+    )?;
+    let addr = wait_announce(rx.expect("announce"), &mut child, ctx.interrupt)?;
+    let versions = version_of(&node, &["--version"])
+        .map(|v| vec![format!("node {v}")])
+        .unwrap_or_default();
+    Ok(Running {
+        name: entry.name.clone(),
+        addr,
+        authority: addr.to_string(),
+        versions,
+        notes: Vec::new(),
+        children: vec![child],
+        dir: Some(dir),
+    })
+}

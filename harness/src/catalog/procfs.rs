@@ -1,0 +1,151 @@
+//! What /proc says about processes: CPU time, RSS, parent, group, session,
+//! autogroup. Used to sample a server's process tree during a run and to
+//! check that stopped children are really gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One line of `/proc/PID/stat`, the fields we use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    pub pid: i32,
+    pub state: u8,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub session: i32,
+    /// utime + stime, in clock ticks.
+    pub cpu_ticks: u64,
+    /// Start time after boot, in clock ticks (tells a reused pid apart).
+    pub start_ticks: u64,
+    /// Resident set size, in pages.
+    pub rss_pages: u64,
+}
+
+/// Parses `/proc/PID/stat` (the command name may hold spaces and parens).
+pub fn parse_stat(text: &str) -> Option<Stat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text[..open].trim().parse().ok()?;
+    let rest: Vec<&str> = text.get(close + 1..)?.split_ascii_whitespace().collect();
+    // rest[0] is field 3 (state).
+    let f = |n: usize| rest.get(n - 3).copied();
+    let num = |n: usize| f(n).and_then(|v| v.parse::<i64>().ok());
+    Some(Stat {
+        pid,
+        state: f(3)?.bytes().next()?,
+        ppid: num(4)? as i32,
+        pgrp: num(5)? as i32,
+        session: num(6)? as i32,
+        cpu_ticks: (num(14)? + num(15)?) as u64,
+        start_ticks: num(22)? as u64,
+        rss_pages: num(24)?.max(0) as u64,
+    })
+}
+
+pub fn stat(pid: i32) -> Option<Stat> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Every process on the machine (zombies included; see [`Stat::state`]).
+pub fn all() -> Vec<Stat> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(stat)
+        .collect()
+}
+
+/// Live (non-zombie) processes whose group is `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    all()
+        .into_iter()
+        .filter(|s| s.pgrp == pgid && s.state != b'Z' && s.state != b'X')
+        .map(|s| s.pid)
+        .collect()
+}
+
+/// `roots`, their descendants (by parent pid) and the members of their
+/// process groups: the whole tree a server started.
+pub fn tree(roots: &[u32]) -> Vec<Stat> {
+    let all = all();
+    let roots: BTreeSet<i32> = roots.iter().map(|&p| p as i32).collect();
+    let mut children: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    for (i, s) in all.iter().enumerate() {
+        children.entry(s.ppid).or_default().push(i);
+    }
+    let mut picked = BTreeSet::new();
+    let mut stack: Vec<i32> = roots.iter().copied().collect();
+    while let Some(pid) = stack.pop() {
+        if !picked.insert(pid) {
+            continue;
+        }
+        for &i in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            stack.push(all[i].pid);
+        }
+    }
+    all.into_iter()
+        .filter(|s| s.state != b'Z' && (picked.contains(&s.pid) || roots.contains(&s.pgrp)))
+        .collect()
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+pub fn ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
+}
+
+/// `/proc/PID/autogroup` (e.g. `/autogroup-42 nice 0`), the scheduler group
+/// a process's CPU share is computed in when `kernel.sched_autogroup_enabled=1`.
+pub fn autogroup(pid: i32) -> Option<String> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/autogroup")).ok()?;
+    Some(t.split_whitespace().next()?.to_string())
+}
+
+/// `kernel.sched_autogroup_enabled`, if the kernel has it.
+pub fn sched_autogroup_enabled() -> Option<bool> {
+    let t = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled").ok()?;
+    Some(t.trim() == "1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_stat_line_with_spaces_in_the_name() {
+        let line = "1234 (php-fpm: pool (x)) S 1 1234 99 0 -1 4194560 100 0 0 0 \
+                    250 50 0 0 20 0 1 0 777 123456789 2048 18446744073709551615";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(
+            (s.pid, s.state, s.ppid, s.pgrp, s.session),
+            (1234, b'S', 1, 1234, 99)
+        );
+        assert_eq!(s.cpu_ticks, 300);
+        assert_eq!(s.start_ticks, 777);
+        assert_eq!(s.rss_pages, 2048);
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn our_own_tree_contains_us() {
+        let me = std::process::id();
+        let t = tree(&[me]);
+        assert!(t.iter().any(|s| s.pid == me as i32));
+        assert!(ticks_per_s() > 0.0);
+    }
+}

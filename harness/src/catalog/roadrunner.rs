@@ -1,0 +1,82 @@
+//! RoadRunner: `rr serve -c compose/roadrunner/.rr.yaml` with the HTTP and
+//! RPC addresses and the worker command overridden for a local run, when
+//! `rr` is on PATH and the PHP dependencies of `compose/roadrunner` are
+//! installed (`composer install`). Ready when `/hello` answers.
+
+use std::process::Command;
+
+use anyhow::Context;
+
+use super::supervise::{Child, Stdout};
+use super::{
+    find_program, free_port, run_dir, version_of, Availability, Entry, Env, Running, StartCtx,
+    SEED_DB_POOL,
+};
+
+pub fn availability(env: &Env) -> Availability {
+    let Some(rr) = find_program(&["rr"]) else {
+        return Availability::Missing {
+            reason: "rr is not on PATH".into(),
+            fix: "install RoadRunner's rr binary (github.com/roadrunner-server/roadrunner releases), or run compose/ with Docker and pass --target roadrunner=http://127.0.0.1:8081".into(),
+        };
+    };
+    let app = env.compose().join("roadrunner");
+    if !app.join("vendor/autoload.php").is_file() {
+        return Availability::Missing {
+            reason: "compose/roadrunner/vendor is not installed".into(),
+            fix: "(cd compose/roadrunner && composer install)".into(),
+        };
+    }
+    if find_program(&["php8.2", "php"]).is_none() {
+        return Availability::Missing {
+            reason: "php (CLI) is not installed".into(),
+            fix: "apt-get install php8.2-cli php8.2-mysql".into(),
+        };
+    }
+    Availability::Ready(format!(
+        "{} serve -c {}",
+        rr.display(),
+        app.join(".rr.yaml").display()
+    ))
+}
+
+pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
+    let rr = find_program(&["rr"]).context("rr is not on PATH")?;
+    let php = find_program(&["php8.2", "php"]).context("php is not installed")?;
+    let compose = ctx.env.compose();
+    let app = compose.join("roadrunner");
+    let dir = run_dir(&entry.name)?;
+    let port = free_port()?;
+    let rpc = free_port()?;
+    let worker = format!(
+        "server.command={} -c {} -d opcache.jit=tracing -d opcache.jit_buffer_size=128M {}",
+        php.display(),
+        compose.join("php/php.ini").display(),
+        app.join("worker.php").display()
+    );
+    let mut cmd = Command::new(&rr);
+    cmd.arg("serve")
+        .arg("-c")
+        .arg(app.join(".rr.yaml"))
+        .arg("-w")
+        .arg(&app)
+        .args(["-o", &format!("http.address=127.0.0.1:{port}")])
+        .args(["-o", &format!("rpc.listen=tcp://127.0.0.1:{rpc}")])
+        .args(["-o", &worker])
+        .env("DB_POOL", SEED_DB_POOL.to_string());
+    if let Some(db) = ctx.db {
+        cmd.envs(db.env());
+    }
+    let (child, _) = Child::spawn(&entry.name, cmd, &dir.path().join("rr.log"), Stdout::Log)?;
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let versions = version_of(&rr, &["--version"]).into_iter().collect();
+    Ok(Running {
+        name: entry.name.clone(),
+        addr,
+        authority: addr.to_string(),
+        versions,
+        notes: Vec::new(),
+        children: vec![child],
+        dir: Some(dir),
+    })
+}

@@ -1,0 +1,90 @@
+//! Swoole: `php compose/swoole/server.php` (HOST, PORT, SWOOLE_WORKERS,
+//! DB_POOL, DB_*) when `php -m` lists the swoole extension. Swoole does not
+//! announce its port: it gets a free one and is ready when `/hello` answers.
+
+use std::process::Command;
+
+use anyhow::Context;
+
+use super::supervise::{Child, Stdout};
+use super::{
+    find_program, free_port, run_dir, version_of, Availability, Entry, Env, Running, StartCtx,
+    SEED_DB_POOL, SEED_WORKERS,
+};
+
+pub fn availability(env: &Env) -> Availability {
+    let Some(php) = find_program(&["php8.2", "php"]) else {
+        return Availability::Missing {
+            reason: "php (CLI) is not installed".into(),
+            fix: "apt-get install php8.2-cli php8.2-mysql, then the swoole extension (pecl install swoole)".into(),
+        };
+    };
+    let modules = Command::new(&php)
+        .arg("-m")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_lowercase())
+        .unwrap_or_default();
+    if !modules.lines().any(|l| l.trim() == "swoole") {
+        return Availability::Missing {
+            reason: "`php -m` does not list swoole".into(),
+            fix: "pecl install swoole (6.x) and enable it, or run compose/ with Docker and pass --target swoole=http://127.0.0.1:9501".into(),
+        };
+    }
+    let server = env.compose().join("swoole/server.php");
+    if !server.is_file() {
+        return Availability::Missing {
+            reason: format!("{} not found", server.display()),
+            fix: "run from the repository or pass --repo-dir".into(),
+        };
+    }
+    Availability::Ready(format!("{} {}", php.display(), server.display()))
+}
+
+pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
+    let php = find_program(&["php8.2", "php"]).context("php is not installed")?;
+    let compose = ctx.env.compose();
+    let dir = run_dir(&entry.name)?;
+    let port = free_port()?;
+    let mut cmd = Command::new(&php);
+    cmd.arg("-c")
+        .arg(compose.join("php/php.ini"))
+        .args([
+            "-d",
+            "opcache.jit=tracing",
+            "-d",
+            "opcache.jit_buffer_size=128M",
+        ])
+        .arg(compose.join("swoole/server.php"))
+        .env("HOST", "127.0.0.1")
+        .env("PORT", port.to_string())
+        .env("SWOOLE_WORKERS", SEED_WORKERS.to_string())
+        .env("DB_POOL", SEED_DB_POOL.to_string());
+    if let Some(db) = ctx.db {
+        cmd.envs(db.env());
+    }
+    let (child, _) = Child::spawn(
+        &entry.name,
+        cmd,
+        &dir.path().join("swoole.log"),
+        Stdout::Log,
+    )?;
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let versions = version_of(
+        &php,
+        &[
+            "-r",
+            "echo 'php ', PHP_VERSION, ' swoole ', phpversion('swoole');",
+        ],
+    )
+    .into_iter()
+    .collect();
+    Ok(Running {
+        name: entry.name.clone(),
+        addr,
+        authority: addr.to_string(),
+        versions,
+        notes: Vec::new(),
+        children: vec![child],
+        dir: Some(dir),
+    })
+}

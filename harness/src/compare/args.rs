@@ -1,0 +1,166 @@
+//! The command line of `compare`, `servers` and `report`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::cli::parse_duration;
+
+/// What drives the load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LoadTool {
+    /// The built-in engine: every response checked against the contract.
+    Harness,
+    /// ApacheBench (`ab`), single-threaded, checks only status and length.
+    Ab,
+    /// wrk, one thread per core, checks only the status.
+    Wrk,
+}
+
+impl LoadTool {
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadTool::Harness => "harness",
+            LoadTool::Ab => "ab",
+            LoadTool::Wrk => "wrk",
+        }
+    }
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "\
+Every selected server that can run here is started on a free port (as its
+own process group, in the harness's session), verified, warmed up, loaded
+--runs times and stopped, for each workload and concurrency level. Servers
+that cannot run are listed with the reason and skipped. Without
+--mysql-url a private MariaDB is started under a temp dir and removed at
+the end. Before loading, each server's /config is printed side by side with
+warnings where settings differ (workers, DB pool, JIT, debug).
+
+RPS counts responses that matched the contract exactly (status and body):
+a server that answers 200 with an error body gets failures, not speed.
+CPU % is the server's process tree (user+sys, 100% = one core) over the
+measured runs, RSS its peak. Results go to results/<UTC time>/:
+results.json, report.md and report.html (SVG charts). Ctrl-C stops
+everything the harness started and writes what was measured.
+
+Workloads: hello (/hello), work (/work), cpu (/cpu), db (/db), sleep
+(/sleep?ms=10), or any contract path: /cpu?n=5000, db?sleep_ms=10.
+
+Examples:
+  harness compare
+  harness compare --servers coroutine,node,php-fpm --workloads work -c 100 -d 30s --runs 3 --baseline php-fpm
+  harness compare --target swoole=http://127.0.0.1:9501 --target rr=http://127.0.0.1:8080 --mysql-url mysql://bench:bench@127.0.0.1:3306/bench
+  harness compare -c 1,10,100,400 --workloads hello,db?sleep_ms=10
+  harness compare --servers worker-pool,php-fpm --load-tool ab
+  harness compare --env bridge --servers coroutine,worker-pool --workloads hello,work
+  harness servers
+  harness report results/2026-11-30T02-40-00Z")]
+pub struct CompareArgs {
+    /// Servers from the catalog (`harness servers`), comma-separated.
+    /// Default: every entry (those that cannot run here are listed and skipped).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub servers: Vec<String>,
+
+    /// A server started elsewhere (Docker, another host's port): NAME=URL.
+    /// Repeatable. With --target and no --servers, only the targets run.
+    #[arg(long = "target", value_name = "NAME=URL")]
+    pub targets: Vec<String>,
+
+    /// Workloads, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "hello,work",
+        value_name = "LIST"
+    )]
+    pub workloads: Vec<String>,
+
+    /// Concurrency levels (connections), comma-separated: one row per level.
+    #[arg(
+        short = 'c',
+        long = "connections",
+        value_delimiter = ',',
+        default_value = "100",
+        value_name = "LIST"
+    )]
+    pub connections: Vec<usize>,
+
+    /// Length of each measured run.
+    #[arg(short = 'd', long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Duration,
+
+    /// Measured runs per server, workload and level.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub runs: u32,
+
+    /// Load before the measured runs, not counted.
+    #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]
+    pub warmup: Duration,
+
+    /// Ratios are to this server (default: php-fpm if it ran, else the first).
+    #[arg(long, value_name = "NAME")]
+    pub baseline: Option<String>,
+
+    /// Use this database instead of starting a private MariaDB.
+    #[arg(long, value_name = "URL")]
+    pub mysql_url: Option<String>,
+
+    /// What drives the load: the built-in engine, or ab / wrk as a cross-check.
+    #[arg(long, value_enum, default_value_t = LoadTool::Harness)]
+    pub load_tool: LoadTool,
+
+    /// A connection per request (as ab without -k).
+    #[arg(long)]
+    pub no_keepalive: bool,
+
+    /// Engine threads (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// A request without a complete response after this long fails.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+
+    /// Where the results/<time>/ directories go.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// The repository (compose/ and target/); default: $BENCHLAB_REPO, else
+    /// the tree the harness was built from.
+    #[arg(long, value_name = "DIR")]
+    pub repo_dir: Option<PathBuf>,
+
+    /// Where the servers run: bare, pinned, bridge, bridge-proxy (see
+    /// `harness calibrate --help`). Other than bare: the workspace servers
+    /// only, for now; the others are skipped with the reason.
+    #[arg(long, default_value = "bare", value_name = "ENV")]
+    pub env: String,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "\
+Lists every server `harness compare` knows: its concurrency model and
+language, whether it can run on this machine, and if not, why and what to
+install. Servers started elsewhere are loaded with --target NAME=URL.
+
+Example:
+  harness servers")]
+pub struct ServersArgs {
+    /// The repository (compose/ and target/).
+    #[arg(long, value_name = "DIR")]
+    pub repo_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "\
+Re-renders report.md and report.html of a comparison from its
+results.json, and prints the table.
+
+Example:
+  harness report results/2026-11-30T02-40-00Z")]
+pub struct ReportArgs {
+    /// A results directory (or its results.json).
+    pub dir: PathBuf,
+}

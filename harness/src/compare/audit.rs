@@ -1,0 +1,198 @@
+//! The fairness audit: every server's `/config` (its effective settings,
+//! read from the running process) side by side, and warnings where the
+//! servers of one comparison differ or run handicapped — the first thing
+//! people dispute in any public benchmark.
+
+use workloads::ServerConfig;
+
+use super::results::{Fairness, ServerDoc};
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map_or("—".into(), T::to_string)
+}
+
+/// The side-by-side table (plain text, aligned).
+pub fn table(servers: &[ServerDoc]) -> String {
+    let mut rows = vec![[
+        "server",
+        "runtime",
+        "workers",
+        "db_pool",
+        "opcache",
+        "jit",
+        "debug",
+        "autogroup",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for s in servers.iter().filter(|s| s.status == "ran") {
+        let c = s.config.as_ref();
+        rows.push(vec![
+            s.name.clone(),
+            c.map_or("(no /config)".into(), |c| c.runtime.clone()),
+            c.map_or("—".into(), |c| opt(&c.workers)),
+            c.map_or("—".into(), |c| opt(&c.db_pool)),
+            c.map_or("—".into(), |c| opt(&c.opcache)),
+            c.map_or("—".into(), |c| opt(&c.jit)),
+            c.map_or("—".into(), |c| c.debug.to_string()),
+            match s.same_autogroup {
+                Some(true) => "harness's".into(),
+                Some(false) => "OWN (unfair)".into(),
+                None => "—".into(),
+            },
+        ]);
+    }
+    super::report::table::align(&rows, &[])
+}
+
+/// The warnings for `servers`, and the DB connection budget.
+pub fn audit(servers: &[ServerDoc], db_max_connections: Option<u64>) -> Fairness {
+    let ran: Vec<&ServerDoc> = servers.iter().filter(|s| s.status == "ran").collect();
+    let configs: Vec<(&str, &ServerConfig)> = ran
+        .iter()
+        .filter_map(|s| s.config.as_ref().map(|c| (s.name.as_str(), c)))
+        .collect();
+    let mut warnings = Vec::new();
+    for s in &ran {
+        if s.config.is_none()
+            && s.detail
+                .as_deref()
+                .is_some_and(|d| !d.starts_with("started elsewhere"))
+        {
+            warnings.push(format!(
+                "{}: no /config document: its settings are unknown",
+                s.name
+            ));
+        }
+        if s.same_autogroup == Some(false) {
+            warnings.push(format!(
+                "{}: a process runs in its own scheduler autogroup (setsid): it gets as much \
+                 CPU as the whole load generator",
+                s.name
+            ));
+        }
+        warnings.extend(s.notes.iter().cloned());
+    }
+    let differ = |what: &str, f: &dyn Fn(&ServerConfig) -> Option<u32>| {
+        let vals: Vec<(&str, u32)> = configs
+            .iter()
+            .filter_map(|(n, c)| f(c).map(|v| (*n, v)))
+            .collect();
+        let first = vals.first().map(|v| v.1);
+        if vals.iter().any(|v| Some(v.1) != first) {
+            Some(format!(
+                "{what} differ: {}",
+                vals.iter()
+                    .map(|(n, v)| format!("{n} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        } else {
+            None
+        }
+    };
+    if let Some(w) = differ("workers", &|c| c.workers) {
+        warnings.push(format!(
+            "{w} (the models differ by design; compare like with like)"
+        ));
+    }
+    if let Some(w) = differ("DB pool sizes", &|c| c.db_pool) {
+        warnings.push(w);
+    }
+    for (name, c) in &configs {
+        if c.opcache == Some(false) {
+            warnings.push(format!("{name}: OPcache is off"));
+        }
+        if c.opcache.is_some()
+            && !matches!(c.jit.as_deref(), Some(j) if j != "off" && !j.is_empty())
+        {
+            warnings.push(format!(
+                "{name}: the JIT is off (the seed ran the tracing JIT)"
+            ));
+        }
+        if c.debug {
+            warnings.push(format!("{name}: debug is on"));
+        }
+    }
+    let pools: Vec<u64> = configs
+        .iter()
+        .filter_map(|(_, c)| c.db_pool.map(u64::from))
+        .collect();
+    let db_pool_total = (!pools.is_empty()).then(|| pools.iter().sum());
+    if let (Some(max), Some(&biggest)) = (db_max_connections, pools.iter().max()) {
+        if biggest > max {
+            warnings.push(format!(
+                "a server's DB pool ({biggest}) exceeds the database's max_connections ({max})"
+            ));
+        }
+    }
+    warnings.dedup();
+    Fairness {
+        warnings,
+        db_pool_total,
+        db_max_connections,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(
+        name: &str,
+        workers: u32,
+        pool: u32,
+        opcache: Option<bool>,
+        jit: Option<&str>,
+    ) -> ServerDoc {
+        ServerDoc {
+            name: name.into(),
+            model: "m".into(),
+            language: "l".into(),
+            status: "ran".into(),
+            reason: None,
+            detail: Some("x".into()),
+            config: Some(ServerConfig {
+                server: name.into(),
+                model: "m".into(),
+                runtime: "r 1".into(),
+                workers: Some(workers),
+                db_pool: Some(pool),
+                opcache,
+                jit: jit.map(String::from),
+                debug: false,
+            }),
+            versions: vec![],
+            same_autogroup: Some(true),
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn warns_where_settings_differ_or_the_jit_is_off() {
+        let servers = vec![
+            doc("a", 20, 20, None, None),
+            doc("b", 1, 20, None, None),
+            doc("php", 20, 10, Some(true), None),
+        ];
+        let f = audit(&servers, Some(15));
+        let all = f.warnings.join("\n");
+        assert!(all.contains("workers differ: a 20, b 1, php 20"), "{all}");
+        assert!(all.contains("DB pool sizes differ"), "{all}");
+        assert!(all.contains("php: the JIT is off"), "{all}");
+        assert!(
+            all.contains("exceeds the database's max_connections (15)"),
+            "{all}"
+        );
+        assert_eq!(f.db_pool_total, Some(50));
+        let same = audit(
+            &[
+                doc("a", 20, 20, Some(true), Some("tracing")),
+                doc("b", 20, 20, None, None),
+            ],
+            Some(100),
+        );
+        assert!(same.warnings.is_empty(), "{:?}", same.warnings);
+        assert!(table(&servers).contains("php"));
+    }
+}

@@ -1,0 +1,100 @@
+//! What a comparison runs: workloads by name or path, the cells (server ×
+//! workload × concurrency) and how long it will take.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use workloads::Endpoint;
+
+/// A workload: a contract path under a short name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    /// As given: `hello`, `work`, `db?sleep_ms=10`, `/cpu?n=5000`.
+    pub name: String,
+    /// The request target: `/hello`.
+    pub path: String,
+    pub needs_db: bool,
+}
+
+/// `hello` → `/hello`, `work` → `/work`, `cpu` → `/cpu`, `db` → `/db`,
+/// `sleep` → `/sleep?ms=10`; `db?sleep_ms=10` → `/db?sleep_ms=10`; a path
+/// as is. It must be a contract endpoint other than `/config`.
+pub fn workload(spec: &str) -> anyhow::Result<Workload> {
+    let spec = spec.trim();
+    if spec.is_empty() {
+        bail!("an empty workload name");
+    }
+    let path = match spec {
+        "hello" => "/hello".to_string(),
+        "work" => "/work".to_string(),
+        "cpu" => "/cpu".to_string(),
+        "db" => "/db".to_string(),
+        "sleep" => "/sleep?ms=10".to_string(),
+        p if p.starts_with('/') => p.to_string(),
+        p => format!("/{p}"),
+    };
+    let route = workloads::route("GET", &path).map_err(|r| {
+        anyhow::anyhow!(
+            "workload {spec:?}: GET {path} is not a contract endpoint ({}); \
+             try hello, work, cpu, db, sleep, db?sleep_ms=10 or /cpu?n=5000",
+            String::from_utf8_lossy(r.into_response().body.as_bytes()).trim()
+        )
+    })?;
+    if route.endpoint == Endpoint::Config {
+        bail!("workload {spec:?}: /config is not a workload");
+    }
+    Ok(Workload {
+        name: spec.to_string(),
+        path,
+        needs_db: route.endpoint.needs_db(),
+    })
+}
+
+pub fn workloads(specs: &[String]) -> anyhow::Result<Vec<Workload>> {
+    let mut out: Vec<Workload> = Vec::new();
+    for s in specs.iter().filter(|s| !s.trim().is_empty()) {
+        let w = workload(s).context("bad --workloads")?;
+        if !out.iter().any(|o| o.path == w.path) {
+            out.push(w);
+        }
+    }
+    if out.is_empty() {
+        bail!("no workload given (--workloads hello,work)");
+    }
+    Ok(out)
+}
+
+/// Roughly how long `cells` cells take.
+pub fn estimate(cells: usize, warmup: Duration, runs: u32, duration: Duration) -> Duration {
+    // start + verify + stop ≈ 1.5 s, plus a short gap per run.
+    let per = warmup + (duration + Duration::from_millis(300)) * runs + Duration::from_millis(1500);
+    per * cells as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_names_and_paths() {
+        assert_eq!(workload("hello").unwrap().path, "/hello");
+        let w = workload("work").unwrap();
+        assert_eq!((w.path.as_str(), w.needs_db), ("/work", true));
+        let w = workload("db?sleep_ms=10").unwrap();
+        assert_eq!((w.path.as_str(), w.needs_db), ("/db?sleep_ms=10", true));
+        assert_eq!(workload("/cpu?n=5000").unwrap().path, "/cpu?n=5000");
+        assert!(!workload("cpu").unwrap().needs_db);
+        assert!(workload("nope").is_err());
+        assert!(workload("/cpu?n=abc").is_err());
+        assert!(workload("/config").is_err());
+        let ws = workloads(&["hello".into(), "/hello".into(), "work".into()]).unwrap();
+        assert_eq!(ws.len(), 2);
+        assert!(workloads(&[]).is_err());
+    }
+
+    #[test]
+    fn estimates_add_up() {
+        let e = estimate(2, Duration::from_secs(3), 3, Duration::from_secs(10));
+        assert_eq!(e, Duration::from_millis(2 * (3000 + 3 * 10_300 + 1500)));
+    }
+}

@@ -1,0 +1,289 @@
+//! SVG charts drawn with `plotters` (SVG backend only: text stays `<text>`,
+//! rendered by the browser): RPS bars with error bars per workload, latency
+//! percentile curves on log scales, RPS against concurrency when sweeping.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::super::results::{Results, Row};
+
+const W: u32 = 860;
+const H: u32 = 380;
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+/// The color of server `name` (stable across the charts of one report).
+fn color(results: &Results, name: &str) -> RGBColor {
+    let i = results
+        .servers
+        .iter()
+        .position(|s| s.name == name)
+        .unwrap_or(0);
+    let c = Palette99::pick(i).to_rgba();
+    RGBColor(c.0, c.1, c.2)
+}
+
+fn svg(draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> DrawResult) -> String {
+    let mut out = String::new();
+    let res = {
+        let root = SVGBackend::with_string(&mut out, (W, H)).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| e.to_string().into())
+            .and_then(|()| draw(&root))
+            .and_then(|()| root.present().map_err(|e| e.to_string().into()))
+    };
+    match res {
+        Ok(()) => out,
+        Err(e) => format!(
+            "<p class=\"error\">chart failed: {}</p>",
+            super::html::escape(&e.to_string())
+        ),
+    }
+}
+
+fn ok_rows<'a>(results: &'a Results, workload: &str, c: u64) -> Vec<&'a Row> {
+    results
+        .rows
+        .iter()
+        .filter(|r| {
+            r.workload == workload
+                && r.connections == c
+                && r.summary.is_some()
+                && r.status != "failed"
+        })
+        .collect()
+}
+
+/// Bars: mean RPS per server, error bars from the slowest to the fastest run.
+pub fn rps_bars(results: &Results, workload: &str, c: u64) -> Option<String> {
+    let rows = ok_rows(results, workload, c);
+    if rows.is_empty() {
+        return None;
+    }
+    let labels: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            if r.tool == "harness" {
+                r.server.clone()
+            } else {
+                format!("{} ({})", r.server, r.tool)
+            }
+        })
+        .collect();
+    let ymax = rows
+        .iter()
+        .filter_map(|r| r.summary.as_ref())
+        .map(|s| s.rps_max.max(s.rps_mean + s.rps_sd))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let n = rows.len();
+    Some(svg(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                format!("{workload}: requests/s at c={c} (mean, runs min–max)"),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            // An integer range is inclusive as a discrete axis: 0..n-1 is n slots.
+            .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_desc("requests/s")
+            .y_label_formatter(&|v| crate::report::thousands(*v as u64))
+            .draw()?;
+        chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
+            let v = r.summary.as_ref().map_or(0.0, |s| s.rps_mean);
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), v),
+                ],
+                color(results, &r.server).filled(),
+            );
+            bar.set_margin(0, 0, 14, 14);
+            bar
+        }))?;
+        chart.draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
+            let s = r.summary.as_ref()?;
+            Some(ErrorBar::new_vertical(
+                SegmentValue::CenterOf(i),
+                s.rps_min,
+                s.rps_mean,
+                s.rps_max,
+                BLACK.stroke_width(2),
+                12,
+            ))
+        }))?;
+        Ok(())
+    }))
+}
+
+/// Percentile → x on a "nines" axis: 90% → 1, 99% → 2, 99.9% → 3.
+fn nines(p: f64) -> f64 {
+    -(1.0 - (p / 100.0).min(0.99999)).log10()
+}
+
+/// Latency against percentile, one curve per server, both axes logarithmic.
+pub fn latency_curves(results: &Results, workload: &str, c: u64) -> Option<String> {
+    let rows: Vec<&Row> = ok_rows(results, workload, c)
+        .into_iter()
+        .filter(|r| r.latency_curve.len() >= 2)
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let points = |r: &Row| -> Vec<(f64, f64)> {
+        r.latency_curve
+            .iter()
+            .filter(|p| p.percentile < 100.0 && p.latency_us > 0)
+            .map(|p| (nines(p.percentile), p.latency_us as f64 / 1000.0))
+            .collect()
+    };
+    let all: Vec<f64> = rows.iter().flat_map(|r| points(r)).map(|p| p.1).collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.001) / 1.5;
+    let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0) * 1.5;
+    Some(svg(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                format!("{workload}: latency by percentile at c={c}"),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0f64..5.0, (lo..hi).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_labels(6)
+            .x_label_formatter(&|x| {
+                let k = x.round() as i32;
+                match k {
+                    0 => "0%".into(),
+                    1 => "90%".into(),
+                    _ => format!("{}%", 100.0 - 10f64.powi(2 - k)),
+                }
+            })
+            .x_desc("percentile")
+            .y_desc("latency (ms, log)")
+            .y_label_formatter(&|v| {
+                if *v >= 10.0 {
+                    format!("{v:.0}")
+                } else if *v >= 1.0 {
+                    format!("{v:.1}")
+                } else {
+                    format!("{v:.2}")
+                }
+            })
+            .draw()?;
+        for r in &rows {
+            let c = color(results, &r.server);
+            chart
+                .draw_series(LineSeries::new(points(r), c.stroke_width(2)))?
+                .label(r.server.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        Ok(())
+    }))
+}
+
+/// RPS against concurrency, one line per server (sweeps only).
+pub fn sweep(results: &Results, workload: &str) -> Option<String> {
+    let levels = &results.settings.connections;
+    if levels.len() < 2 {
+        return None;
+    }
+    let mut servers: Vec<&str> = Vec::new();
+    for r in results
+        .rows
+        .iter()
+        .filter(|r| r.workload == workload && r.summary.is_some())
+    {
+        if !servers.contains(&r.server.as_str()) {
+            servers.push(&r.server);
+        }
+    }
+    if servers.is_empty() {
+        return None;
+    }
+    let series = |name: &str| -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = results
+            .rows
+            .iter()
+            .filter(|r| r.workload == workload && r.server == name && r.status != "failed")
+            .filter_map(|r| Some((r.connections as f64, r.summary.as_ref()?.rps_mean)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    };
+    let cmin = *levels.iter().min().unwrap_or(&1) as f64;
+    let cmax = *levels.iter().max().unwrap_or(&1) as f64;
+    let ymax = servers
+        .iter()
+        .flat_map(|s| series(s))
+        .map(|p| p.1)
+        .fold(1.0, f64::max)
+        * 1.15;
+    Some(svg(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                format!("{workload}: requests/s by concurrency"),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d((cmin.max(1.0) / 1.2..cmax * 1.2).log_scale(), 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("connections (log)")
+            .y_desc("requests/s")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| crate::report::thousands(*v as u64))
+            .draw()?;
+        for name in &servers {
+            let c = color(results, name);
+            let pts = series(name);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(name.to_string())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+            chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, c.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        Ok(())
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn nines_axis() {
+        assert!((super::nines(90.0) - 1.0).abs() < 1e-9);
+        assert!((super::nines(99.0) - 2.0).abs() < 1e-9);
+        assert!(super::nines(0.0).abs() < 1e-9);
+        assert!(super::nines(100.0) <= 5.0 + 1e-9);
+    }
+}

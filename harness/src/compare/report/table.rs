@@ -1,0 +1,289 @@
+//! The side-by-side table, like the seed benchmarks' "key metrics
+//! comparison": on the terminal (aligned text) and in report.md (Markdown).
+
+use super::super::results::{Results, Row};
+use crate::report::{bytes, latency, thousands};
+
+/// The table's header.
+pub const HEADER: [&str; 13] = [
+    "server",
+    "model",
+    "tool",
+    "workload",
+    "c",
+    "RPS (mean ± sd)",
+    "p50",
+    "p99",
+    "max",
+    "failed",
+    "CPU %",
+    "RSS",
+    "ratio",
+];
+/// Right-aligned columns.
+const RIGHT: [usize; 9] = [4, 5, 6, 7, 8, 9, 10, 11, 12];
+
+/// One table line per row.
+pub fn cells(results: &Results) -> Vec<Vec<String>> {
+    results.rows.iter().map(|r| row_cells(r, results)).collect()
+}
+
+fn row_cells(r: &Row, results: &Results) -> Vec<String> {
+    let mut v = vec![
+        r.server.clone(),
+        r.model.clone(),
+        r.tool.clone(),
+        r.workload.clone(),
+        r.connections.to_string(),
+    ];
+    match &r.summary {
+        Some(s) if r.status != "failed" => {
+            let sd = if results.settings.runs > 1 || r.runs.len() > 1 {
+                format!(" ± {}", thousands(s.rps_sd.round() as u64))
+            } else {
+                String::new()
+            };
+            v.push(format!("{}{sd}", thousands(s.rps_mean.round() as u64)));
+            v.push(latency(s.p50_us));
+            v.push(latency(s.p99_us));
+            v.push(latency(s.max_us));
+            v.push(thousands(s.failed));
+            v.push(s.server_cpu_pct.map_or("—".into(), |c| format!("{c:.0}")));
+            v.push(s.server_rss_peak_bytes.map_or("—".into(), bytes));
+            v.push(s.ratio.map_or("—".into(), |x| format!("{x:.2}×")));
+        }
+        _ => {
+            v.push(format!(
+                "FAILED: {}",
+                r.error
+                    .as_deref()
+                    .unwrap_or("no result")
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ));
+            v.resize(v.len() + 7, String::new());
+        }
+    }
+    v
+}
+
+/// Aligned plain text with a rule under the header (first row).
+pub fn align(rows: &[Vec<String>], right: &[usize]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width = |c: usize| {
+        rows.iter()
+            .filter(|r| !(r.len() > c + 1 && r[c].starts_with("FAILED")))
+            .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..cols).map(width).collect();
+    let mut out = String::new();
+    for (i, row) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            let w = widths[c];
+            let pad = w.saturating_sub(cell.chars().count());
+            if c > 0 {
+                line.push_str("  ");
+            }
+            if right.contains(&c) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        if i == 0 {
+            let total: usize = widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1);
+            out.push_str(&"-".repeat(total));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The terminal table.
+pub fn terminal(results: &Results) -> String {
+    let mut rows = vec![HEADER.map(String::from).to_vec()];
+    rows.extend(cells(results));
+    let mut out = align(&rows, &RIGHT);
+    out.push_str(&footnotes(results, false));
+    out
+}
+
+fn baseline_note(results: &Results) -> String {
+    match &results.settings.baseline {
+        Some(b) => format!("ratio: RPS over {b}'s for the same workload and c"),
+        None => "ratio: no baseline".into(),
+    }
+}
+
+/// The notes under the table.
+pub fn footnotes(results: &Results, markdown: bool) -> String {
+    let bullet = if markdown { "- " } else { "  " };
+    let mut out = String::new();
+    let mut line = |s: &str| {
+        out.push_str(bullet);
+        out.push_str(s);
+        out.push('\n');
+    };
+    line(&format!(
+        "RPS: responses that matched the contract, per second, {} runs of {:.0}s after {:.0}s warm-up; \
+         p50/p99/max over all runs; CPU %: the server's process tree (100 = one core); RSS: its peak; {}",
+        results.settings.runs,
+        results.settings.duration_s,
+        results.settings.warmup_s,
+        baseline_note(results)
+    ));
+    if results.rows.iter().any(|r| !r.bodies_verified) {
+        line("ab and wrk do not check bodies (ab compares lengths, wrk only statuses): their rows cannot catch a server answering 200 with an error");
+    }
+    for r in &results.rows {
+        if let Some(s) = &r.summary {
+            if s.failed > 0 {
+                let kinds: Vec<String> = s
+                    .failures
+                    .named()
+                    .iter()
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(k, n)| format!("{k} {}", thousands(*n)))
+                    .collect();
+                line(&format!(
+                    "{} {} c={}: {} failed ({})",
+                    r.server,
+                    r.workload,
+                    r.connections,
+                    thousands(s.failed),
+                    kinds.join(", ")
+                ));
+            }
+        }
+        if r.status == "failed" {
+            if let Some(e) = &r.error {
+                line(&format!(
+                    "{} {} c={}: {}",
+                    r.server,
+                    r.workload,
+                    r.connections,
+                    e.replace('\n', " ")
+                ));
+            }
+        }
+    }
+    for s in &results.servers {
+        if s.status != "ran" {
+            line(&format!(
+                "{} {}: {}",
+                s.name,
+                s.status,
+                s.reason.as_deref().unwrap_or("").replace('\n', " ")
+            ));
+        }
+    }
+    for w in &results.fairness.warnings {
+        line(&format!("warning: {w}"));
+    }
+    if results.interrupted {
+        line("interrupted: the table covers what was measured before Ctrl-C/SIGTERM");
+    }
+    out
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+fn md_table(rows: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        out.push_str("| ");
+        out.push_str(
+            &r.iter()
+                .map(|c| md_escape(c))
+                .collect::<Vec<_>>()
+                .join(" | "),
+        );
+        out.push_str(" |\n");
+        if i == 0 {
+            out.push('|');
+            out.push_str(&"---|".repeat(r.len()));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// report.md.
+pub fn markdown(results: &Results) -> String {
+    let m = &results.machine;
+    let mut out = format!(
+        "# harness compare — {}\n\n{} · {} cores · kernel {} · {} · {} RAM · load {:.2} at start · \
+         sched_autogroup_enabled={}\n\n",
+        results.started_utc,
+        m.cpu_model,
+        m.cores,
+        m.kernel,
+        m.os,
+        bytes(m.memory_bytes),
+        m.load_avg_1m,
+        m.sched_autogroup_enabled.map_or("n/a".into(), |b| u8::from(b).to_string()),
+    );
+    let s = &results.settings;
+    out.push_str(&format!(
+        "Load: {} (`{}`), c = {}, {} × {:.0}s runs after {:.0}s warm-up, {}, {} threads. Database: {} {}{}.\n\n",
+        s.load_tool,
+        results.command.join(" "),
+        s.connections.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+        s.runs,
+        s.duration_s,
+        s.warmup_s,
+        if s.keepalive { "keep-alive" } else { "a connection per request" },
+        s.threads,
+        results.database.kind,
+        results.database.version.as_deref().unwrap_or(""),
+        results.database.max_connections.map_or(String::new(), |n| format!(", max_connections {n}")),
+    ));
+    out.push_str("## Results\n\n");
+    let mut rows = vec![HEADER.map(String::from).to_vec()];
+    rows.extend(cells(results));
+    out.push_str(&md_table(&rows));
+    out.push('\n');
+    out.push_str(&footnotes(results, true));
+    out.push_str("\n## Settings of each server (`/config`)\n\n");
+    let mut cfg = vec![[
+        "server", "model", "runtime", "workers", "db_pool", "opcache", "jit", "debug", "versions",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for sv in results.servers.iter().filter(|s| s.status == "ran") {
+        let c = sv.config.as_ref();
+        let o = |v: Option<String>| v.unwrap_or_else(|| "—".into());
+        cfg.push(vec![
+            sv.name.clone(),
+            sv.model.clone(),
+            o(c.map(|c| c.runtime.clone())),
+            o(c.and_then(|c| c.workers).map(|v| v.to_string())),
+            o(c.and_then(|c| c.db_pool).map(|v| v.to_string())),
+            o(c.and_then(|c| c.opcache).map(|v| v.to_string())),
+            o(c.and_then(|c| c.jit.clone())),
+            o(c.map(|c| c.debug.to_string())),
+            sv.versions.join(", "),
+        ]);
+    }
+    out.push_str(&md_table(&cfg));
+    if !results.fairness.warnings.is_empty() {
+        out.push_str("\nFairness warnings:\n\n");
+        for w in &results.fairness.warnings {
+            out.push_str(&format!("- {w}\n"));
+        }
+    }
+    out.push_str(&format!("\nScheduling: {}.\n", m.scheduling));
+    out
+}

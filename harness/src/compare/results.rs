@@ -1,0 +1,325 @@
+//! The results of one comparison: a versioned document
+//! (`harness/schema/results.schema.json`, checked by a test) holding the
+//! settings, the machine, the database, every server's `/config`, the
+//! fairness warnings and every run's full numbers. `harness report`
+//! re-renders the reports from it alone. Units are in the field names.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{FailureCounts, SecondPoint};
+
+/// The schema identifier; bumped on any incompatible change.
+pub const SCHEMA: &str = "harness.compare/1";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Results {
+    pub schema: String,
+    pub harness_version: String,
+    /// `2026-11-30T02:40:00Z`.
+    pub started_utc: String,
+    pub finished_utc: String,
+    /// Ctrl-C or SIGTERM stopped the comparison: rows cover what was measured.
+    pub interrupted: bool,
+    pub command: Vec<String>,
+    pub settings: Settings,
+    pub machine: Machine,
+    pub database: Database,
+    pub servers: Vec<ServerDoc>,
+    pub fairness: Fairness,
+    pub rows: Vec<Row>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub workloads: Vec<WorkloadDoc>,
+    pub connections: Vec<u64>,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub runs: u32,
+    pub keepalive: bool,
+    /// Engine threads (the built-in engine and wrk).
+    pub threads: u64,
+    pub timeout_s: f64,
+    /// `harness`, `ab` or `wrk`.
+    pub load_tool: String,
+    pub baseline: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadDoc {
+    pub name: String,
+    pub path: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Machine {
+    pub cpu_model: String,
+    pub cores: u32,
+    pub kernel: String,
+    pub os: String,
+    pub memory_bytes: u64,
+    pub load_avg_1m: f64,
+    /// `kernel.sched_autogroup_enabled` (null: the kernel has no autogroups).
+    pub sched_autogroup_enabled: Option<bool>,
+    /// How the servers were placed for the scheduler.
+    pub scheduling: String,
+    /// The harness's own build profile (`release` or `debug`).
+    pub harness_build: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Database {
+    /// `embedded` (a private MariaDB the harness started), `external`
+    /// (--mysql-url) or `none` (no workload needed one).
+    pub kind: String,
+    /// The URL, password hidden.
+    pub url: Option<String>,
+    pub version: Option<String>,
+    pub max_connections: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerDoc {
+    pub name: String,
+    pub model: String,
+    pub language: String,
+    /// `ran`, `failed` (did not start or verify) or `skipped` (cannot run here, or not reached).
+    pub status: String,
+    pub reason: Option<String>,
+    /// What was started (binary, command) or the URL of a --target.
+    pub detail: Option<String>,
+    /// Its `/config`, as read before loading.
+    pub config: Option<workloads::ServerConfig>,
+    /// Runtime versions found at start (`nginx 1.22.1`).
+    pub versions: Vec<String>,
+    /// Every process of its tree was in the harness's scheduler autogroup.
+    pub same_autogroup: Option<bool>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fairness {
+    pub warnings: Vec<String>,
+    /// The sum of the servers' DB pools (they run one at a time).
+    pub db_pool_total: Option<u64>,
+    pub db_max_connections: Option<u64>,
+}
+
+/// One server × workload × concurrency level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Row {
+    pub server: String,
+    pub model: String,
+    pub workload: String,
+    pub path: String,
+    pub connections: u64,
+    /// What drove the load: `harness`, `ab` or `wrk`.
+    pub tool: String,
+    /// Whether every response's status and body were checked (the built-in
+    /// engine); ab checks status and length only, wrk the status only.
+    pub bodies_verified: bool,
+    /// `ok`, `failed` (did not start, did not verify, or a run broke) or `interrupted`.
+    pub status: String,
+    pub error: Option<String>,
+    pub runs: Vec<RunDoc>,
+    pub summary: Option<Summary>,
+    /// The latency distribution of all runs together.
+    pub latency_curve: Vec<CurvePoint>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunDoc {
+    pub duration_s: f64,
+    /// Finished requests: ok + failed.
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub failures: FailureCounts,
+    /// Responses by status code.
+    pub status_codes: BTreeMap<String, u64>,
+    /// Successful (verified) responses per second.
+    pub ok_per_s: f64,
+    /// Finished requests per second.
+    pub requests_per_s: f64,
+    pub latency_us: LatencyDoc,
+    pub server_cpu_pct: Option<f64>,
+    pub server_rss_peak_bytes: Option<u64>,
+    pub generator_cpu_pct: Option<f64>,
+    pub db_cpu_pct: Option<f64>,
+    /// `duration`, `interrupted`, `server_gone`, …
+    pub end: String,
+    pub message: Option<String>,
+    pub series: Vec<SecondPoint>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyDoc {
+    pub mean: f64,
+    pub p50: u64,
+    pub p75: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub max: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    /// Mean and sample standard deviation of the runs' `ok_per_s`.
+    pub rps_mean: f64,
+    pub rps_sd: f64,
+    pub rps_min: f64,
+    pub rps_max: f64,
+    /// Over all runs' successful requests.
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    pub requests: u64,
+    pub failed: u64,
+    pub failures: FailureCounts,
+    pub server_cpu_pct: Option<f64>,
+    pub server_rss_peak_bytes: Option<u64>,
+    pub generator_cpu_pct: Option<f64>,
+    /// `rps_mean` over the baseline's for the same workload and level.
+    pub ratio: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CurvePoint {
+    /// 0..=100.
+    pub percentile: f64,
+    pub latency_us: u64,
+}
+
+impl Results {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("results serialize")
+    }
+
+    pub fn from_json(text: &str) -> Result<Results, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+/// Mean and sample standard deviation.
+pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    if xs.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    if xs.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}
+
+/// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Now, as [`utc`].
+pub fn now_utc() -> String {
+    utc(std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()))
+}
+
+/// The facts of this machine.
+pub fn machine() -> Machine {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown".into(), |(_, v)| v.trim().to_string());
+    let os = read("/etc/os-release")
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map_or("unknown".into(), |v| v.trim_matches('"').to_string());
+    let memory_bytes = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024);
+    let load_avg_1m = read("/proc/loadavg")
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    let autogroup = crate::catalog::procfs::sched_autogroup_enabled();
+    Machine {
+        cpu_model,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+        os,
+        memory_bytes,
+        load_avg_1m,
+        sched_autogroup_enabled: autogroup,
+        scheduling: "every server process is a process-group leader in the harness's session \
+                     (no setsid: nginx runs with daemon off, php-fpm's setsid fails), so it \
+                     shares the harness's scheduler autogroup"
+            .into(),
+        harness_build: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+        .into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_796_092_200), "2026-12-01T02:30:00Z");
+    }
+
+    #[test]
+    fn mean_and_sd() {
+        assert_eq!(mean_sd(&[]), (0.0, 0.0));
+        assert_eq!(mean_sd(&[5.0]), (5.0, 0.0));
+        let (m, sd) = mean_sd(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert!((m - 5.0).abs() < 1e-9);
+        assert!((sd - 2.138).abs() < 1e-3);
+    }
+}

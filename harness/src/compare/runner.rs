@@ -1,0 +1,463 @@
+//! One cell of a comparison (server × workload × concurrency): start the
+//! server, verify the workload's answer, warm up, run `--runs` times while
+//! sampling the server's processes, stop it. Never panics and never bails
+//! out of the comparison: what goes wrong is written into the row.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use super::args::{CompareArgs, LoadTool};
+use super::plan::Workload;
+use super::progress::Progress;
+use super::results::{mean_sd, CurvePoint, LatencyDoc, Row, RunDoc, Summary};
+use super::sampler::{Sample, Sampler};
+use super::tools::{self, ToolRun};
+use crate::catalog::{http, Db, Entry, Env, Running, StartCtx};
+use crate::engine::{self, Control, End, Plan, Request, Stop};
+use crate::stats::{latency_histogram, FailureCounts, Percentiles};
+
+/// Percentiles of the latency curves.
+pub const CURVE: [f64; 14] = [
+    0.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.995, 99.999, 100.0,
+];
+
+/// What every cell shares.
+pub struct Ctx<'a> {
+    pub env: &'a Env,
+    pub db: Option<&'a Db>,
+    pub db_pid: Option<u32>,
+    pub interrupt: &'a Arc<AtomicBool>,
+    pub args: &'a CompareArgs,
+    pub threads: usize,
+    pub progress: &'a Progress,
+    /// For the load tools' output.
+    pub scratch: &'a Path,
+    /// `--env` other than bare: where servers are placed and how they are reached.
+    pub setup: Option<&'a crate::env::Setup>,
+}
+
+impl Ctx<'_> {
+    fn interrupted(&self) -> bool {
+        self.interrupt.load(Ordering::Relaxed)
+    }
+
+    pub fn start(&self, entry: &Entry) -> anyhow::Result<Running> {
+        let ctx = StartCtx {
+            env: self.env,
+            db: self.db,
+            interrupt: self.interrupt,
+        };
+        match self.setup {
+            None => entry.start(&ctx),
+            Some(setup) => {
+                let mut running = entry.start_placed(&ctx, &setup.placement())?;
+                setup.verify(&running.pids())?;
+                setup.publish_kept(&mut running)?;
+                Ok(running)
+            }
+        }
+    }
+}
+
+/// Checks `GET path` once against the contract: status, headers, body.
+pub fn preflight(running: &Running, path: &str) -> Result<(), String> {
+    let expected = workloads::expect("GET", path);
+    let r = http::get(
+        running.addr,
+        &running.authority,
+        path,
+        Duration::from_secs(10),
+    )
+    .map_err(|e| format!("GET {path}: {e}"))?;
+    workloads::verify(&expected, r.status, &r.header_refs(), &r.body).map_err(|m| {
+        let hint = if r.status == 503 {
+            " (the server cannot reach its database)"
+        } else {
+            ""
+        };
+        format!("GET {path} does not answer the contract: {m}{hint}")
+    })
+}
+
+fn empty_row(entry: &Entry, w: &Workload, c: usize, tool: LoadTool) -> Row {
+    Row {
+        server: entry.name.clone(),
+        model: entry.model.to_string(),
+        workload: w.name.clone(),
+        path: w.path.clone(),
+        connections: c as u64,
+        tool: tool.name().to_string(),
+        bodies_verified: tool == LoadTool::Harness,
+        status: "ok".into(),
+        error: None,
+        runs: Vec::new(),
+        summary: None,
+        latency_curve: Vec::new(),
+    }
+}
+
+/// A row for a cell that was not run: its check failed before loading.
+pub fn failed_row(entry: &Entry, w: &Workload, c: usize, tool: LoadTool, error: String) -> Row {
+    let mut row = empty_row(entry, w, c, tool);
+    row.status = "failed".into();
+    row.error = Some(error);
+    row
+}
+
+fn fail(mut row: Row, ctx: &Ctx, error: String) -> Row {
+    row.status = if ctx.interrupted() {
+        "interrupted"
+    } else {
+        "failed"
+    }
+    .into();
+    row.error = Some(error);
+    row
+}
+
+fn plan(
+    ctx: &Ctx,
+    running: &Running,
+    w: &Workload,
+    c: usize,
+    length: Duration,
+) -> anyhow::Result<Plan> {
+    let keepalive = !ctx.args.no_keepalive;
+    let url = format!("http://{}{}", running.authority, w.path);
+    let request = Request::encode("GET", &w.path, &running.authority, &[], keepalive);
+    let mut p = Plan::new(
+        &url,
+        running.addr,
+        request,
+        crate::run::check_for("GET", &w.path, true),
+    );
+    p.connections = c;
+    p.threads = ctx.threads;
+    p.keepalive = keepalive;
+    p.timeout = ctx.args.timeout;
+    p.stop = Stop::Duration(length);
+    p.max_duration = length;
+    Ok(p)
+}
+
+/// Runs one cell; also returns notes for the server's entry.
+pub fn run_cell(ctx: &Ctx, entry: &Entry, w: &Workload, c: usize) -> (Row, Vec<String>) {
+    let tool = ctx.args.load_tool;
+    let row = empty_row(entry, w, c, tool);
+    let label = format!("{} {} c={}", entry.name, w.name, c);
+    let mut running = match ctx.start(entry) {
+        Ok(r) => r,
+        Err(e) => return (fail(row, ctx, format!("did not start: {e:#}")), Vec::new()),
+    };
+    let (row, mut notes) = load(ctx, &mut running, row, w, c, tool, &label);
+    notes.extend(running.stop());
+    (row, notes)
+}
+
+fn load(
+    ctx: &Ctx,
+    running: &mut Running,
+    mut row: Row,
+    w: &Workload,
+    c: usize,
+    tool: LoadTool,
+    label: &str,
+) -> (Row, Vec<String>) {
+    let notes = running.notes.clone();
+    if let Err(e) = preflight(running, &w.path) {
+        return (fail(row, ctx, e), notes);
+    }
+    let control = Control {
+        interrupt: ctx.interrupt.clone(),
+    };
+    if !ctx.args.warmup.is_zero() {
+        let mut bar = ctx
+            .progress
+            .run(format!("{label} warm-up"), ctx.args.warmup);
+        let warm = plan(ctx, running, w, c, ctx.args.warmup)
+            .and_then(|p| Ok(engine::run(&p, &control, &mut |s| bar.update(s))?));
+        match warm {
+            Ok(r) => bar.finish(&format!(
+                "{} req/s, {} failed",
+                crate::report::thousands(r.requests_per_s() as u64),
+                crate::report::thousands(r.stats.failures.total())
+            )),
+            Err(e) => {
+                bar.finish("failed");
+                return (fail(row, ctx, format!("warm-up: {e:#}")), notes);
+            }
+        }
+    }
+    let mut merged = latency_histogram();
+    let runs = ctx.args.runs;
+    for i in 1..=runs {
+        if ctx.interrupted() {
+            break;
+        }
+        let mut bar = ctx
+            .progress
+            .run(format!("{label} run {i}/{runs}"), ctx.args.duration);
+        let sampler = running
+            .managed()
+            .then(|| Sampler::start(running.pids(), ctx.db_pid));
+        let outcome = match tool {
+            LoadTool::Harness => plan(ctx, running, w, c, ctx.args.duration)
+                .and_then(|p| Ok(engine::run(&p, &control, &mut |s| bar.update(s))?))
+                .map(Ok),
+            _ => tools::run(
+                tool,
+                &format!("http://{}{}", running.authority, w.path),
+                c,
+                ctx.args.duration,
+                ctx.threads,
+                !ctx.args.no_keepalive,
+                ctx.args.timeout,
+                ctx.scratch,
+                ctx.interrupt,
+            )
+            .map(Err),
+        };
+        let sample = sampler.map(Sampler::finish);
+        let doc = match outcome {
+            Ok(Ok(result)) => {
+                let _ = merged.add(&result.stats.latency_us);
+                engine_doc(&result, sample)
+            }
+            Ok(Err(t)) => tool_doc(&t, sample),
+            Err(e) => {
+                bar.finish("failed");
+                row.summary = summarize(&row.runs, &merged, tool);
+                return (fail(row, ctx, format!("run {i}: {e:#}")), notes);
+            }
+        };
+        bar.finish(&format!(
+            "{} req/s, {} failed{}",
+            crate::report::thousands(doc.ok_per_s as u64),
+            crate::report::thousands(doc.failed),
+            doc.server_cpu_pct
+                .map_or(String::new(), |c| format!(", server CPU {c:.0}%"))
+        ));
+        let gone = doc.end == End::ServerGone.name();
+        let message = doc.message.clone();
+        row.runs.push(doc);
+        if gone {
+            row.summary = summarize(&row.runs, &merged, tool);
+            let log = running.logs();
+            return (
+                fail(
+                    row,
+                    ctx,
+                    format!("run {i}: {}\n{log}", message.unwrap_or_default()),
+                ),
+                notes,
+            );
+        }
+    }
+    if let Err(e) = running.check_alive() {
+        row.summary = summarize(&row.runs, &merged, tool);
+        return (fail(row, ctx, format!("the server died: {e:#}")), notes);
+    }
+    row.summary = summarize(&row.runs, &merged, tool);
+    row.latency_curve = curve(&row.runs, &merged, tool);
+    if ctx.interrupted() {
+        row.status = "interrupted".into();
+    }
+    (row, notes)
+}
+
+fn cpu_fields(sample: Option<Sample>) -> (Option<f64>, Option<u64>, Option<f64>, Option<f64>) {
+    match sample {
+        Some(s) => (
+            Some(Sample::pct(s.server_cpu_s, s.wall_s)),
+            Some(s.server_rss_peak_bytes),
+            Some(Sample::pct(s.generator_cpu_s, s.wall_s)),
+            s.db_cpu_s.map(|d| Sample::pct(d, s.wall_s)),
+        ),
+        None => (None, None, None, None),
+    }
+}
+
+fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
+    let p = Percentiles::of(&r.stats.latency_us);
+    let (cpu, rss, gen, db) = cpu_fields(sample);
+    RunDoc {
+        duration_s: r.duration.as_secs_f64(),
+        requests: r.stats.requests(),
+        ok: r.stats.ok,
+        failed: r.stats.failures.total(),
+        failures: r.stats.failures,
+        status_codes: r
+            .stats
+            .status
+            .seen()
+            .map(|(s, n)| (s.to_string(), n))
+            .collect::<BTreeMap<_, _>>(),
+        ok_per_s: r.ok_per_s(),
+        requests_per_s: r.requests_per_s(),
+        latency_us: LatencyDoc {
+            mean: p.mean,
+            p50: p.p50,
+            p75: p.p75,
+            p90: p.p90,
+            p99: p.p99,
+            p99_9: p.p99_9,
+            max: p.max,
+        },
+        server_cpu_pct: cpu,
+        server_rss_peak_bytes: rss,
+        generator_cpu_pct: gen,
+        db_cpu_pct: db,
+        end: r.end.name().to_string(),
+        message: r.message.clone(),
+        series: r.series.clone(),
+    }
+}
+
+fn tool_doc(t: &ToolRun, sample: Option<Sample>) -> RunDoc {
+    let (cpu, rss, _gen, db) = cpu_fields(sample);
+    let ok = t.ok();
+    RunDoc {
+        duration_s: t.duration_s,
+        requests: t.requests,
+        ok,
+        failed: t.failed(),
+        failures: t.failures,
+        status_codes: BTreeMap::new(),
+        ok_per_s: if t.duration_s > 0.0 {
+            ok as f64 / t.duration_s
+        } else {
+            0.0
+        },
+        requests_per_s: t.requests_per_s,
+        latency_us: LatencyDoc {
+            mean: t.mean_us,
+            p50: t.percentile(50.0),
+            p75: t.percentile(75.0),
+            p90: t.percentile(90.0),
+            p99: t.percentile(99.0),
+            p99_9: 0,
+            max: t.max_us,
+        },
+        server_cpu_pct: cpu,
+        server_rss_peak_bytes: rss,
+        // The tool is a separate process: the harness's own CPU is not the generator's.
+        generator_cpu_pct: None,
+        db_cpu_pct: db,
+        end: "duration".into(),
+        message: None,
+        series: Vec::new(),
+    }
+}
+
+/// The row's summary over its complete runs (all runs if none completed).
+pub fn summarize(runs: &[RunDoc], merged: &Histogram<u64>, tool: LoadTool) -> Option<Summary> {
+    if runs.is_empty() {
+        return None;
+    }
+    let complete: Vec<&RunDoc> = runs
+        .iter()
+        .filter(|r| r.end == "duration" || r.end == "count")
+        .collect();
+    let use_runs: Vec<&RunDoc> = if complete.is_empty() {
+        runs.iter().collect()
+    } else {
+        complete
+    };
+    let rps: Vec<f64> = use_runs.iter().map(|r| r.ok_per_s).collect();
+    let (rps_mean, rps_sd) = mean_sd(&rps);
+    let mut failures = FailureCounts::default();
+    for r in runs {
+        failures += &r.failures;
+    }
+    let avg = |f: &dyn Fn(&RunDoc) -> Option<f64>| {
+        let v: Vec<f64> = use_runs.iter().filter_map(|r| f(r)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let (p50_us, p99_us, max_us) = if tool == LoadTool::Harness && !merged.is_empty() {
+        (
+            merged.value_at_quantile(0.5),
+            merged.value_at_quantile(0.99),
+            merged.max(),
+        )
+    } else {
+        let n = use_runs.len() as u64;
+        (
+            use_runs.iter().map(|r| r.latency_us.p50).sum::<u64>() / n,
+            use_runs.iter().map(|r| r.latency_us.p99).sum::<u64>() / n,
+            use_runs.iter().map(|r| r.latency_us.max).max().unwrap_or(0),
+        )
+    };
+    Some(Summary {
+        rps_mean,
+        rps_sd,
+        rps_min: rps.iter().copied().fold(f64::INFINITY, f64::min),
+        rps_max: rps.iter().copied().fold(0.0, f64::max),
+        p50_us,
+        p99_us,
+        max_us,
+        requests: runs.iter().map(|r| r.requests).sum(),
+        failed: runs.iter().map(|r| r.failed).sum(),
+        failures,
+        server_cpu_pct: avg(&|r| r.server_cpu_pct),
+        server_rss_peak_bytes: use_runs
+            .iter()
+            .filter_map(|r| r.server_rss_peak_bytes)
+            .max(),
+        generator_cpu_pct: avg(&|r| r.generator_cpu_pct),
+        ratio: None,
+    })
+}
+
+fn curve(runs: &[RunDoc], merged: &Histogram<u64>, tool: LoadTool) -> Vec<CurvePoint> {
+    if tool == LoadTool::Harness {
+        if merged.is_empty() {
+            return Vec::new();
+        }
+        return CURVE
+            .iter()
+            .map(|&p| CurvePoint {
+                percentile: p,
+                latency_us: if p >= 100.0 {
+                    merged.max()
+                } else if p <= 0.0 {
+                    merged.min()
+                } else {
+                    merged.value_at_quantile(p / 100.0)
+                },
+            })
+            .collect();
+    }
+    // The tools print a few percentiles: average them over the runs.
+    let n = runs.len().max(1) as u64;
+    let pick = |f: fn(&LatencyDoc) -> u64| runs.iter().map(|r| f(&r.latency_us)).sum::<u64>() / n;
+    vec![
+        CurvePoint {
+            percentile: 50.0,
+            latency_us: pick(|l| l.p50),
+        },
+        CurvePoint {
+            percentile: 75.0,
+            latency_us: pick(|l| l.p75),
+        },
+        CurvePoint {
+            percentile: 90.0,
+            latency_us: pick(|l| l.p90),
+        },
+        CurvePoint {
+            percentile: 99.0,
+            latency_us: pick(|l| l.p99),
+        },
+        CurvePoint {
+            percentile: 100.0,
+            latency_us: runs.iter().map(|r| r.latency_us.max).max().unwrap_or(0),
+        },
+    ]
+    .into_iter()
+    .filter(|p| p.latency_us > 0)
+    .collect()
+}

@@ -1,0 +1,142 @@
+//! CPU and memory of a server's process tree while it is loaded, from /proc:
+//! a thread samples every [`INTERVAL`], summing utime+stime and RSS over the
+//! roots, their descendants and their process groups. CPU % = CPU time used
+//! in the window / wall time (100% = one core); RSS is the peak of the
+//! tree's sum (shared pages, e.g. OPcache's, count once per process).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::catalog::procfs;
+
+pub const INTERVAL: Duration = Duration::from_millis(200);
+
+/// What a window measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sample {
+    pub wall_s: f64,
+    pub server_cpu_s: f64,
+    pub server_rss_peak_bytes: u64,
+    pub generator_cpu_s: f64,
+    pub db_cpu_s: Option<f64>,
+}
+
+impl Sample {
+    pub fn pct(cpu_s: f64, wall_s: f64) -> f64 {
+        if wall_s > 0.0 {
+            100.0 * cpu_s / wall_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Per (pid, start time): CPU ticks when first seen in the window (0 for a
+/// process born inside it) and when last seen.
+type Seen = BTreeMap<(i32, u64), (u64, u64)>;
+
+fn observe(seen: &mut Seen, roots: &[u32], first: bool) -> u64 {
+    let mut rss_pages = 0;
+    for s in procfs::tree(roots) {
+        rss_pages += s.rss_pages;
+        let e = seen
+            .entry((s.pid, s.start_ticks))
+            .or_insert((if first { s.cpu_ticks } else { 0 }, s.cpu_ticks));
+        e.1 = s.cpu_ticks;
+    }
+    rss_pages
+}
+
+fn self_cpu_ticks() -> u64 {
+    procfs::stat(std::process::id() as i32).map_or(0, |s| s.cpu_ticks)
+}
+
+/// A running sampler; [`Sampler::finish`] ends the window.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<(Seen, u64)>,
+    roots: Vec<u32>,
+    start: Instant,
+    generator_start: u64,
+    db: Option<(i32, u64)>,
+}
+
+impl Sampler {
+    /// Starts a window over the trees of `roots` (and `db_pid`'s own CPU).
+    pub fn start(roots: Vec<u32>, db_pid: Option<u32>) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut seen = Seen::new();
+        let mut peak = observe(&mut seen, &roots, true);
+        let db = db_pid.and_then(|p| procfs::stat(p as i32).map(|s| (p as i32, s.cpu_ticks)));
+        let generator_start = self_cpu_ticks();
+        let start = Instant::now();
+        let handle = {
+            let stop = stop.clone();
+            let roots = roots.clone();
+            std::thread::Builder::new()
+                .name("harness-sampler".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(INTERVAL);
+                        peak = peak.max(observe(&mut seen, &roots, false));
+                    }
+                    (seen, peak)
+                })
+                .expect("spawn the sampler thread")
+        };
+        Sampler {
+            stop,
+            handle,
+            roots,
+            start,
+            generator_start,
+            db,
+        }
+    }
+
+    /// Ends the window.
+    pub fn finish(self) -> Sample {
+        let wall_s = self.start.elapsed().as_secs_f64();
+        let generator_end = self_cpu_ticks();
+        let db_end = self
+            .db
+            .and_then(|(p, t0)| procfs::stat(p).map(|s| s.cpu_ticks.saturating_sub(t0)));
+        self.stop.store(true, Ordering::Relaxed);
+        let (mut seen, mut peak) = self.handle.join().unwrap_or_default();
+        peak = peak.max(observe(&mut seen, &self.roots, false));
+        let tick = procfs::ticks_per_s();
+        let server_ticks: u64 = seen.values().map(|(a, b)| b.saturating_sub(*a)).sum();
+        Sample {
+            wall_s,
+            server_cpu_s: server_ticks as f64 / tick,
+            server_rss_peak_bytes: peak * procfs::page_size(),
+            generator_cpu_s: generator_end.saturating_sub(self.generator_start) as f64 / tick,
+            db_cpu_s: db_end.map(|t| t as f64 / tick),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_child_shows_its_cpu_and_memory() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done"])
+            .spawn()
+            .unwrap();
+        let s = Sampler::start(vec![child.id()], None);
+        std::thread::sleep(Duration::from_millis(600));
+        let sample = s.finish();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(sample.wall_s >= 0.6);
+        let pct = Sample::pct(sample.server_cpu_s, sample.wall_s);
+        assert!(pct > 5.0, "{sample:?}");
+        assert!(sample.server_rss_peak_bytes > 0);
+    }
+}

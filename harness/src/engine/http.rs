@@ -1,0 +1,617 @@
+//! A streaming HTTP/1 response reader: the head is parsed in place with
+//! `httparse` (copied aside only when it straddles two reads), the body is
+//! skipped by Content-Length or chunk sizes without copying, and compared
+//! byte for byte with the expected body as it streams past.
+
+use std::mem::MaybeUninit;
+
+use super::Check;
+use crate::stats::Failure;
+
+/// Largest response head accepted before calling the response malformed.
+const MAX_HEAD: usize = 64 * 1024;
+/// Headers parsed per response (more is a malformed response).
+const MAX_HEADERS: usize = 64;
+
+/// What a chunk of bytes did to the response being read.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Feed {
+    /// The response is not complete yet.
+    More,
+    /// The response is complete; `leftover` bytes of the input follow it.
+    Done { leftover: usize },
+    /// The response is broken; the connection cannot be reused.
+    Fail(Failure),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Head,
+    Length(u64),
+    Chunked(Chunk),
+    UntilClose,
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Chunk {
+    /// Reading the hex size; `ext` once a `;` extension (or space) started.
+    Size {
+        size: u64,
+        digits: u8,
+        ext: bool,
+    },
+    SizeLf {
+        size: u64,
+    },
+    Data(u64),
+    DataCr,
+    DataLf,
+    /// After the last chunk: at the start of a trailer line.
+    TrailerStart,
+    /// Inside a trailer field line.
+    TrailerLine,
+    /// The `\r` of the final empty line was read.
+    EndLf,
+}
+
+/// The reader of one response at a time on one connection.
+#[derive(Debug)]
+pub(crate) struct ResponseReader {
+    phase: Phase,
+    /// A response head split across reads, kept until it is complete.
+    carry: Vec<u8>,
+    /// The request was HEAD: no body follows the head.
+    head_request: bool,
+    /// Status of the response being read (0 before its head).
+    pub status: u16,
+    /// The connection closes after this response.
+    pub close: bool,
+    /// Body bytes seen so far.
+    pub body_len: u64,
+    /// The first way this response failed its check, if any.
+    pub verdict: Option<Failure>,
+    /// The `Server` header of this response is wanted (once per thread).
+    pub want_server: bool,
+    pub server: Option<String>,
+}
+
+impl ResponseReader {
+    pub(crate) fn new() -> ResponseReader {
+        ResponseReader {
+            phase: Phase::Head,
+            carry: Vec::new(),
+            head_request: false,
+            status: 0,
+            close: false,
+            body_len: 0,
+            verdict: None,
+            want_server: false,
+            server: None,
+        }
+    }
+
+    /// Prepares for the response to a new request.
+    #[inline]
+    pub(crate) fn reset(&mut self, head_request: bool) {
+        self.phase = Phase::Head;
+        self.carry.clear();
+        self.head_request = head_request;
+        self.status = 0;
+        self.close = false;
+        self.body_len = 0;
+        self.verdict = None;
+    }
+
+    /// Whether any byte of the response has been read.
+    #[cfg(test)]
+    pub(crate) fn started(&self) -> bool {
+        self.phase != Phase::Head || !self.carry.is_empty()
+    }
+
+    /// Feeds the next bytes read from the connection.
+    #[inline]
+    pub(crate) fn feed(&mut self, data: &[u8], check: &Check) -> Feed {
+        if self.phase != Phase::Head {
+            return self.body(data, check);
+        }
+        if self.carry.is_empty() {
+            match self.head(data, check) {
+                Ok(Some(n)) => self.body(&data[n..], check),
+                Ok(None) => {
+                    if data.len() > MAX_HEAD {
+                        return Feed::Fail(Failure::Exception);
+                    }
+                    self.carry.extend_from_slice(data);
+                    Feed::More
+                }
+                Err(f) => Feed::Fail(f),
+            }
+        } else {
+            self.carry.extend_from_slice(data);
+            let carry = std::mem::take(&mut self.carry);
+            let feed = match self.head(&carry, check) {
+                Ok(Some(n)) => {
+                    // Everything after the head is this response's body; the
+                    // part that came from `data` is what `leftover` counts.
+                    match self.body(&carry[n..], check) {
+                        Feed::Done { leftover } => Feed::Done {
+                            leftover: leftover.min(data.len()),
+                        },
+                        other => other,
+                    }
+                }
+                Ok(None) if carry.len() > MAX_HEAD => Feed::Fail(Failure::Exception),
+                Ok(None) => {
+                    self.carry = carry;
+                    return Feed::More;
+                }
+                Err(f) => Feed::Fail(f),
+            };
+            // Keep the allocation for the next split head.
+            self.carry = carry;
+            self.carry.clear();
+            feed
+        }
+    }
+
+    /// The connection reached end of file.
+    pub(crate) fn eof(&mut self, check: &Check) -> Feed {
+        match self.phase {
+            Phase::UntilClose => {
+                self.phase = Phase::Done;
+                self.finish(check);
+                Feed::Done { leftover: 0 }
+            }
+            Phase::Head => Feed::Fail(Failure::Receive),
+            // Fewer body bytes than announced.
+            Phase::Length(_) | Phase::Chunked(_) => Feed::Fail(Failure::Length),
+            Phase::Done => Feed::Done { leftover: 0 },
+        }
+    }
+
+    /// Parses a complete head from `buf`; `Ok(None)` if it is incomplete.
+    /// Returns the bytes it used (interim 1xx heads included).
+    fn head(&mut self, buf: &[u8], check: &Check) -> Result<Option<usize>, Failure> {
+        let mut at = 0;
+        loop {
+            let mut headers = [MaybeUninit::<httparse::Header>::uninit(); MAX_HEADERS];
+            let mut resp = httparse::Response::new(&mut []);
+            let n = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+                &mut resp,
+                &buf[at..],
+                &mut headers,
+            ) {
+                Ok(httparse::Status::Complete(n)) => n,
+                Ok(httparse::Status::Partial) => return Ok(None),
+                Err(_) => return Err(Failure::Exception),
+            };
+            let status = resp.code.unwrap_or(0);
+            at += n;
+            if (100..200).contains(&status) && status != 101 {
+                continue; // 100 Continue and friends: the real head follows.
+            }
+            let mut length: Option<u64> = None;
+            let mut chunked = false;
+            let mut conn_close = false;
+            let mut conn_keep_alive = false;
+            for h in resp.headers.iter() {
+                let name = h.name.as_bytes();
+                if name.eq_ignore_ascii_case(b"content-length") {
+                    let v = parse_decimal(h.value).ok_or(Failure::Exception)?;
+                    if length.is_some_and(|l| l != v) {
+                        return Err(Failure::Exception);
+                    }
+                    length = Some(v);
+                } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                    chunked = ends_with_token(h.value, b"chunked");
+                } else if name.eq_ignore_ascii_case(b"connection") {
+                    conn_close |= has_token(h.value, b"close");
+                    conn_keep_alive |= has_token(h.value, b"keep-alive");
+                } else if self.want_server && name.eq_ignore_ascii_case(b"server") {
+                    self.server = Some(String::from_utf8_lossy(h.value).into_owned());
+                }
+            }
+            self.status = status;
+            self.close = if resp.version == Some(0) {
+                !conn_keep_alive
+            } else {
+                conn_close
+            };
+            if self.verdict.is_none() && !check.status_ok(status) {
+                self.verdict = Some(Failure::Status);
+            }
+            self.phase = if self.head_request || status == 204 || status == 304 {
+                Phase::Done
+            } else if chunked {
+                Phase::Chunked(Chunk::Size {
+                    size: 0,
+                    digits: 0,
+                    ext: false,
+                })
+            } else if let Some(len) = length {
+                if let Some(want) = check.body() {
+                    if self.verdict.is_none() && len != want.len() as u64 {
+                        self.verdict = Some(Failure::Length);
+                    }
+                }
+                if len == 0 {
+                    Phase::Done
+                } else {
+                    Phase::Length(len)
+                }
+            } else {
+                self.close = true;
+                Phase::UntilClose
+            };
+            return Ok(Some(at));
+        }
+    }
+
+    /// Consumes body bytes; `data` starts right after what was consumed so far.
+    #[inline]
+    fn body(&mut self, data: &[u8], check: &Check) -> Feed {
+        match self.phase {
+            Phase::Length(remaining) => {
+                let take = remaining.min(data.len() as u64) as usize;
+                self.content(&data[..take], check);
+                if remaining == take as u64 {
+                    self.phase = Phase::Done;
+                    self.finish(check);
+                    Feed::Done {
+                        leftover: data.len() - take,
+                    }
+                } else {
+                    self.phase = Phase::Length(remaining - take as u64);
+                    Feed::More
+                }
+            }
+            Phase::Chunked(state) => self.chunked(state, data, check),
+            Phase::UntilClose => {
+                self.content(data, check);
+                Feed::More
+            }
+            Phase::Done => {
+                self.finish(check);
+                Feed::Done {
+                    leftover: data.len(),
+                }
+            }
+            Phase::Head => unreachable!("body before head"),
+        }
+    }
+
+    fn chunked(&mut self, mut state: Chunk, data: &[u8], check: &Check) -> Feed {
+        let mut i = 0;
+        while i < data.len() {
+            let b = data[i];
+            state = match state {
+                Chunk::Size { size, digits, ext } => match b {
+                    b'\r' => Chunk::SizeLf { size },
+                    b'\n' => after_size(size),
+                    _ if ext => state,
+                    b';' | b' ' | b'\t' => Chunk::Size {
+                        size,
+                        digits,
+                        ext: true,
+                    },
+                    _ => {
+                        let Some(d) = (b as char).to_digit(16) else {
+                            return Feed::Fail(Failure::Exception);
+                        };
+                        if digits >= 15 {
+                            return Feed::Fail(Failure::Exception);
+                        }
+                        Chunk::Size {
+                            size: size * 16 + u64::from(d),
+                            digits: digits + 1,
+                            ext,
+                        }
+                    }
+                },
+                Chunk::SizeLf { size } => {
+                    if b != b'\n' {
+                        return Feed::Fail(Failure::Exception);
+                    }
+                    after_size(size)
+                }
+                Chunk::Data(remaining) => {
+                    let take = remaining.min((data.len() - i) as u64) as usize;
+                    self.content(&data[i..i + take], check);
+                    i += take;
+                    let left = remaining - take as u64;
+                    state = if left == 0 {
+                        Chunk::DataCr
+                    } else {
+                        Chunk::Data(left)
+                    };
+                    continue;
+                }
+                Chunk::DataCr => match b {
+                    b'\r' => Chunk::DataLf,
+                    b'\n' => Chunk::Size {
+                        size: 0,
+                        digits: 0,
+                        ext: false,
+                    },
+                    _ => return Feed::Fail(Failure::Exception),
+                },
+                Chunk::DataLf => {
+                    if b != b'\n' {
+                        return Feed::Fail(Failure::Exception);
+                    }
+                    Chunk::Size {
+                        size: 0,
+                        digits: 0,
+                        ext: false,
+                    }
+                }
+                Chunk::TrailerStart => match b {
+                    b'\r' => Chunk::EndLf,
+                    b'\n' => {
+                        return self.chunked_done(i + 1, data.len(), check);
+                    }
+                    _ => Chunk::TrailerLine,
+                },
+                Chunk::TrailerLine => {
+                    if b == b'\n' {
+                        Chunk::TrailerStart
+                    } else {
+                        state
+                    }
+                }
+                Chunk::EndLf => {
+                    if b != b'\n' {
+                        return Feed::Fail(Failure::Exception);
+                    }
+                    return self.chunked_done(i + 1, data.len(), check);
+                }
+            };
+            i += 1;
+        }
+        self.phase = Phase::Chunked(state);
+        Feed::More
+    }
+
+    fn chunked_done(&mut self, used: usize, len: usize, check: &Check) -> Feed {
+        self.phase = Phase::Done;
+        self.finish(check);
+        Feed::Done {
+            leftover: len - used,
+        }
+    }
+
+    /// Body bytes: counted, and compared with the expected body.
+    #[inline]
+    fn content(&mut self, bytes: &[u8], check: &Check) {
+        if let (None, Some(want)) = (self.verdict, check.body()) {
+            let at = self.body_len as usize;
+            match want.get(at..at + bytes.len()) {
+                Some(expected) if expected == bytes => {}
+                Some(_) => self.verdict = Some(Failure::Body),
+                None => self.verdict = Some(Failure::Length),
+            }
+        }
+        self.body_len += bytes.len() as u64;
+    }
+
+    fn finish(&mut self, check: &Check) {
+        if let (None, Some(want)) = (self.verdict, check.body()) {
+            if !self.head_request && self.body_len != want.len() as u64 {
+                self.verdict = Some(Failure::Length);
+            }
+        }
+    }
+}
+
+fn after_size(size: u64) -> Chunk {
+    if size == 0 {
+        Chunk::TrailerStart
+    } else {
+        Chunk::Data(size)
+    }
+}
+
+fn parse_decimal(v: &[u8]) -> Option<u64> {
+    let v = v.trim_ascii();
+    if v.is_empty() || v.len() > 19 {
+        return None;
+    }
+    v.iter().try_fold(0u64, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
+    })
+}
+
+/// Whether a comma-separated header value holds `token` (case-insensitive).
+fn has_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+/// Whether the last coding of a Transfer-Encoding value is `token`.
+fn ends_with_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .rsplit(|&b| b == b',')
+        .next()
+        .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn exact(body: &[u8]) -> Check {
+        Check::Exact {
+            status: 200,
+            body: Arc::from(body),
+        }
+    }
+
+    /// Feeds `raw` split at every possible pair of points; all must agree.
+    fn feed_split(raw: &[u8], check: &Check, head: bool) -> Vec<(Feed, u16, Option<Failure>, u64)> {
+        let mut results = Vec::new();
+        for a in 0..=raw.len() {
+            for b in a..=raw.len() {
+                let mut r = ResponseReader::new();
+                r.reset(head);
+                let mut out = Feed::More;
+                for part in [&raw[..a], &raw[a..b], &raw[b..]] {
+                    if part.is_empty() {
+                        continue;
+                    }
+                    out = r.feed(part, check);
+                    if out != Feed::More {
+                        break;
+                    }
+                }
+                results.push((out, r.status, r.verdict, r.body_len));
+            }
+        }
+        results
+    }
+
+    #[test]
+    fn content_length_response_in_any_split() {
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nServer: t\r\n\r\nHello World";
+        for (feed, status, verdict, len) in feed_split(raw, &exact(b"Hello World"), false) {
+            assert_eq!(feed, Feed::Done { leftover: 0 });
+            assert_eq!((status, verdict, len), (200, None, 11));
+        }
+    }
+
+    #[test]
+    fn chunked_response_in_any_split() {
+        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nHello\r\n6\r\n World\r\n0\r\nX-Trailer: y\r\n\r\n";
+        for (feed, status, verdict, len) in feed_split(raw, &exact(b"Hello World"), false) {
+            assert_eq!(feed, Feed::Done { leftover: 0 });
+            assert_eq!((status, verdict, len), (200, None, 11));
+        }
+        let wrong = feed_split(raw, &exact(b"Hello Worle"), false);
+        assert!(wrong.iter().all(|r| r.2 == Some(Failure::Body)));
+    }
+
+    #[test]
+    fn bodies_that_differ_are_judged() {
+        let check = exact(b"Hello World");
+        let mut r = ResponseReader::new();
+        r.reset(false);
+        let f = r.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nHello", &check);
+        assert_eq!(
+            (f, r.verdict),
+            (Feed::Done { leftover: 0 }, Some(Failure::Length))
+        );
+        r.reset(false);
+        let f = r.feed(
+            b"HTTP/1.1 500 Oops\r\nContent-Length: 11\r\n\r\nHello World",
+            &check,
+        );
+        assert_eq!(
+            (f, r.verdict),
+            (Feed::Done { leftover: 0 }, Some(Failure::Status))
+        );
+        r.reset(false);
+        let f = r.feed(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nHello Worldextra",
+            &check,
+        );
+        assert_eq!(f, Feed::Done { leftover: 5 });
+        // Only the status class for arbitrary URLs.
+        r.reset(false);
+        let f = r.feed(b"HTTP/1.1 204 No Content\r\n\r\n", &Check::Success);
+        assert_eq!((f, r.verdict), (Feed::Done { leftover: 0 }, None));
+        r.reset(false);
+        r.feed(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+            &Check::Success,
+        );
+        assert_eq!(r.verdict, Some(Failure::Status));
+    }
+
+    #[test]
+    fn head_requests_have_no_body() {
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n";
+        let check = Check::Exact {
+            status: 200,
+            body: Arc::from(&b""[..]),
+        };
+        for (feed, _, verdict, len) in feed_split(raw, &check, true) {
+            assert_eq!((feed, verdict, len), (Feed::Done { leftover: 0 }, None, 0));
+        }
+    }
+
+    #[test]
+    fn close_delimited_and_truncated_bodies() {
+        let check = Check::Success;
+        let mut r = ResponseReader::new();
+        r.reset(false);
+        assert_eq!(r.feed(b"HTTP/1.0 200 OK\r\n\r\nabc", &check), Feed::More);
+        assert!(r.close);
+        assert_eq!(r.eof(&check), Feed::Done { leftover: 0 });
+        assert_eq!(r.body_len, 3);
+
+        r.reset(false);
+        assert_eq!(
+            r.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", &check),
+            Feed::More
+        );
+        assert_eq!(r.eof(&check), Feed::Fail(Failure::Length));
+
+        r.reset(false);
+        assert_eq!(r.feed(b"HTTP/1.1 200 OK\r\nContent-Le", &check), Feed::More);
+        assert!(r.started());
+        assert_eq!(r.eof(&check), Feed::Fail(Failure::Receive));
+    }
+
+    #[test]
+    fn connection_semantics() {
+        let check = Check::Success;
+        let mut r = ResponseReader::new();
+        for (raw, close) in [
+            (&b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"[..], false),
+            (
+                b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+                true,
+            ),
+            (b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", true),
+            (
+                b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n",
+                false,
+            ),
+        ] {
+            r.reset(false);
+            assert_eq!(r.feed(raw, &check), Feed::Done { leftover: 0 });
+            assert_eq!(r.close, close, "{}", String::from_utf8_lossy(raw));
+        }
+    }
+
+    #[test]
+    fn interim_and_garbage() {
+        let check = Check::Success;
+        let mut r = ResponseReader::new();
+        r.reset(false);
+        let f = r.feed(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            &check,
+        );
+        assert_eq!((f, r.status), (Feed::Done { leftover: 0 }, 200));
+        r.reset(false);
+        assert_eq!(
+            r.feed(b"garbage\r\n\r\n", &check),
+            Feed::Fail(Failure::Exception)
+        );
+        r.reset(false);
+        let f = r.feed(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            &check,
+        );
+        assert_eq!(f, Feed::Fail(Failure::Exception));
+        r.reset(false);
+        let f = r.feed(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            &check,
+        );
+        assert_eq!(f, Feed::Fail(Failure::Exception));
+    }
+}

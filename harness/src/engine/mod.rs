@@ -1,0 +1,557 @@
+//! The load engine: per-thread event loops (mio, edge-triggered, like wrk's
+//! ae loop) driving non-blocking HTTP/1.1 connections.
+//!
+//! - [`Plan`]: what to run. [`run`] splits it over threads and merges what
+//!   they counted into a [`RunResult`]; it never formats anything.
+//! - `worker`: one thread's loop — the only request loop, parameterised by
+//!   how it stops ([`Stop`]) and how it paces ([`Pace`]).
+//! - `conn`: one connection's state machine (connect, write, read).
+//! - `http`: the streaming response reader.
+//! - `timer`: sub-millisecond wake-ups for the `--rate` schedule.
+//!
+//! Per request on a kept-alive connection the engine makes one `write` and
+//! one `read` (plus a share of an `epoll_wait`): the next request is written
+//! as soon as the previous response is complete, on a socket registered once
+//! for both directions, so there is no `epoll_ctl` per request.
+
+mod conn;
+mod http;
+mod timer;
+mod worker;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::stats::{SecondPoint, SeriesSink, Stats};
+
+/// When a run stops.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Stop {
+    /// After exactly this many requests (successes and failures).
+    Count(u64),
+    /// After this long (requests in flight at the end are dropped, not failed).
+    Duration(Duration),
+}
+
+/// How requests are paced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pace {
+    /// Closed loop: each connection sends its next request as soon as the
+    /// previous response is complete.
+    Closed,
+    /// Open loop at this many requests per second over all connections
+    /// (wrk2's `-R`); latency counts from each request's intended send time.
+    Rate(f64),
+}
+
+/// How each response is judged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Any 2xx status.
+    Success,
+    /// Exactly this status, any body.
+    Status(u16),
+    /// Exactly this status and exactly this body (a contract endpoint).
+    Exact { status: u16, body: Arc<[u8]> },
+}
+
+impl Check {
+    #[inline]
+    pub(crate) fn status_ok(&self, status: u16) -> bool {
+        match self {
+            Check::Success => (200..300).contains(&status),
+            Check::Status(s) | Check::Exact { status: s, .. } => status == *s,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn body(&self) -> Option<&[u8]> {
+        match self {
+            Check::Exact { body, .. } => Some(body),
+            _ => None,
+        }
+    }
+}
+
+/// One request, encoded once for the whole run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    /// Path and query, as sent on the request line.
+    pub target: String,
+    pub bytes: Arc<[u8]>,
+}
+
+impl Request {
+    /// `METHOD target HTTP/1.1`, `Host`, the extra headers, and
+    /// `Connection: close` when connections are not kept alive. An extra
+    /// `Host` header replaces the default one.
+    pub fn encode(
+        method: &str,
+        target: &str,
+        host: &str,
+        headers: &[(String, String)],
+        keepalive: bool,
+    ) -> Request {
+        let mut s = format!("{method} {target} HTTP/1.1\r\n");
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            s.push_str(&format!("Host: {host}\r\n"));
+        }
+        for (name, value) in headers {
+            s.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if !keepalive {
+            s.push_str("Connection: close\r\n");
+        }
+        s.push_str("\r\n");
+        Request {
+            method: method.to_string(),
+            target: target.to_string(),
+            bytes: Arc::from(s.into_bytes()),
+        }
+    }
+
+    /// A HEAD request: responses carry no body.
+    pub fn is_head(&self) -> bool {
+        self.method.eq_ignore_ascii_case("HEAD")
+    }
+}
+
+/// Everything a run needs.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The URL, for reports.
+    pub url: String,
+    pub addr: SocketAddr,
+    pub request: Request,
+    pub check: Check,
+    /// Connections, spread over the threads.
+    pub connections: usize,
+    pub threads: usize,
+    pub stop: Stop,
+    pub pace: Pace,
+    /// Reuse connections (HTTP keep-alive); otherwise one connection per request.
+    pub keepalive: bool,
+    /// A request without a complete response after this long fails.
+    pub timeout: Duration,
+    /// Requests sent during this first stretch are not counted.
+    pub warmup: Duration,
+    /// The hard bound of a [`Stop::Count`] run, warm-up excluded.
+    pub max_duration: Duration,
+}
+
+impl Plan {
+    /// A plan with the engine's defaults: 50 connections, one thread per core,
+    /// keep-alive, closed loop, 10 s, 10 s timeout, no warm-up.
+    pub fn new(url: &str, addr: SocketAddr, request: Request, check: Check) -> Plan {
+        Plan {
+            url: url.to_string(),
+            addr,
+            request,
+            check,
+            connections: 50,
+            threads: default_threads(),
+            stop: Stop::Duration(Duration::from_secs(10)),
+            pace: Pace::Closed,
+            keepalive: true,
+            timeout: Duration::from_secs(10),
+            warmup: Duration::ZERO,
+            max_duration: Duration::from_secs(600),
+        }
+    }
+
+    /// Threads actually used: never more than connections.
+    pub fn effective_threads(&self) -> usize {
+        self.threads.clamp(1, self.connections.max(1))
+    }
+
+    fn validate(&self) -> Result<(), EngineError> {
+        let bad = |why: &str| Err(EngineError::Plan(why.to_string()));
+        if self.connections == 0 {
+            return bad("at least one connection is needed");
+        }
+        if let Stop::Count(0) = self.stop {
+            return bad("the request count must be at least 1");
+        }
+        if let Pace::Rate(r) = self.pace {
+            if !(r.is_finite() && r > 0.0) {
+                return bad("the rate must be a positive number of requests per second");
+            }
+        }
+        if self.timeout.is_zero() {
+            return bad("the timeout must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// The number of cores, the default number of engine threads.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("invalid plan: {0}")]
+    Plan(String),
+    #[error("cannot set up an engine thread: {0}")]
+    Setup(#[from] std::io::Error),
+}
+
+/// How the caller steers a running engine.
+#[derive(Clone, Debug, Default)]
+pub struct Control {
+    /// Set it (Ctrl-C) to stop sending; in-flight requests get up to
+    /// [`DRAIN`] to finish, then the run reports what it measured.
+    pub interrupt: Arc<AtomicBool>,
+}
+
+/// How long an interrupted run waits for requests in flight.
+pub const DRAIN: Duration = Duration::from_secs(1);
+
+/// What the progress callback sees, at most 4 times a second.
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot {
+    /// Since measuring started (negative during warm-up: zero).
+    pub elapsed: Duration,
+    pub requests: u64,
+    pub errors: u64,
+    pub warming_up: bool,
+}
+
+/// Why a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// All `-n` requests finished.
+    Count,
+    /// The `-d` duration passed.
+    Duration,
+    /// Interrupted (Ctrl-C): partial results.
+    Interrupted,
+    /// The server stopped accepting connections: partial results.
+    ServerGone,
+    /// A `-n` run hit its hard time bound: partial results.
+    Deadline,
+}
+
+impl End {
+    pub fn name(self) -> &'static str {
+        match self {
+            End::Count => "count",
+            End::Duration => "duration",
+            End::Interrupted => "interrupted",
+            End::ServerGone => "server_gone",
+            End::Deadline => "deadline",
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub plan: Plan,
+    /// Threads used.
+    pub threads: usize,
+    /// Wall-clock start of the measurement, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    /// The measured interval (warm-up excluded).
+    pub duration: Duration,
+    pub end: End,
+    /// Why the run ended early, in words.
+    pub message: Option<String>,
+    pub stats: Stats,
+    pub series: Vec<SecondPoint>,
+}
+
+impl RunResult {
+    pub fn interrupted(&self) -> bool {
+        self.end == End::Interrupted
+    }
+
+    /// Latency is counted from intended send times (open loop).
+    pub fn latency_corrected(&self) -> bool {
+        matches!(self.plan.pace, Pace::Rate(_))
+    }
+
+    /// Finished requests per second (successes and failures).
+    pub fn requests_per_s(&self) -> f64 {
+        per_s(self.stats.requests(), self.duration)
+    }
+
+    /// Successful requests per second.
+    pub fn ok_per_s(&self) -> f64 {
+        per_s(self.stats.ok, self.duration)
+    }
+}
+
+fn per_s(n: u64, d: Duration) -> f64 {
+    let s = d.as_secs_f64();
+    if s > 0.0 {
+        n as f64 / s
+    } else {
+        0.0
+    }
+}
+
+/// Nanoseconds since the run's start, from the monotonic clock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock {
+    base: Instant,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock {
+            base: Instant::now(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+}
+
+pub(crate) fn ns(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX / 4)) as u64
+}
+
+/// What one thread publishes for the progress line, once per loop turn.
+#[derive(Default)]
+pub(crate) struct ThreadProgress {
+    requests: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// State shared by the threads of one run (read-mostly).
+pub(crate) struct Shared<'a> {
+    plan: &'a Plan,
+    clock: Clock,
+    /// Requests whose start is before this are warm-up.
+    measure_start_ns: u64,
+    /// Everything stops here (the `-d` end, or the hard bound of `-n`).
+    end_ns: u64,
+    interrupt: &'a AtomicBool,
+    /// Set by any thread that finds the server gone: all stop.
+    abort: AtomicBool,
+    abort_message: Mutex<Option<String>>,
+    sink: SeriesSink,
+    progress: Vec<ThreadProgress>,
+}
+
+impl Shared<'_> {
+    fn abort_with(&self, message: String) {
+        let mut m = self.abort_message.lock().unwrap_or_else(|e| e.into_inner());
+        if m.is_none() {
+            *m = Some(message);
+        }
+        self.abort.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One thread's share of the plan.
+pub(crate) struct Share {
+    thread: usize,
+    /// Global index of its first connection (spreads the `--rate` schedule).
+    first_conn: usize,
+    conns: usize,
+    /// Its part of `-n`.
+    permits: Option<u64>,
+}
+
+/// Runs `plan` to its end; `progress` is called from this thread about every
+/// 250 ms.
+pub fn run(
+    plan: &Plan,
+    control: &Control,
+    progress: &mut dyn FnMut(&Snapshot),
+) -> Result<RunResult, EngineError> {
+    plan.validate()?;
+    let threads = plan.effective_threads();
+    let clock = Clock::new();
+    let started = SystemTime::now();
+    let measure_start_ns = ns(plan.warmup);
+    let end_ns = measure_start_ns
+        + match plan.stop {
+            Stop::Duration(d) => ns(d),
+            Stop::Count(_) => ns(plan.max_duration),
+        };
+    let shares: Vec<Share> = (0..threads)
+        .map(|t| Share {
+            thread: t,
+            first_conn: split_before(plan.connections as u64, threads, t) as usize,
+            conns: split(plan.connections as u64, threads, t) as usize,
+            permits: match plan.stop {
+                Stop::Count(n) => Some(split(n, threads, t)),
+                Stop::Duration(_) => None,
+            },
+        })
+        .collect();
+    let shared = Shared {
+        plan,
+        clock,
+        measure_start_ns,
+        end_ns,
+        interrupt: &control.interrupt,
+        abort: AtomicBool::new(false),
+        abort_message: Mutex::new(None),
+        sink: SeriesSink::new(threads),
+        progress: (0..threads).map(|_| ThreadProgress::default()).collect(),
+    };
+
+    let outputs = std::thread::scope(|s| -> Result<Vec<_>, EngineError> {
+        let mut handles = Vec::with_capacity(threads);
+        for share in shares {
+            let shared = &shared;
+            let h = std::thread::Builder::new()
+                .name(format!("harness-{}", share.thread))
+                .spawn_scoped(s, move || worker::run(shared, share))?;
+            handles.push(h);
+        }
+        let mut last_report = Instant::now();
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            if last_report.elapsed() >= Duration::from_millis(250) {
+                last_report = Instant::now();
+                let now = shared.clock.now();
+                let snap = Snapshot {
+                    elapsed: Duration::from_nanos(now.saturating_sub(measure_start_ns)),
+                    requests: sum(&shared.progress, |p| &p.requests),
+                    errors: sum(&shared.progress, |p| &p.errors),
+                    warming_up: now < measure_start_ns,
+                };
+                progress(&snap);
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r.map_err(EngineError::from),
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })?;
+
+    let mut stats = Stats::default();
+    let mut last_ns = measure_start_ns;
+    let mut ends = Vec::new();
+    for out in &outputs {
+        stats += &out.stats;
+        last_ns = last_ns.max(out.last_ns);
+        ends.push(out.end);
+    }
+    let last_ns = last_ns.min(end_ns);
+    let duration = Duration::from_nanos(last_ns.saturating_sub(measure_start_ns));
+    let message = shared
+        .abort_message
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    let end = if message.is_some() {
+        End::ServerGone
+    } else if control.interrupt.load(Ordering::Relaxed) && ends.contains(&End::Interrupted) {
+        End::Interrupted
+    } else if ends.contains(&End::Deadline) {
+        End::Deadline
+    } else {
+        match plan.stop {
+            Stop::Count(_) => End::Count,
+            Stop::Duration(_) => End::Duration,
+        }
+    };
+    let message = message.or_else(|| match end {
+        End::Interrupted => Some("interrupted: the report covers what was measured".into()),
+        End::Deadline => Some(format!(
+            "stopped after {:?} before all requests finished",
+            plan.max_duration
+        )),
+        _ => None,
+    });
+    let seconds = duration.as_secs_f64().ceil() as u32;
+    let series = shared.sink.finish(seconds);
+    let started_unix_s = started
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+        + plan.warmup.as_secs_f64();
+    Ok(RunResult {
+        plan: plan.clone(),
+        threads,
+        started_unix_s,
+        duration,
+        end,
+        message,
+        stats,
+        series,
+    })
+}
+
+fn sum(slots: &[ThreadProgress], f: impl Fn(&ThreadProgress) -> &AtomicU64) -> u64 {
+    slots.iter().map(|p| f(p).load(Ordering::Relaxed)).sum()
+}
+
+/// Thread `t`'s part when `n` is split over `parts` as evenly as possible.
+fn split(n: u64, parts: usize, t: usize) -> u64 {
+    let parts = parts as u64;
+    let t = t as u64;
+    n / parts + u64::from(t < n % parts)
+}
+
+/// The sum of the parts of the threads before `t`.
+fn split_before(n: u64, parts: usize, t: usize) -> u64 {
+    (0..t).map(|i| split(n, parts, i)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_are_exact() {
+        for n in [0u64, 1, 7, 100, 20_001] {
+            for parts in 1..=5 {
+                let total: u64 = (0..parts).map(|t| split(n, parts, t)).sum();
+                assert_eq!(total, n);
+                assert_eq!(split_before(n, parts, parts), n);
+            }
+        }
+    }
+
+    #[test]
+    fn requests_are_encoded_once_with_host_and_close() {
+        let r = Request::encode("GET", "/hello", "127.0.0.1:8080", &[], true);
+        assert_eq!(
+            &*r.bytes,
+            b"GET /hello HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
+        );
+        let h = vec![
+            ("Host".to_string(), "x".to_string()),
+            ("A".into(), "b".into()),
+        ];
+        let r = Request::encode("HEAD", "/", "h", &h, false);
+        assert_eq!(
+            &*r.bytes,
+            b"HEAD / HTTP/1.1\r\nHost: x\r\nA: b\r\nConnection: close\r\n\r\n"
+        );
+        assert!(r.is_head());
+    }
+
+    #[test]
+    fn plans_are_validated() {
+        let req = Request::encode("GET", "/", "h", &[], true);
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let mut p = Plan::new("http://h/", addr, req, Check::Success);
+        p.stop = Stop::Count(0);
+        assert!(p.validate().is_err());
+        p.stop = Stop::Count(1);
+        p.pace = Pace::Rate(0.0);
+        assert!(p.validate().is_err());
+        p.pace = Pace::Rate(10.0);
+        p.validate().unwrap();
+        p.connections = 3;
+        p.threads = 8;
+        assert_eq!(p.effective_threads(), 3);
+    }
+}

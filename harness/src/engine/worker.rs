@@ -1,0 +1,535 @@
+//! One engine thread: an edge-triggered event loop over its share of the
+//! connections. This is the only request loop; [`Stop`] decides when it
+//! ends and [`Pace`] when each connection sends its next request.
+//!
+//! Per-thread everything: the statistics, the `-n` quota (no shared counter
+//! per request), the read buffer, the wake-up queue of the `--rate`
+//! schedule. Across threads only the Ctrl-C/abort flags (read once per loop
+//! turn), the progress counters (written once per loop turn) and the
+//! time-series sink (once per second) are shared.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use mio::{Events, Poll, Token};
+
+use super::conn::{Conn, Outcome, State};
+use super::timer::{self, Timer};
+use super::{ns, Check, Clock, End, Pace, Share, Shared, Stop, DRAIN};
+use crate::stats::{Failure, SecondAcc, Stats};
+
+/// The loop turns at least this often (Ctrl-C, deadlines, the time series).
+const MAX_WAIT_NS: u64 = 100_000_000;
+/// A failed connect is retried after this long (closed loop).
+const CONNECT_RETRY_NS: u64 = 10_000_000;
+/// This many refused connects in a row, with no response in between: the
+/// server is gone and the run ends.
+const REFUSED_LIMIT: u32 = 10;
+/// The thread's read buffer, shared by its connections.
+const READ_BUF: usize = 64 * 1024;
+const EVENTS: usize = 1024;
+const SECOND_NS: u64 = 1_000_000_000;
+
+pub(crate) struct Output {
+    pub stats: Stats,
+    /// When the thread stopped.
+    pub last_ns: u64,
+    pub end: End,
+}
+
+struct Worker<'s> {
+    shared: &'s Shared<'s>,
+    thread: usize,
+    clock: Clock,
+    poll: Poll,
+    /// Sub-millisecond wake-ups for the `--rate` schedule.
+    timer: Option<Timer>,
+    conns: Vec<Conn>,
+    buf: Box<[u8]>,
+    request: &'s [u8],
+    check: &'s Check,
+    head: bool,
+    keepalive: bool,
+    pace: Pace,
+    stats: Stats,
+    second: SecondAcc,
+    next_second_ns: u64,
+    /// This thread's remaining share of `-n`.
+    permits: Option<u64>,
+    /// Connections waiting for their `--rate` slot or a connect retry.
+    wakes: BinaryHeap<Reverse<(u64, usize)>>,
+    in_flight: usize,
+    /// False once interrupted: no new requests.
+    sending: bool,
+    drain_until_ns: u64,
+    interval_ns: u64,
+    timeout_ns: u64,
+    sweep_every_ns: u64,
+    next_sweep_ns: u64,
+    refused: u32,
+}
+
+/// Runs one thread's share of the plan to its end.
+pub(crate) fn run(shared: &Shared<'_>, share: Share) -> io::Result<Output> {
+    let mut w = Worker::new(shared, &share)?;
+    let end = w.run_loop();
+    let last_ns = w.clock.now();
+    let next = w.second.second() + 1;
+    shared.sink.hand_in(w.thread, &mut w.second, next);
+    w.publish();
+    Ok(Output {
+        stats: w.stats,
+        last_ns,
+        end,
+    })
+}
+
+#[inline]
+fn us(ns: u64) -> u64 {
+    (ns + 500) / 1000
+}
+
+impl<'s> Worker<'s> {
+    fn new(shared: &'s Shared<'s>, share: &Share) -> io::Result<Worker<'s>> {
+        let plan = shared.plan;
+        let interval_ns = match plan.pace {
+            Pace::Rate(r) => (plan.connections as f64 * 1e9 / r) as u64,
+            Pace::Closed => 0,
+        };
+        let mut conns: Vec<Conn> = (0..share.conns).map(|_| Conn::new()).collect();
+        if let Pace::Rate(r) = plan.pace {
+            // Request k of the whole run is due at k / rate; connection j
+            // takes requests j, j + c, j + 2c, ...
+            for (j, c) in conns.iter_mut().enumerate() {
+                c.due_ns = ((share.first_conn + j) as f64 * 1e9 / r) as u64;
+            }
+        }
+        for c in &mut conns {
+            c.reader.want_server = true;
+        }
+        let timeout_ns = ns(plan.timeout);
+        timer::precise_timers();
+        let poll = Poll::new()?;
+        let timer = match plan.pace {
+            Pace::Rate(_) => Some(Timer::new(poll.registry())?),
+            Pace::Closed => None,
+        };
+        Ok(Worker {
+            shared,
+            thread: share.thread,
+            clock: shared.clock,
+            poll,
+            timer,
+            conns,
+            buf: vec![0u8; READ_BUF].into_boxed_slice(),
+            request: &plan.request.bytes,
+            check: &plan.check,
+            head: plan.request.is_head(),
+            keepalive: plan.keepalive,
+            pace: plan.pace,
+            stats: Stats::default(),
+            second: SecondAcc::new(),
+            next_second_ns: shared.measure_start_ns + SECOND_NS,
+            permits: share.permits,
+            wakes: BinaryHeap::with_capacity(share.conns),
+            in_flight: 0,
+            sending: true,
+            drain_until_ns: u64::MAX,
+            interval_ns,
+            timeout_ns,
+            sweep_every_ns: (timeout_ns / 10).clamp(1_000_000, MAX_WAIT_NS),
+            next_sweep_ns: 0,
+            refused: 0,
+        })
+    }
+
+    fn run_loop(&mut self) -> End {
+        let mut events = Events::with_capacity(EVENTS);
+        let now = self.clock.now();
+        for i in 0..self.conns.len() {
+            match self.pace {
+                Pace::Closed => self.start(i, now, now),
+                Pace::Rate(_) => self.wakes.push(Reverse((self.conns[i].due_ns, i))),
+            }
+        }
+        loop {
+            let now = self.clock.now();
+            self.fire_due(now);
+            if now >= self.next_sweep_ns {
+                self.sweep(now);
+            }
+            if now >= self.next_second_ns {
+                self.roll(now);
+            }
+            self.publish();
+
+            if self.shared.abort.load(Ordering::Relaxed) {
+                self.abort_in_flight();
+                return End::ServerGone;
+            }
+            if now >= self.shared.end_ns {
+                self.abort_in_flight();
+                return match self.shared.plan.stop {
+                    Stop::Duration(_) => End::Duration,
+                    Stop::Count(_) => End::Deadline,
+                };
+            }
+            if self.sending && self.shared.interrupt.load(Ordering::Relaxed) {
+                self.sending = false;
+                self.drain_until_ns = now + ns(DRAIN);
+            }
+            if self.in_flight == 0 && !self.can_send() {
+                return if self.sending {
+                    End::Count
+                } else {
+                    End::Interrupted
+                };
+            }
+            if now >= self.drain_until_ns {
+                self.abort_in_flight();
+                return End::Interrupted;
+            }
+
+            if let (Some(timer), Some(Reverse((due, _)))) = (&mut self.timer, self.wakes.peek()) {
+                timer.arm(*due, now);
+            }
+            let wait = Duration::from_nanos(self.wait_ns(now));
+            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    // The poller itself failed: nothing more can be measured.
+                    self.shared
+                        .abort_with(format!("the event loop failed: {e}"));
+                }
+                continue;
+            }
+            for ev in events.iter() {
+                let closing = ev.is_read_closed() || ev.is_error();
+                self.on_event(ev.token().0, closing);
+            }
+        }
+    }
+
+    fn can_send(&self) -> bool {
+        self.sending && self.permits != Some(0)
+    }
+
+    /// How long the poll may sleep.
+    fn wait_ns(&self, now: u64) -> u64 {
+        let mut until = now + MAX_WAIT_NS;
+        if let Some(Reverse((t, _))) = self.wakes.peek() {
+            until = until.min(*t);
+        }
+        until = until
+            .min(self.next_sweep_ns)
+            .min(self.next_second_ns)
+            .min(self.shared.end_ns)
+            .min(self.drain_until_ns);
+        until.saturating_sub(now)
+    }
+
+    fn on_event(&mut self, i: usize, closing: bool) {
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        match conn.state {
+            State::Reading => self.read(i, closing),
+            State::Connecting => {
+                let now = self.clock.now();
+                self.connecting(i, now);
+            }
+            State::Writing => {
+                let now = self.clock.now();
+                self.send(i, now);
+            }
+            State::Idle => {
+                conn.idle_event(&mut self.buf);
+            }
+        }
+    }
+
+    /// Begins a request on connection `i`; `origin` is where its latency
+    /// counts from.
+    #[inline]
+    fn start(&mut self, i: usize, now: u64, origin: u64) {
+        let measured = origin >= self.shared.measure_start_ns;
+        let conn = &mut self.conns[i];
+        if !self.sending || now >= self.shared.end_ns {
+            conn.state = State::Idle;
+            return;
+        }
+        if measured {
+            if let Some(p) = &mut self.permits {
+                if *p == 0 {
+                    conn.state = State::Idle;
+                    return;
+                }
+                *p -= 1;
+            }
+        }
+        conn.origin_ns = origin;
+        conn.measured = measured;
+        conn.deadline_ns = now.saturating_add(self.timeout_ns);
+        conn.first_byte = false;
+        conn.written = 0;
+        conn.reader.reset(self.head);
+        self.in_flight += 1;
+        if conn.stream.is_some() {
+            self.send(i, now);
+            return;
+        }
+        conn.connect_ns = now;
+        match conn.open(
+            self.shared.plan.addr,
+            self.poll.registry(),
+            Token(i),
+            self.keepalive,
+        ) {
+            Ok(()) => {
+                conn.state = State::Connecting;
+                // On loopback the handshake is usually complete when
+                // connect() returns: try the write now, not after a poll.
+                let now = self.clock.now();
+                self.connecting(i, now);
+            }
+            Err(e) => {
+                conn.close();
+                self.fail(i, Failure::Connect, now, refused(&e));
+            }
+        }
+    }
+
+    /// Writes the request on a connection being established: a write that
+    /// would block with nothing written means the handshake is still going
+    /// on; an error is the connect's (refused, unreachable).
+    fn connecting(&mut self, i: usize, now: u64) {
+        let conn = &mut self.conns[i];
+        conn.sent_ns = now;
+        match conn.write(self.request) {
+            Ok(false) if conn.written == 0 => return,
+            Ok(done) => {
+                if conn.measured {
+                    self.stats.connections += 1;
+                    self.stats
+                        .connect_us
+                        .saturating_record(us(now - conn.connect_ns));
+                    if done {
+                        self.stats.bytes_sent += self.request.len() as u64;
+                    }
+                }
+                conn.state = if done { State::Reading } else { State::Writing };
+            }
+            Err(e) => {
+                self.fail(i, Failure::Connect, now, refused(&e));
+                return;
+            }
+        }
+        self.refused = 0;
+    }
+
+    /// Writes (the rest of) the request.
+    #[inline]
+    fn send(&mut self, i: usize, now: u64) {
+        let conn = &mut self.conns[i];
+        if conn.written == 0 {
+            conn.sent_ns = now;
+        }
+        match conn.write(self.request) {
+            Ok(true) => {
+                conn.state = State::Reading;
+                if conn.measured {
+                    self.stats.bytes_sent += self.request.len() as u64;
+                }
+            }
+            Ok(false) => conn.state = State::Writing,
+            Err(_) => self.fail(i, Failure::Write, now, false),
+        }
+    }
+
+    #[inline]
+    fn read(&mut self, i: usize, closing: bool) {
+        let conn = &mut self.conns[i];
+        let r = conn.read(&mut self.buf, self.check, closing, &self.clock);
+        if conn.measured {
+            self.stats.bytes_received += r.bytes;
+            if let Some(t) = r.first_byte_ns {
+                self.stats
+                    .waiting_us
+                    .saturating_record(us(t.saturating_sub(conn.sent_ns)));
+            }
+        }
+        match r.outcome {
+            Outcome::Pending => {}
+            Outcome::Done { leftover } => self.complete(i, r.now, leftover),
+            Outcome::Failed(f) => self.fail(i, f, r.now, false),
+        }
+    }
+
+    /// A complete response: count it, then send the next request.
+    #[inline]
+    fn complete(&mut self, i: usize, now: u64, leftover: usize) {
+        if now >= self.next_second_ns {
+            self.roll(now);
+        }
+        self.in_flight -= 1;
+        let conn = &mut self.conns[i];
+        // Bytes after a complete response, unasked for: the body was longer
+        // than announced.
+        let verdict = conn
+            .reader
+            .verdict
+            .or((leftover > 0).then_some(Failure::Length));
+        let close = !self.keepalive || conn.reader.close || leftover > 0;
+        if conn.measured && now >= self.shared.end_ns {
+            // Answered after the end: in flight at the end, as if aborted.
+            self.stats.aborted += 1;
+        } else if conn.measured {
+            let s = &mut self.stats;
+            s.responses += 1;
+            s.status.count(conn.reader.status);
+            s.body_bytes += conn.reader.body_len;
+            match verdict {
+                None => {
+                    s.ok += 1;
+                    let latency = us(now.saturating_sub(conn.origin_ns));
+                    s.latency_us.saturating_record(latency);
+                    s.service_us
+                        .saturating_record(us(now.saturating_sub(conn.sent_ns)));
+                    self.second.ok(latency);
+                    if s.document_length.is_none() {
+                        s.document_length = Some(conn.reader.body_len);
+                    }
+                }
+                Some(f) => {
+                    s.failures.count(f);
+                    self.second.error();
+                }
+            }
+            if !close {
+                s.keepalive_responses += 1;
+            }
+        }
+        if let Some(server) = conn.reader.server.take() {
+            conn.reader.want_server = false;
+            if self.stats.server_software.is_none() {
+                self.stats.server_software = Some(server);
+            }
+        }
+        conn.state = State::Idle;
+        if close {
+            conn.close();
+        }
+        self.refused = 0;
+        self.next(i, now);
+    }
+
+    /// A failed request: count it, drop the connection, go on.
+    fn fail(&mut self, i: usize, failure: Failure, now: u64, refused: bool) {
+        if now >= self.next_second_ns {
+            self.roll(now);
+        }
+        self.in_flight -= 1;
+        let conn = &mut self.conns[i];
+        conn.close();
+        conn.state = State::Idle;
+        if conn.measured && now >= self.shared.end_ns {
+            self.stats.aborted += 1;
+        } else if conn.measured {
+            self.stats.failures.count(failure);
+            self.second.error();
+        }
+        if refused {
+            self.refused += 1;
+            if self.refused >= REFUSED_LIMIT {
+                self.shared.abort_with(format!(
+                    "the server at {} refused {} connections in a row: it is gone (stopped or crashed?)",
+                    self.shared.plan.addr, self.refused
+                ));
+            }
+        }
+        if failure == Failure::Connect {
+            // Through the wake-up queue: no tight retry loop, no recursion.
+            self.wakes.push(Reverse((now + CONNECT_RETRY_NS, i)));
+        } else {
+            self.next(i, now);
+        }
+    }
+
+    /// Schedules connection `i`'s next request.
+    #[inline]
+    fn next(&mut self, i: usize, now: u64) {
+        match self.pace {
+            Pace::Closed => self.start(i, now, now),
+            Pace::Rate(_) => {
+                let due = self.conns[i].due_ns;
+                if due <= now {
+                    self.conns[i].due_ns += self.interval_ns;
+                    self.start(i, now, due);
+                } else {
+                    self.wakes.push(Reverse((due, i)));
+                }
+            }
+        }
+    }
+
+    /// Starts the requests whose time has come.
+    fn fire_due(&mut self, now: u64) {
+        while let Some(&Reverse((t, i))) = self.wakes.peek() {
+            if t > now {
+                break;
+            }
+            self.wakes.pop();
+            match self.pace {
+                Pace::Closed => self.start(i, now, now),
+                // Its slot (or, after a connect retry, the next one).
+                Pace::Rate(_) => self.next(i, now),
+            }
+        }
+    }
+
+    /// Fails the requests that passed their deadline.
+    fn sweep(&mut self, now: u64) {
+        self.next_sweep_ns = now + self.sweep_every_ns;
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.state != State::Idle && c.deadline_ns <= now {
+                self.fail(i, Failure::Timeout, now, false);
+            }
+        }
+    }
+
+    /// Hands the finished second to the sink.
+    fn roll(&mut self, now: u64) {
+        let start = self.shared.measure_start_ns;
+        let second = (now.saturating_sub(start) / SECOND_NS) as u32;
+        self.shared
+            .sink
+            .hand_in(self.thread, &mut self.second, second);
+        self.next_second_ns = start + (u64::from(second) + 1) * SECOND_NS;
+    }
+
+    /// Requests in flight when the run stops: dropped, counted as aborted.
+    fn abort_in_flight(&mut self) {
+        for c in &mut self.conns {
+            if c.state != State::Idle && c.measured {
+                self.stats.aborted += 1;
+            }
+            c.state = State::Idle;
+            c.close();
+        }
+        self.in_flight = 0;
+    }
+
+    fn publish(&self) {
+        let p = &self.shared.progress[self.thread];
+        p.requests.store(self.stats.requests(), Ordering::Relaxed);
+        p.errors
+            .store(self.stats.failures.total(), Ordering::Relaxed);
+    }
+}
+
+fn refused(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::ConnectionRefused
+}

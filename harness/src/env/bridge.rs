@@ -1,0 +1,477 @@
+//! `bridge`: the kernel path of Docker's default bridge network with
+//! `userland-proxy: false`, built with `ip` and `nft`:
+//!
+//! ```text
+//! netns bln<ID>: blp<ID> 198.18.K.2/24 ── veth ── blh<ID> ── bridge blb<ID> 198.18.K.1/24 (host)
+//! nft table ip benchlab_<ID>:
+//!   output      127.0.0.1:PUB  → dnat 198.18.K.2:PORT      (the published port)
+//!   postrouting 127.0.0.0/8 out blb<ID> → masquerade        (so replies come back)
+//!   prerouting  in blb<ID> 198.18.K.1:DB → dnat 127.0.0.1:DB (the database, from inside)
+//! ```
+//!
+//! DNAT from and to 127.0.0.1 needs `net.ipv4.conf.all.route_localnet=1`:
+//! set while any bridge of this process lives, the old value restored after
+//! the last. The count is per process: two harnesses building bridges at
+//! the same time can restore it under each other (run them one at a time),
+//! and a SIGKILLed harness leaves it at 1 (its links and rules are swept by
+//! the next build, the sysctl's old value is unknown by then). Addresses come from 198.18.0.0/15 (RFC 2544, benchmarking),
+//! one /24 per bridge. `<ID>` is the harness's pid in hex, `g`, a counter:
+//! parallel runs never collide, and objects left by a dead harness (SIGKILL)
+//! are recognised by their pid and removed by the next build.
+//!
+//! Teardown is idempotent (each object removed if present), runs on drop,
+//! and every live bridge is registered so that the catalog's emergency
+//! cleanup on a signal removes it too ([`teardown_all`]).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{bail, Context};
+
+/// What a teardown needs: names only, so that the signal thread can use it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Spec {
+    netns: String,
+    bridge: String,
+    veth_host: String,
+    table: String,
+    /// This bridge holds a `route_localnet` reference.
+    localnet: bool,
+}
+
+/// Live bridges of this process, by id.
+static LIVE: Mutex<BTreeMap<String, Spec>> = Mutex::new(BTreeMap::new());
+/// `route_localnet`: how many bridges need it, and the value before the first.
+static LOCALNET: Mutex<(usize, Option<String>)> = Mutex::new((0, None));
+/// Subnets (third octet index, 0..512) in use by this process.
+static SUBNETS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+const LOCALNET_PATH: &str = "/proc/sys/net/ipv4/conf/all/route_localnet";
+
+/// The network environment, built; torn down on drop.
+#[derive(Debug)]
+pub struct Bridge {
+    pub id: String,
+    pub netns: String,
+    pub bridge: String,
+    pub veth_host: String,
+    pub veth_ns: String,
+    pub table: String,
+    pub host_ip: Ipv4Addr,
+    pub ns_ip: Ipv4Addr,
+    subnet: u16,
+    done: bool,
+}
+
+/// Root, `ip` and `nft`; `Err` says what is missing.
+pub fn availability() -> Result<(), String> {
+    if !crate::catalog::is_root() {
+        return Err("needs root (network namespaces, links and nftables rules)".into());
+    }
+    for (prog, pkg) in [("ip", "iproute2"), ("nft", "nftables")] {
+        if crate::catalog::find_program(&[prog]).is_none() {
+            return Err(format!("needs `{prog}` (apt-get install {pkg})"));
+        }
+    }
+    if !std::path::Path::new(LOCALNET_PATH).exists() {
+        return Err(format!("{LOCALNET_PATH} is missing (no IPv4?)"));
+    }
+    Ok(())
+}
+
+/// Runs a command; an error names it and carries its stderr.
+fn run(program: &str, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+    let path = crate::catalog::find_program(&[program])
+        .with_context(|| format!("`{program}` is not installed"))?;
+    let mut cmd = Command::new(path);
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let shown = format!("{program} {}", args.join(" "));
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run `{shown}`"))?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes())
+            .with_context(|| format!("cannot feed `{shown}`"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .with_context(|| format!("`{shown}` did not finish"))?;
+    if !out.status.success() {
+        bail!(
+            "`{shown}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn ip(args: &[&str]) -> anyhow::Result<String> {
+    run("ip", args, None)
+}
+
+fn link_exists(name: &str) -> bool {
+    ip(&["link", "show", "dev", name]).is_ok()
+}
+
+fn netns_exists(name: &str) -> bool {
+    std::path::Path::new("/run/netns").join(name).exists()
+}
+
+fn table_exists(table: &str) -> bool {
+    run("nft", &["list", "table", "ip", table], None).is_ok()
+}
+
+fn acquire_localnet() -> anyhow::Result<()> {
+    let mut g = LOCALNET.lock().unwrap_or_else(|e| e.into_inner());
+    if g.0 == 0 {
+        let old = std::fs::read_to_string(LOCALNET_PATH)
+            .with_context(|| format!("cannot read {LOCALNET_PATH}"))?;
+        std::fs::write(LOCALNET_PATH, "1")
+            .with_context(|| format!("cannot set {LOCALNET_PATH} to 1"))?;
+        g.1 = Some(old.trim().to_string());
+    }
+    g.0 += 1;
+    Ok(())
+}
+
+fn release_localnet() -> Option<String> {
+    let mut g = LOCALNET.lock().unwrap_or_else(|e| e.into_inner());
+    if g.0 == 0 {
+        return None;
+    }
+    g.0 -= 1;
+    if g.0 == 0 {
+        if let Some(old) = g.1.take() {
+            if let Err(e) = std::fs::write(LOCALNET_PATH, &old) {
+                return Some(format!("cannot restore {LOCALNET_PATH} to {old}: {e}"));
+            }
+        }
+    }
+    None
+}
+
+/// The /24 with index `k` (0..512) of 198.18.0.0/15.
+fn subnet(k: u16) -> (Ipv4Addr, Ipv4Addr) {
+    let b = 18 + (k / 256) as u8;
+    let c = (k % 256) as u8;
+    (Ipv4Addr::new(198, b, c, 1), Ipv4Addr::new(198, b, c, 2))
+}
+
+/// A /24 of 198.18.0.0/15 that no interface here uses yet.
+fn pick_subnet(seed: u32) -> anyhow::Result<u16> {
+    let addrs = ip(&["-o", "-4", "addr", "show"]).unwrap_or_default();
+    let mut used = SUBNETS.lock().unwrap_or_else(|e| e.into_inner());
+    for i in 0..512u32 {
+        // Skip 198.18.0.0/24: the first address people pick by hand.
+        let k = (1 + (seed.wrapping_mul(7919) + i) % 511) as u16;
+        let (host, _) = subnet(k);
+        let prefix = {
+            let o = host.octets();
+            format!(" {}.{}.{}.", o[0], o[1], o[2])
+        };
+        if !used.contains(&k) && !addrs.contains(&prefix) {
+            used.push(k);
+            return Ok(k);
+        }
+    }
+    bail!("no free /24 left in 198.18.0.0/15")
+}
+
+/// Removes what a harness that no longer runs left behind (found by the pid
+/// in the names). Returns what was removed.
+pub fn sweep_stale() -> Vec<String> {
+    let mut removed = Vec::new();
+    let links = ip(&["-o", "link", "show", "type", "bridge"]).unwrap_or_default();
+    let mut ids: Vec<String> = links
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .filter_map(|n| n.split('@').next())
+        .filter_map(|n| n.strip_prefix("blb"))
+        .map(str::to_string)
+        .collect();
+    if let Ok(dir) = std::fs::read_dir("/run/netns") {
+        ids.extend(
+            dir.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter_map(|n| n.strip_prefix("bln").map(str::to_string)),
+        );
+    }
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let Some(pid) = id
+            .split_once('g')
+            .and_then(|(p, _)| u32::from_str_radix(p, 16).ok())
+        else {
+            continue;
+        };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let spec = Spec::for_id(&id);
+        let errors = spec.teardown();
+        removed.push(if errors.is_empty() {
+            format!("removed the bridge {id} of a harness that no longer runs (pid {pid})")
+        } else {
+            format!("bridge {id} of pid {pid}: {}", errors.join("; "))
+        });
+    }
+    removed
+}
+
+impl Spec {
+    fn for_id(id: &str) -> Spec {
+        Spec {
+            netns: format!("bln{id}"),
+            bridge: format!("blb{id}"),
+            veth_host: format!("blh{id}"),
+            table: format!("benchlab_{id}"),
+            localnet: false,
+        }
+    }
+
+    /// Removes each object if present; returns what failed.
+    fn teardown(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        let mut check = |r: anyhow::Result<String>| {
+            if let Err(e) = r {
+                errors.push(format!("{e:#}"));
+            }
+        };
+        if table_exists(&self.table) {
+            check(run("nft", &["delete", "table", "ip", &self.table], None));
+        }
+        if netns_exists(&self.netns) {
+            // Anything still inside is ours (a server that outlived its stop).
+            if let Ok(pids) = ip(&["netns", "pids", &self.netns]) {
+                for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+                    // SAFETY: a process in a namespace this harness made.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            check(ip(&["netns", "delete", &self.netns]));
+        }
+        if link_exists(&self.veth_host) {
+            check(ip(&["link", "delete", &self.veth_host]));
+        }
+        if link_exists(&self.bridge) {
+            check(ip(&["link", "delete", &self.bridge]));
+        }
+        if self.localnet {
+            errors.extend(release_localnet());
+        }
+        errors
+    }
+}
+
+/// Tears down every live bridge of this process (the signal path).
+pub fn teardown_all() {
+    let specs: Vec<(String, Spec)> = {
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *live).into_iter().collect()
+    };
+    for (id, spec) in specs {
+        for e in spec.teardown() {
+            eprintln!("harness: bridge {id}: {e}");
+        }
+    }
+}
+
+impl Bridge {
+    /// Builds it; on any failure, removes what was made and says which step failed.
+    pub fn build(db_port: Option<u16>) -> anyhow::Result<Bridge> {
+        availability().map_err(|why| anyhow::anyhow!("the bridge environment {why}"))?;
+        crate::catalog::supervise::register_cleanup(teardown_all);
+        for note in sweep_stale() {
+            eprintln!("harness: {note}");
+        }
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{:x}g{n:x}", std::process::id());
+        let k = pick_subnet(std::process::id() ^ (n << 16))?;
+        let (host_ip, ns_ip) = subnet(k);
+        let spec = Spec {
+            localnet: true,
+            ..Spec::for_id(&id)
+        };
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            id.clone(),
+            Spec {
+                localnet: false,
+                ..spec.clone()
+            },
+        );
+        let mut b = Bridge {
+            veth_ns: format!("blp{id}"),
+            netns: spec.netns.clone(),
+            bridge: spec.bridge.clone(),
+            veth_host: spec.veth_host.clone(),
+            table: spec.table.clone(),
+            id,
+            host_ip,
+            ns_ip,
+            subnet: k,
+            done: false,
+        };
+        match b.make(db_port) {
+            Ok(()) => Ok(b),
+            Err(e) => {
+                let errors = b.teardown();
+                if errors.is_empty() {
+                    Err(e.context("cannot build the bridge environment (removed what was made)"))
+                } else {
+                    Err(e.context(format!(
+                        "cannot build the bridge environment; cleaning up also failed: {}",
+                        errors.join("; ")
+                    )))
+                }
+            }
+        }
+    }
+
+    fn make(&mut self, db_port: Option<u16>) -> anyhow::Result<()> {
+        let host_cidr = format!("{}/24", self.host_ip);
+        let ns_cidr = format!("{}/24", self.ns_ip);
+        let (ns, br, vh, vn) = (
+            self.netns.as_str(),
+            self.bridge.as_str(),
+            self.veth_host.as_str(),
+            self.veth_ns.as_str(),
+        );
+        ip(&["netns", "add", ns])?;
+        ip(&["link", "add", br, "type", "bridge"])?;
+        ip(&["addr", "add", &host_cidr, "dev", br])?;
+        ip(&["link", "set", br, "up"])?;
+        ip(&["link", "add", vh, "type", "veth", "peer", "name", vn])?;
+        ip(&["link", "set", vn, "netns", ns])?;
+        ip(&["link", "set", vh, "master", br])?;
+        ip(&["link", "set", vh, "up"])?;
+        ip(&["-n", ns, "addr", "add", &ns_cidr, "dev", vn])?;
+        ip(&["-n", ns, "link", "set", vn, "up"])?;
+        ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        acquire_localnet()?;
+        if let Some(s) = LIVE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&self.id)
+        {
+            s.localnet = true;
+        }
+        let db_rule = db_port.map_or(String::new(), |p| {
+            format!(
+                "\t\tiifname \"{br}\" ip daddr {} tcp dport {p} dnat to 127.0.0.1:{p}\n",
+                self.host_ip
+            )
+        });
+        let rules = format!(
+            "table ip {t} {{\n\
+             \tchain output {{\n\t\ttype nat hook output priority -100;\n\t}}\n\
+             \tchain prerouting {{\n\t\ttype nat hook prerouting priority -100;\n{db_rule}\t}}\n\
+             \tchain postrouting {{\n\t\ttype nat hook postrouting priority 100;\n\
+             \t\toifname \"{br}\" ip saddr 127.0.0.0/8 masquerade\n\t}}\n\
+             }}\n",
+            t = self.table
+        );
+        run("nft", &["-f", "-"], Some(&rules)).context("cannot add the NAT rules")?;
+        Ok(())
+    }
+
+    /// Publishes `server` (an address in the namespace) on a free port of
+    /// 127.0.0.1 by DNAT; returns that address.
+    pub fn publish(&self, server: SocketAddr) -> anyhow::Result<SocketAddr> {
+        let port = crate::catalog::free_port()?;
+        let rule = format!(
+            "add rule ip {} output ip daddr 127.0.0.1 tcp dport {port} dnat to {server}\n",
+            self.table
+        );
+        run("nft", &["-f", "-"], Some(&rule))
+            .with_context(|| format!("cannot publish {server} on 127.0.0.1:{port}"))?;
+        Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    /// Every process of the server's tree is in the namespace.
+    pub fn verify(&self, server_pids: &[u32]) -> anyhow::Result<Vec<String>> {
+        let inside: Vec<i32> = ip(&["netns", "pids", &self.netns])?
+            .lines()
+            .filter_map(|p| p.trim().parse().ok())
+            .collect();
+        let tree = crate::catalog::procfs::tree(server_pids);
+        if tree.is_empty() {
+            bail!("no server process to verify");
+        }
+        for s in &tree {
+            if !inside.contains(&s.pid) {
+                bail!(
+                    "server process {} is not in the namespace {}",
+                    s.pid,
+                    self.netns
+                );
+            }
+        }
+        Ok(vec![format!(
+            "server pids {:?} in netns {}",
+            tree.iter().map(|s| s.pid).collect::<Vec<_>>(),
+            self.netns
+        )])
+    }
+
+    /// Removes everything it made (idempotent); returns what failed.
+    pub fn teardown(&mut self) -> Vec<String> {
+        if self.done {
+            return Vec::new();
+        }
+        self.done = true;
+        let spec = LIVE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+        let errors = match spec {
+            Some(s) => s.teardown(),
+            // Already torn down by the signal path.
+            None => Vec::new(),
+        };
+        SUBNETS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&k| k != self.subnet);
+        errors
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        for e in self.teardown() {
+            eprintln!("harness: bridge {}: {e}", self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subnets_stay_in_the_benchmarking_range() {
+        for k in [0u16, 1, 255, 256, 511] {
+            let (h, n) = subnet(k);
+            let o = h.octets();
+            assert_eq!(o[0], 198);
+            assert!(o[1] == 18 || o[1] == 19);
+            assert_eq!(n.octets()[3], 2);
+        }
+        let s = Spec::for_id("1f2eg3");
+        assert!(s.bridge.len() <= 15 && s.veth_host.len() <= 15);
+        assert_eq!(s.table, "benchlab_1f2eg3");
+    }
+}

@@ -1,0 +1,424 @@
+//! Environments a server is measured in (DESIGN.md §6): `bare` loopback,
+//! `pinned` CPU sets, a Docker-like `bridge` (network namespace + veth +
+//! Linux bridge + DNAT from 127.0.0.1) and `bridge-proxy` (the same behind
+//! a userland TCP proxy, docker-proxy's role for host-local clients);
+//! `docker-bridge` and `docker-host` are only detected.
+//!
+//! [`Setup::build`] makes an environment; dropping the [`Setup`] tears it
+//! down (namespaces, links, the nftables table, `route_localnet`), also on
+//! errors and panics; on a signal the catalog's emergency cleanup
+//! ([`crate::catalog::supervise`]) calls [`bridge::teardown_all`].
+//!
+//! A server is placed by a [`Placement`] (which network namespace, which
+//! CPUs, which address to listen on, where its database is), applied to its
+//! `Command` before the spawn; the load generator's side of `pinned` is
+//! [`Setup::pin_load`], and [`Setup::publish`] turns the server's address
+//! into the one the load goes to (the DNAT port, or the proxy's).
+
+pub mod bridge;
+pub mod pinned;
+pub mod proxy;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use anyhow::{bail, Context};
+
+use crate::catalog::{Db, Running};
+
+/// One environment of `--env`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Environment {
+    Bare,
+    Pinned,
+    Bridge,
+    BridgeProxy,
+    DockerBridge,
+    DockerHost,
+}
+
+impl Environment {
+    pub const ALL: [Environment; 6] = [
+        Environment::Bare,
+        Environment::Pinned,
+        Environment::Bridge,
+        Environment::BridgeProxy,
+        Environment::DockerBridge,
+        Environment::DockerHost,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Environment::Bare => "bare",
+            Environment::Pinned => "pinned",
+            Environment::Bridge => "bridge",
+            Environment::BridgeProxy => "bridge-proxy",
+            Environment::DockerBridge => "docker-bridge",
+            Environment::DockerHost => "docker-host",
+        }
+    }
+
+    /// What the environment is, in a line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Environment::Bare => "loopback, no placement",
+            Environment::Pinned => {
+                "server and load generator on disjoint CPU sets (sched_setaffinity)"
+            }
+            Environment::Bridge => {
+                "server in a network namespace, veth + Linux bridge, port published by \
+                 nftables DNAT from 127.0.0.1 (Docker bridge, userland-proxy: false)"
+            }
+            Environment::BridgeProxy => {
+                "as bridge, reached through a userland TCP proxy (docker-proxy, the \
+                 default for connections from the host itself)"
+            }
+            Environment::DockerBridge => "compose/ with Docker's default bridge network",
+            Environment::DockerHost => "compose/ with host networking and cpuset",
+        }
+    }
+
+    pub fn parse(s: &str) -> anyhow::Result<Environment> {
+        let s = s.trim();
+        Environment::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .with_context(|| {
+                format!(
+                    "unknown environment {s:?}; known: {}",
+                    Environment::ALL.map(Environment::name).join(", ")
+                )
+            })
+    }
+
+    /// A comma list (already split by clap), without duplicates, in order.
+    pub fn parse_list(specs: &[String]) -> anyhow::Result<Vec<Environment>> {
+        let mut out = Vec::new();
+        for s in specs.iter().filter(|s| !s.trim().is_empty()) {
+            let e = Environment::parse(s)?;
+            if !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        if out.is_empty() {
+            bail!("no environment given (--env bare,pinned,bridge,bridge-proxy)");
+        }
+        Ok(out)
+    }
+
+    /// `Ok` if it can be built here, else why not (shown as "not available").
+    pub fn availability(self) -> Result<(), String> {
+        match self {
+            Environment::Bare => Ok(()),
+            Environment::Pinned => pinned::Split::of_this_process().map(|_| ()),
+            Environment::Bridge | Environment::BridgeProxy => bridge::availability(),
+            Environment::DockerBridge | Environment::DockerHost => match docker_answers() {
+                Ok(()) => Err("a Docker engine answers, but this harness does not drive \
+                     compose/ yet: run compose/ and use `harness compare --target`"
+                    .into()),
+                Err(why) => Err(why),
+            },
+        }
+    }
+}
+
+/// Whether `docker info` succeeds.
+pub fn docker_answers() -> Result<(), String> {
+    let Some(docker) = crate::catalog::find_program(&["docker"]) else {
+        return Err("no Docker engine answers (no docker client installed)".into());
+    };
+    match Command::new(docker)
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(_) | Err(_) => Err("no Docker engine answers (`docker info` fails)".into()),
+    }
+}
+
+/// Where a server's processes run and listen.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// A network namespace name (`/run/netns/NAME`) to enter before exec.
+    pub netns: Option<String>,
+    /// CPUs the server's processes may run on.
+    pub cpus: Option<Vec<usize>>,
+    /// The address to listen on (default 127.0.0.1).
+    pub listen_ip: Option<Ipv4Addr>,
+    /// The database host as seen from inside (the bridge's host address).
+    pub db_host: Option<String>,
+}
+
+impl Placement {
+    pub fn is_default(&self) -> bool {
+        *self == Placement::default()
+    }
+
+    pub fn listen_ip(&self) -> IpAddr {
+        IpAddr::V4(self.listen_ip.unwrap_or(Ipv4Addr::LOCALHOST))
+    }
+
+    /// The database as the placed server reaches it.
+    pub fn db(&self, db: &Db) -> anyhow::Result<Db> {
+        match &self.db_host {
+            None => Ok(db.clone()),
+            Some(host) => Db::parse(&format!(
+                "mysql://{}:{}@{}:{}/{}",
+                db.user, db.password, host, db.port, db.name
+            )),
+        }
+    }
+
+    /// Makes `cmd` enter the namespace and the CPU set in the child, between
+    /// fork and exec (the pid is the server's own: no `ip netns exec`).
+    pub fn apply(&self, cmd: &mut Command) -> anyhow::Result<()> {
+        let ns = match &self.netns {
+            Some(name) => {
+                let path = format!("/run/netns/{name}");
+                Some(
+                    std::fs::File::open(&path)
+                        .with_context(|| format!("cannot open the network namespace {path}"))?,
+                )
+            }
+            None => None,
+        };
+        let set = self.cpus.as_deref().map(pinned::cpu_set).transpose()?;
+        if ns.is_none() && set.is_none() {
+            return Ok(());
+        }
+        // SAFETY: the closure only makes two syscalls (async-signal-safe) on
+        // values prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                use std::os::fd::AsRawFd;
+                if let Some(f) = &ns {
+                    if libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                if let Some(set) = &set {
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A built environment; `Drop` tears it down.
+pub struct Setup {
+    pub env: Environment,
+    /// Publications whose owner cannot hold them ([`Setup::publish_kept`]);
+    /// dropped before the bridge.
+    kept: std::sync::Mutex<Vec<Published>>,
+    kind: Kind,
+}
+
+enum Kind {
+    Bare,
+    Pinned(pinned::Split),
+    Bridge(bridge::Bridge),
+    BridgeProxy(bridge::Bridge),
+}
+
+/// How the load reaches a server; owns the proxy, if any.
+pub struct Published {
+    pub addr: SocketAddr,
+    /// What the path is, for reports (`127.0.0.1:P → DNAT → 198.18.x.2:Q`).
+    pub path: String,
+    _proxy: Option<proxy::Proxy>,
+}
+
+impl Setup {
+    /// Builds `env` here. `db_port`: the TCP port of a database on
+    /// 127.0.0.1 that servers inside a namespace must reach.
+    pub fn build(env: Environment, db_port: Option<u16>) -> anyhow::Result<Setup> {
+        let kind = match env {
+            Environment::Bare => Kind::Bare,
+            Environment::Pinned => {
+                Kind::Pinned(pinned::Split::of_this_process().map_err(anyhow::Error::msg)?)
+            }
+            Environment::Bridge => Kind::Bridge(bridge::Bridge::build(db_port)?),
+            Environment::BridgeProxy => Kind::BridgeProxy(bridge::Bridge::build(db_port)?),
+            Environment::DockerBridge | Environment::DockerHost => {
+                bail!(
+                    "{}: not available: {}",
+                    env.name(),
+                    env.availability().err().unwrap_or_default()
+                )
+            }
+        };
+        Ok(Setup {
+            env,
+            kept: std::sync::Mutex::new(Vec::new()),
+            kind,
+        })
+    }
+
+    /// Where the server goes.
+    pub fn placement(&self) -> Placement {
+        match &self.kind {
+            Kind::Bare => Placement::default(),
+            Kind::Pinned(s) => Placement {
+                cpus: Some(s.server.clone()),
+                ..Placement::default()
+            },
+            Kind::Bridge(b) | Kind::BridgeProxy(b) => Placement {
+                netns: Some(b.netns.clone()),
+                listen_ip: Some(b.ns_ip),
+                db_host: Some(b.host_ip.to_string()),
+                ..Placement::default()
+            },
+        }
+    }
+
+    /// The load generator's threads: the CPUs it may use in this environment.
+    pub fn load_cpus(&self) -> Option<&[usize]> {
+        match &self.kind {
+            Kind::Pinned(s) => Some(&s.load),
+            _ => None,
+        }
+    }
+
+    /// Pins the calling thread to the load generator's CPUs (threads it
+    /// spawns afterwards, the engine's, inherit them) until the guard drops.
+    pub fn pin_load(&self) -> anyhow::Result<Option<pinned::ThreadPin>> {
+        self.load_cpus().map(pinned::ThreadPin::to).transpose()
+    }
+
+    /// Where the load goes to reach `server` (its own address on bare and
+    /// pinned; a DNAT'd port on 127.0.0.1; a userland proxy's port).
+    pub fn publish(&self, server: SocketAddr) -> anyhow::Result<Published> {
+        match &self.kind {
+            Kind::Bare | Kind::Pinned(_) => Ok(Published {
+                addr: server,
+                path: format!("{server} (loopback)"),
+                _proxy: None,
+            }),
+            Kind::Bridge(b) => {
+                let addr = b.publish(server)?;
+                Ok(Published {
+                    addr,
+                    path: format!("{addr} → DNAT → {server} via {}", b.bridge),
+                    _proxy: None,
+                })
+            }
+            Kind::BridgeProxy(b) => {
+                let p = proxy::Proxy::start(server)?;
+                Ok(Published {
+                    addr: p.addr,
+                    path: format!("{} → userland proxy → {server} via {}", p.addr, b.bridge),
+                    _proxy: Some(p),
+                })
+            }
+        }
+    }
+
+    /// Publishes `running` and points its address at the publication, which
+    /// lives as long as the setup (a proxy keeps its thread until teardown):
+    /// for callers that keep only the [`Running`] (`compare`).
+    pub fn publish_kept(&self, running: &mut Running) -> anyhow::Result<String> {
+        let p = self.publish(running.addr)?;
+        Setup::redirect(running, &p);
+        let route = p.path.clone();
+        if p._proxy.is_some() {
+            self.kept.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+        }
+        Ok(route)
+    }
+
+    /// Points a started server's address (and `Host`) at `published`.
+    pub fn redirect(running: &mut Running, published: &Published) {
+        running.addr = published.addr;
+        running.authority = published.addr.to_string();
+    }
+
+    /// Checks that the placement took: every process of the server's tree
+    /// on the server's CPUs, this thread on the load's, disjoint; a server
+    /// in the namespace. Returns what was checked, in words.
+    pub fn verify(&self, server_pids: &[u32]) -> anyhow::Result<Vec<String>> {
+        match &self.kind {
+            Kind::Bare => Ok(Vec::new()),
+            Kind::Pinned(s) => s.verify(server_pids),
+            Kind::Bridge(b) | Kind::BridgeProxy(b) => b.verify(server_pids),
+        }
+    }
+
+    /// The bridge, in `bridge` and `bridge-proxy`.
+    pub fn bridge(&self) -> Option<&bridge::Bridge> {
+        match &self.kind {
+            Kind::Bridge(b) | Kind::BridgeProxy(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// A line about what was built.
+    pub fn detail(&self) -> String {
+        match &self.kind {
+            Kind::Bare => "127.0.0.1".into(),
+            Kind::Pinned(s) => format!(
+                "server on CPUs {}, load generator on CPUs {} (the database is not placed)",
+                pinned::list(&s.server),
+                pinned::list(&s.load)
+            ),
+            Kind::Bridge(b) | Kind::BridgeProxy(b) => format!(
+                "netns {} ({}) ↔ veth {} ↔ bridge {} ({}); nft table ip {}",
+                b.netns, b.ns_ip, b.veth_host, b.bridge, b.host_ip, b.table
+            ),
+        }
+    }
+
+    /// Tears down now (also done on drop); returns what could not be removed.
+    pub fn teardown(&mut self) -> Vec<String> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        match &mut self.kind {
+            Kind::Bridge(b) | Kind::BridgeProxy(b) => b.teardown(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environments_parse_by_name() {
+        let l = Environment::parse_list(&[
+            "bare".into(),
+            " bridge-proxy".into(),
+            "bare".into(),
+            "".into(),
+        ])
+        .unwrap();
+        assert_eq!(l, vec![Environment::Bare, Environment::BridgeProxy]);
+        assert!(Environment::parse("docker").is_err());
+        assert!(Environment::parse_list(&[]).is_err());
+        for e in Environment::ALL {
+            assert_eq!(Environment::parse(e.name()).unwrap(), e);
+        }
+    }
+
+    #[test]
+    fn a_placement_rewrites_the_database_host() {
+        let db = Db::parse("mysql://bench:pw@127.0.0.1:3307/bench").unwrap();
+        let p = Placement {
+            db_host: Some("198.18.4.1".into()),
+            ..Placement::default()
+        };
+        let d = p.db(&db).unwrap();
+        assert_eq!((d.host.as_str(), d.port), ("198.18.4.1", 3307));
+        assert_eq!(d.password, "pw");
+        assert!(Placement::default().is_default());
+        assert_eq!(
+            Placement::default().listen_ip(),
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        );
+    }
+}

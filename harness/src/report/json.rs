@@ -1,0 +1,281 @@
+//! The machine-readable report: one versioned JSON document per run, with
+//! every counter, the percentiles, the per-second series and the latency
+//! histogram itself. Its shape is `harness/schema/run.schema.json`; a test
+//! checks the two agree. Units are in the field names.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::check_kind;
+use crate::engine::{Check, Pace, RunResult, Stop};
+use crate::stats::{
+    FailureCounts, Percentiles, SecondPoint, HIST_HIGH_US, HIST_LOW_US, HIST_SIGFIG,
+};
+
+/// The schema identifier; bumped on any incompatible change.
+pub const SCHEMA: &str = "harness.run/1";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Document {
+    pub schema: String,
+    pub harness_version: String,
+    pub target: TargetDoc,
+    pub settings: Settings,
+    pub outcome: Outcome,
+    pub requests: Requests,
+    pub failures: FailureCounts,
+    /// Responses by status code (`"0"`: codes outside 100..=599).
+    pub status_codes: BTreeMap<String, u64>,
+    pub transfer: Transfer,
+    pub connections: Connections,
+    pub server: Server,
+    /// Successful requests, from their latency origin (see `outcome`).
+    pub latency_us: Percentiles,
+    /// From each request's write to its complete response.
+    pub service_us: Percentiles,
+    /// From each request's write to the response's first byte.
+    pub waiting_us: Percentiles,
+    /// Per connection opened.
+    pub connect_us: Percentiles,
+    pub series: Vec<SecondPoint>,
+    /// The latency histogram (`latency_us`), bucket by bucket.
+    pub histogram: HistogramDoc,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetDoc {
+    pub url: String,
+    pub addr: String,
+    pub method: String,
+    pub path: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub connections: u64,
+    pub threads: u64,
+    pub keepalive: bool,
+    /// `-n`, if the run was stopped by a count.
+    pub requests: Option<u64>,
+    /// `-d`, if the run was stopped by a duration.
+    pub duration_s: Option<f64>,
+    /// `--rate`, if the run was open-loop.
+    pub rate_per_s: Option<f64>,
+    pub timeout_s: f64,
+    pub warmup_s: f64,
+    /// `exact` (status and body), `status`, or `2xx`.
+    pub check: String,
+    pub expected_status: Option<u16>,
+    pub expected_body_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outcome {
+    /// `count`, `duration`, `interrupted`, `server_gone` or `deadline`.
+    pub end: String,
+    pub interrupted: bool,
+    pub message: Option<String>,
+    /// Latency counted from intended send times (`--rate`).
+    pub latency_corrected: bool,
+    pub started_unix_s: f64,
+    /// The measured interval (warm-up excluded).
+    pub duration_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Requests {
+    /// Finished: `ok + failed`.
+    pub total: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// Complete responses, whatever their status or body.
+    pub responses: u64,
+    /// In flight when the run stopped: neither ok nor failed.
+    pub aborted: u64,
+    pub per_s: f64,
+    pub ok_per_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transfer {
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub body_bytes: u64,
+    pub bytes_received_per_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Connections {
+    pub opened: u64,
+    pub keepalive_responses: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    /// The `Server` header of the first successful response.
+    pub software: Option<String>,
+    pub document_length: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistogramDoc {
+    pub lowest_us: u64,
+    pub highest_us: u64,
+    pub significant_digits: u8,
+    /// `[value_us, count]` per non-empty bucket, `value_us` being the
+    /// bucket's highest equivalent value.
+    pub buckets: Vec<[u64; 2]>,
+}
+
+impl HistogramDoc {
+    pub fn of(h: &Histogram<u64>) -> HistogramDoc {
+        HistogramDoc {
+            lowest_us: HIST_LOW_US,
+            highest_us: HIST_HIGH_US,
+            significant_digits: HIST_SIGFIG,
+            buckets: h
+                .iter_recorded()
+                .map(|v| [v.value_iterated_to(), v.count_at_value()])
+                .collect(),
+        }
+    }
+
+    /// The histogram back, bucket for bucket.
+    pub fn to_histogram(&self) -> Result<Histogram<u64>, String> {
+        let mut h =
+            Histogram::new_with_bounds(self.lowest_us, self.highest_us, self.significant_digits)
+                .map_err(|e| format!("{e:?}"))?;
+        for [value, count] in &self.buckets {
+            h.record_n(*value, *count).map_err(|e| format!("{e:?}"))?;
+        }
+        Ok(h)
+    }
+}
+
+/// The document for `r`.
+pub fn document(r: &RunResult) -> Document {
+    let s = &r.stats;
+    let p = &r.plan;
+    let (expected_status, expected_body_bytes) = match &p.check {
+        Check::Success => (None, None),
+        Check::Status(st) => (Some(*st), None),
+        Check::Exact { status, body } => (Some(*status), Some(body.len() as u64)),
+    };
+    Document {
+        schema: SCHEMA.to_string(),
+        harness_version: env!("CARGO_PKG_VERSION").to_string(),
+        target: TargetDoc {
+            url: p.url.clone(),
+            addr: p.addr.to_string(),
+            method: p.request.method.clone(),
+            path: p.request.target.clone(),
+        },
+        settings: Settings {
+            connections: p.connections as u64,
+            threads: r.threads as u64,
+            keepalive: p.keepalive,
+            requests: match p.stop {
+                Stop::Count(n) => Some(n),
+                Stop::Duration(_) => None,
+            },
+            duration_s: match p.stop {
+                Stop::Count(_) => None,
+                Stop::Duration(d) => Some(d.as_secs_f64()),
+            },
+            rate_per_s: match p.pace {
+                Pace::Closed => None,
+                Pace::Rate(rate) => Some(rate),
+            },
+            timeout_s: p.timeout.as_secs_f64(),
+            warmup_s: p.warmup.as_secs_f64(),
+            check: check_kind(&p.check).to_string(),
+            expected_status,
+            expected_body_bytes,
+        },
+        outcome: Outcome {
+            end: r.end.name().to_string(),
+            interrupted: r.interrupted(),
+            message: r.message.clone(),
+            latency_corrected: r.latency_corrected(),
+            started_unix_s: r.started_unix_s,
+            duration_s: r.duration.as_secs_f64(),
+        },
+        requests: Requests {
+            total: s.requests(),
+            ok: s.ok,
+            failed: s.failures.total(),
+            responses: s.responses,
+            aborted: s.aborted,
+            per_s: r.requests_per_s(),
+            ok_per_s: r.ok_per_s(),
+        },
+        failures: s.failures,
+        status_codes: s.status.seen().map(|(c, n)| (c.to_string(), n)).collect(),
+        transfer: Transfer {
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+            body_bytes: s.body_bytes,
+            bytes_received_per_s: {
+                let secs = r.duration.as_secs_f64();
+                if secs > 0.0 {
+                    s.bytes_received as f64 / secs
+                } else {
+                    0.0
+                }
+            },
+        },
+        connections: Connections {
+            opened: s.connections,
+            keepalive_responses: s.keepalive_responses,
+        },
+        server: Server {
+            software: s.server_software.clone(),
+            document_length: s.document_length,
+        },
+        latency_us: Percentiles::of(&s.latency_us),
+        service_us: Percentiles::of(&s.service_us),
+        waiting_us: Percentiles::of(&s.waiting_us),
+        connect_us: Percentiles::of(&s.connect_us),
+        series: r.series.clone(),
+        histogram: HistogramDoc::of(&s.latency_us),
+    }
+}
+
+/// The document, pretty-printed.
+pub fn render(r: &RunResult) -> String {
+    let mut s = serde_json::to_string_pretty(&document(r)).expect("plain data serializes");
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::latency_histogram;
+
+    #[test]
+    fn histogram_round_trips_bucket_for_bucket() {
+        let mut h = latency_histogram();
+        for v in [1, 2, 3, 100, 1_000, 12_345, 1_000_000, 59_000_000] {
+            h.record_n(v, v % 7 + 1).unwrap();
+        }
+        let doc = HistogramDoc::of(&h);
+        let back = doc.to_histogram().unwrap();
+        assert_eq!(back.len(), h.len());
+        for q in [0.0, 0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(back.value_at_quantile(q), h.value_at_quantile(q));
+        }
+        assert_eq!(HistogramDoc::of(&back), doc);
+    }
+}

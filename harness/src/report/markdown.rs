@@ -1,0 +1,68 @@
+//! A Markdown summary: one table of the headline numbers, one of latency.
+
+use std::fmt::Write;
+
+use super::{describe_check, describe_latency_origin, describe_load, latency, thousands};
+use crate::engine::RunResult;
+use crate::stats::Percentiles;
+
+pub fn render(r: &RunResult) -> String {
+    let s = &r.stats;
+    let mut out = String::new();
+    let _ = writeln!(out, "### `{} {}`\n", r.plan.request.method, r.plan.url);
+    let _ = writeln!(out, "{}; ended by {}.\n", describe_load(r), r.end.name());
+    let _ = writeln!(out, "| requests | ok | failed | req/s | ok/s | duration |");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} | {:.1} | {:.1} | {:.2} s |\n",
+        thousands(s.requests()),
+        thousands(s.ok),
+        thousands(s.failures.total()),
+        r.requests_per_s(),
+        r.ok_per_s(),
+        r.duration.as_secs_f64()
+    );
+    let _ = writeln!(
+        out,
+        "| latency | p50 | p75 | p90 | p99 | p99.9 | max | mean | stdev |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut row = |name: &str, p: Percentiles| {
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            latency(p.p50),
+            latency(p.p75),
+            latency(p.p90),
+            latency(p.p99),
+            latency(p.p99_9),
+            latency(p.max),
+            latency(p.mean.round() as u64),
+            latency(p.stdev.round() as u64)
+        );
+    };
+    row("total", Percentiles::of(&s.latency_us));
+    if r.latency_corrected() {
+        row("service", Percentiles::of(&s.service_us));
+    }
+    if !r.plan.keepalive {
+        row("connect", Percentiles::of(&s.connect_us));
+    }
+    let _ = writeln!(out, "\nLatency is measured {}.", describe_latency_origin(r));
+    let _ = writeln!(out, "Responses checked: {}.", describe_check(r));
+    let failures: Vec<String> = s
+        .failures
+        .named()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} {}", thousands(*n)))
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(out, "Failures: {}.", failures.join(", "));
+    }
+    if let Some(m) = &r.message {
+        let _ = writeln!(out, "\n> {m}");
+    }
+    out
+}

@@ -1,0 +1,140 @@
+//! Reports: everything that turns a [`RunResult`] into text. The engine
+//! never formats; these modules never measure.
+
+pub mod ab;
+pub mod csv;
+pub mod hgrm;
+pub mod json;
+pub mod markdown;
+pub mod text;
+
+use crate::cli::Format;
+use crate::engine::{Check, Pace, RunResult, Stop};
+
+/// The report of `result` in `format`.
+pub fn render(format: Format, result: &RunResult) -> String {
+    match format {
+        Format::Text => text::render(result),
+        Format::Ab => ab::render(result),
+        Format::Json => json::render(result),
+        Format::Csv => csv::render(result),
+        Format::Markdown => markdown::render(result),
+    }
+}
+
+/// `1234567` → `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string().into_bytes();
+    let groups: Vec<&str> = digits
+        .rchunks(3)
+        .rev()
+        .map(|g| std::str::from_utf8(g).expect("ASCII digits"))
+        .collect();
+    groups.join(",")
+}
+
+/// A latency in µs, in the unit that reads best: `480µs`, `1.25ms`, `2.50s`.
+pub fn latency(us: u64) -> String {
+    if us < 1_000 {
+        format!("{us}µs")
+    } else if us < 10_000_000 {
+        format!("{:.2}ms", us as f64 / 1e3)
+    } else {
+        format!("{:.2}s", us as f64 / 1e6)
+    }
+}
+
+/// A byte count: `812 B`, `12.3 KiB`, `4.56 MiB`, `1.20 GiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", UNITS[unit])
+    }
+}
+
+/// How responses were judged, in words.
+pub fn describe_check(r: &RunResult) -> String {
+    let what = format!("{} {}", r.plan.request.method, r.plan.request.target);
+    match &r.plan.check {
+        Check::Success => "status 2xx (not a contract endpoint, or --no-verify)".to_string(),
+        Check::Status(s) => format!("status {s} (the contract's for {what})"),
+        Check::Exact { status, body } => format!(
+            "status {status} and the exact {}-byte body of {what} (the contract's)",
+            body.len()
+        ),
+    }
+}
+
+/// The check as a short token: `exact`, `status`, `2xx`.
+pub fn check_kind(check: &Check) -> &'static str {
+    match check {
+        Check::Success => "2xx",
+        Check::Status(_) => "status",
+        Check::Exact { .. } => "exact",
+    }
+}
+
+/// The load shape in words: `100 connections on 2 threads, keep-alive, closed loop`.
+pub fn describe_load(r: &RunResult) -> String {
+    let p = &r.plan;
+    let pace = match p.pace {
+        Pace::Closed => "closed loop".to_string(),
+        Pace::Rate(rate) => format!("open loop at {rate} req/s"),
+    };
+    let stop = match p.stop {
+        Stop::Count(n) => format!("-n {}", thousands(n)),
+        Stop::Duration(d) => format!("-d {:.1}s", d.as_secs_f64()),
+    };
+    format!(
+        "{} connections on {} thread{}, {}, {pace}, {stop}",
+        p.connections,
+        r.threads,
+        if r.threads == 1 { "" } else { "s" },
+        if p.keepalive {
+            "keep-alive"
+        } else {
+            "a connection per request"
+        },
+    )
+}
+
+/// Where latency is measured from, in words.
+pub fn describe_latency_origin(r: &RunResult) -> &'static str {
+    match (r.latency_corrected(), r.plan.keepalive) {
+        (true, _) => "from each request's intended send time: coordinated omission corrected",
+        (false, true) => {
+            "from each request's write; closed loop: a server's stalls delay requests \
+             instead of showing here (not corrected for coordinated omission; use --rate)"
+        }
+        (false, false) => {
+            "from each request's connect; closed loop: not corrected for coordinated \
+             omission (use --rate)"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(latency(480), "480µs");
+        assert_eq!(latency(1250), "1.25ms");
+        assert_eq!(latency(25_000_000), "25.00s");
+        assert_eq!(bytes(812), "812 B");
+        assert_eq!(bytes(2048), "2.00 KiB");
+    }
+}

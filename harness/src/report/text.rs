@@ -1,0 +1,115 @@
+//! The default report: a compact human summary.
+
+use std::fmt::Write;
+
+use super::{bytes, describe_check, describe_latency_origin, describe_load, latency, thousands};
+use crate::engine::RunResult;
+use crate::stats::Percentiles;
+
+pub fn render(r: &RunResult) -> String {
+    let s = &r.stats;
+    let mut out = String::new();
+    let secs = r.duration.as_secs_f64();
+    let _ = writeln!(out, "{} {}", r.plan.request.method, r.plan.url);
+    let _ = writeln!(
+        out,
+        "  {}; measured {secs:.2}s, ended by {}",
+        describe_load(r),
+        r.end.name()
+    );
+    let requests = s.requests();
+    let pct = |n: u64| {
+        if requests == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / requests as f64
+        }
+    };
+    let _ = writeln!(
+        out,
+        "  requests   {} in {secs:.2}s = {:.1}/s; ok {} ({:.2}%), failed {}",
+        thousands(requests),
+        r.requests_per_s(),
+        thousands(s.ok),
+        pct(s.ok),
+        thousands(s.failures.total()),
+    );
+    if s.failures.total() > 0 {
+        let _ = writeln!(out, "  ok/s       {:.1}", r.ok_per_s());
+    }
+    line(&mut out, "latency", &Percentiles::of(&s.latency_us));
+    let _ = writeln!(out, "             {}", describe_latency_origin(r));
+    if r.latency_corrected() {
+        line(&mut out, "service", &Percentiles::of(&s.service_us));
+        let _ = writeln!(
+            out,
+            "             from each request's actual write (uncorrected)"
+        );
+    }
+    if !r.plan.keepalive {
+        line(&mut out, "connect", &Percentiles::of(&s.connect_us));
+    }
+    let _ = writeln!(
+        out,
+        "  transfer   {} received ({}/s), {} sent; {} connections opened",
+        bytes(s.bytes_received),
+        bytes((s.bytes_received as f64 / secs.max(1e-9)) as u64),
+        bytes(s.bytes_sent),
+        thousands(s.connections),
+    );
+    let statuses: Vec<String> = s
+        .status
+        .seen()
+        .map(|(code, n)| {
+            if code == 0 {
+                format!("other ×{}", thousands(n))
+            } else {
+                format!("{code} ×{}", thousands(n))
+            }
+        })
+        .collect();
+    if !statuses.is_empty() {
+        let _ = writeln!(out, "  status     {}", statuses.join(", "));
+    }
+    let failures: Vec<String> = s
+        .failures
+        .named()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} {}", thousands(*n)))
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(out, "  failures   {}", failures.join(", "));
+    }
+    let _ = writeln!(out, "  checked    {}", describe_check(r));
+    if s.aborted > 0 {
+        let _ = writeln!(
+            out,
+            "  aborted    {} requests in flight at the end (neither ok nor failed)",
+            thousands(s.aborted)
+        );
+    }
+    if let Some(m) = &r.message {
+        let _ = writeln!(out, "  note       {m}");
+    }
+    out
+}
+
+fn line(out: &mut String, name: &str, p: &Percentiles) {
+    if p.count == 0 {
+        let _ = writeln!(out, "  {name:<10} no samples");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {name:<10} p50 {}  p75 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {} ± {})",
+        latency(p.p50),
+        latency(p.p75),
+        latency(p.p90),
+        latency(p.p99),
+        latency(p.p99_9),
+        latency(p.max),
+        latency(p.mean.round() as u64),
+        latency(p.stdev.round() as u64),
+    );
+}

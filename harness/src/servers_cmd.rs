@@ -1,0 +1,58 @@
+//! `harness servers`: the catalog — every server `harness compare` can
+//! start, its model and language, whether it can run here, and if not why
+//! and what to install.
+
+use std::process::ExitCode;
+
+use crate::catalog::{self, Availability, Env};
+use crate::compare::args::ServersArgs;
+use crate::compare::report::table::align;
+
+/// The catalog as a table.
+pub fn render(env: &Env) -> String {
+    let mut rows = vec![
+        ["server", "model", "language", "runs here", "what / why not"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    let mut fixes = Vec::new();
+    for e in catalog::catalog() {
+        let (ok, what) = match e.availability(env) {
+            Availability::Ready(d) => ("yes", d),
+            Availability::Missing { reason, fix } => {
+                fixes.push(format!("  {}: {fix}", e.name));
+                ("no", reason)
+            }
+        };
+        rows.push(vec![
+            e.name.clone(),
+            e.model.to_string(),
+            e.language.to_string(),
+            ok.to_string(),
+            what,
+        ]);
+    }
+    let mut out = align(&rows, &[]);
+    if !fixes.is_empty() {
+        out.push_str("\nTo run the others:\n");
+        for f in fixes {
+            out.push_str(&f);
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!(
+        "\nDatabase for db/work workloads: {}\n\
+         Servers started elsewhere: harness compare --target NAME=URL\n",
+        match embedded_mariadb::availability() {
+            Ok(()) => "a private MariaDB (embedded) unless --mysql-url".to_string(),
+            Err(e) => format!("--mysql-url needed: {e}"),
+        }
+    ));
+    out
+}
+
+pub fn run(args: ServersArgs) -> anyhow::Result<ExitCode> {
+    let env = Env::discover(args.repo_dir.as_deref());
+    print!("{}", render(&env));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,544 @@
+//! What a run counts. Each engine thread owns one [`Stats`] (plain fields,
+//! no locks, no atomics) and the engine merges them once at the end with
+//! `+=`, as wrk sums its per-thread counters after `pthread_join`.
+//!
+//! The per-second time series is the one piece shared while the run goes: a
+//! thread hands its finished second to a [`SeriesSink`] once per second (a
+//! lock per thread per second, never per request), and the sink keeps only
+//! the seconds some thread is still filling.
+
+use std::collections::BTreeMap;
+use std::ops::AddAssign;
+use std::sync::Mutex;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Lowest latency the histograms tell apart: 1 µs.
+pub const HIST_LOW_US: u64 = 1;
+/// Highest latency the histograms hold (larger values saturate): 60 s.
+pub const HIST_HIGH_US: u64 = 60_000_000;
+/// Significant digits of the run's histograms.
+pub const HIST_SIGFIG: u8 = 3;
+/// Significant digits of the per-second histograms (their p99 is a chart
+/// point: 1% resolution is plenty and keeps a second at 20 KiB).
+const SECOND_SIGFIG: u8 = 2;
+
+/// A latency histogram in µs: 1 µs .. 60 s, 3 significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(HIST_LOW_US, HIST_HIGH_US, HIST_SIGFIG).expect("valid bounds")
+}
+
+/// Why a request did not count as a success. Every variant is a counter;
+/// none of them stops the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum Failure {
+    /// `connect()` failed (refused, unreachable, no ports left).
+    #[error("connect failed")]
+    Connect,
+    /// Sending the request failed (reset, broken pipe).
+    #[error("sending the request failed")]
+    Write,
+    /// Reading failed, or the connection closed before a complete response head.
+    #[error("the connection was reset or closed before a complete response")]
+    Receive,
+    /// The body is shorter or longer than announced, or than the contract's.
+    #[error("the body length differs from the announced or expected length")]
+    Length,
+    /// The response could not be parsed as HTTP/1.
+    #[error("the response is not valid HTTP/1")]
+    Exception,
+    /// The status is not the expected one (non-2xx for arbitrary URLs).
+    #[error("unexpected status")]
+    Status,
+    /// The body differs from the contract's exact body.
+    #[error("the body differs from the contract's")]
+    Body,
+    /// No complete response within `--timeout`.
+    #[error("timed out")]
+    Timeout,
+}
+
+/// Counters of [`Failure`]s, one field per variant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureCounts {
+    pub connect: u64,
+    pub write: u64,
+    pub receive: u64,
+    pub length: u64,
+    pub exception: u64,
+    pub status: u64,
+    pub body: u64,
+    pub timeout: u64,
+}
+
+impl FailureCounts {
+    #[inline]
+    pub fn count(&mut self, failure: Failure) {
+        *match failure {
+            Failure::Connect => &mut self.connect,
+            Failure::Write => &mut self.write,
+            Failure::Receive => &mut self.receive,
+            Failure::Length => &mut self.length,
+            Failure::Exception => &mut self.exception,
+            Failure::Status => &mut self.status,
+            Failure::Body => &mut self.body,
+            Failure::Timeout => &mut self.timeout,
+        } += 1;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.connect
+            + self.write
+            + self.receive
+            + self.length
+            + self.exception
+            + self.status
+            + self.body
+            + self.timeout
+    }
+
+    /// `(name, count)` for every counter, in a fixed order.
+    pub fn named(&self) -> [(&'static str, u64); 8] {
+        [
+            ("connect", self.connect),
+            ("write", self.write),
+            ("receive", self.receive),
+            ("length", self.length),
+            ("exception", self.exception),
+            ("status", self.status),
+            ("body", self.body),
+            ("timeout", self.timeout),
+        ]
+    }
+}
+
+impl AddAssign<&FailureCounts> for FailureCounts {
+    fn add_assign(&mut self, o: &FailureCounts) {
+        self.connect += o.connect;
+        self.write += o.write;
+        self.receive += o.receive;
+        self.length += o.length;
+        self.exception += o.exception;
+        self.status += o.status;
+        self.body += o.body;
+        self.timeout += o.timeout;
+    }
+}
+
+/// Responses by status code (100..=599 counted exactly; others in slot 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusCounts(Box<[u64; 600]>);
+
+impl Default for StatusCounts {
+    fn default() -> Self {
+        StatusCounts(Box::new([0; 600]))
+    }
+}
+
+impl StatusCounts {
+    #[inline]
+    pub fn count(&mut self, status: u16) {
+        let i = if (100..600).contains(&status) {
+            status as usize
+        } else {
+            0
+        };
+        self.0[i] += 1;
+    }
+
+    /// `(status, count)` of every status seen; status 0 stands for codes
+    /// outside 100..=599.
+    pub fn seen(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(s, &n)| (s as u16, n))
+    }
+
+    /// Responses whose status is not 2xx.
+    pub fn non_2xx(&self) -> u64 {
+        self.seen()
+            .filter(|(s, _)| !(200..300).contains(s))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+impl AddAssign<&StatusCounts> for StatusCounts {
+    fn add_assign(&mut self, o: &StatusCounts) {
+        for (a, b) in self.0.iter_mut().zip(o.0.iter()) {
+            *a += b;
+        }
+    }
+}
+
+/// Everything one thread (or, merged, the whole run) counted.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    /// Requests answered as expected.
+    pub ok: u64,
+    /// Requests that failed, by cause. `ok + failures.total()` is the number
+    /// of requests the run finished.
+    pub failures: FailureCounts,
+    /// Complete responses, whatever their status or body.
+    pub responses: u64,
+    /// Responses by status.
+    pub status: StatusCounts,
+    /// Requests in flight when the run stopped (deadline, Ctrl-C): neither
+    /// success nor failure, as oha's "aborted due to deadline".
+    pub aborted: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Body bytes of complete responses (ab's "HTML transferred").
+    pub body_bytes: u64,
+    /// Connections established.
+    pub connections: u64,
+    /// Responses after which the connection stayed open for the next request.
+    pub keepalive_responses: u64,
+    /// Latency of successful requests: from the intended send time (`--rate`)
+    /// or the request's start (its connect, with `--no-keepalive`) to the
+    /// complete response.
+    pub latency_us: Histogram<u64>,
+    /// From the request's write to the complete response (ab's "Processing";
+    /// wrk2's uncorrected latency).
+    pub service_us: Histogram<u64>,
+    /// From the request's write to the response's first byte (ab's "Waiting").
+    pub waiting_us: Histogram<u64>,
+    /// `connect()` to established, per connection opened.
+    pub connect_us: Histogram<u64>,
+    /// The `Server` header of the first successful response.
+    pub server_software: Option<String>,
+    /// The body length of the first successful response (ab's "Document Length").
+    pub document_length: Option<u64>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            ok: 0,
+            failures: FailureCounts::default(),
+            responses: 0,
+            status: StatusCounts::default(),
+            aborted: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
+            body_bytes: 0,
+            connections: 0,
+            keepalive_responses: 0,
+            latency_us: latency_histogram(),
+            service_us: latency_histogram(),
+            waiting_us: latency_histogram(),
+            connect_us: latency_histogram(),
+            server_software: None,
+            document_length: None,
+        }
+    }
+}
+
+impl Stats {
+    /// Requests finished: successes and failures.
+    pub fn requests(&self) -> u64 {
+        self.ok + self.failures.total()
+    }
+}
+
+impl AddAssign<&Stats> for Stats {
+    fn add_assign(&mut self, o: &Stats) {
+        self.ok += o.ok;
+        self.failures += &o.failures;
+        self.responses += o.responses;
+        self.status += &o.status;
+        self.aborted += o.aborted;
+        self.bytes_sent += o.bytes_sent;
+        self.bytes_received += o.bytes_received;
+        self.body_bytes += o.body_bytes;
+        self.connections += o.connections;
+        self.keepalive_responses += o.keepalive_responses;
+        // Same bounds on both sides: adding cannot fail.
+        self.latency_us.add(&o.latency_us).expect("same bounds");
+        self.service_us.add(&o.service_us).expect("same bounds");
+        self.waiting_us.add(&o.waiting_us).expect("same bounds");
+        self.connect_us.add(&o.connect_us).expect("same bounds");
+        if self.server_software.is_none() {
+            self.server_software.clone_from(&o.server_software);
+        }
+        if self.document_length.is_none() {
+            self.document_length = o.document_length;
+        }
+    }
+}
+
+/// The summary of a latency histogram, in µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub min: u64,
+    pub mean: f64,
+    pub stdev: f64,
+    pub p50: u64,
+    pub p75: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub p99_99: u64,
+    pub max: u64,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let q = |q: f64| h.value_at_quantile(q);
+        Percentiles {
+            count: h.len(),
+            min: h.min(),
+            mean: h.mean(),
+            stdev: h.stdev(),
+            p50: q(0.50),
+            p75: q(0.75),
+            p90: q(0.90),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            p99_99: q(0.9999),
+            max: h.max(),
+        }
+    }
+}
+
+/// One second of the run, for charts.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SecondPoint {
+    /// Seconds since measuring started: this point covers `[second, second + 1)`.
+    pub second: u32,
+    /// Requests finished in this second (successes and failures).
+    pub requests: u64,
+    pub errors: u64,
+    /// Latency of this second's successes (0 when there were none).
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+/// One thread's counts for the second it is in.
+pub(crate) struct SecondAcc {
+    second: u32,
+    requests: u64,
+    errors: u64,
+    latency_us: Histogram<u64>,
+}
+
+impl SecondAcc {
+    pub(crate) fn new() -> SecondAcc {
+        SecondAcc {
+            second: 0,
+            requests: 0,
+            errors: 0,
+            latency_us: Histogram::new_with_bounds(HIST_LOW_US, HIST_HIGH_US, SECOND_SIGFIG)
+                .expect("valid bounds"),
+        }
+    }
+
+    pub(crate) fn second(&self) -> u32 {
+        self.second
+    }
+
+    #[inline]
+    pub(crate) fn ok(&mut self, latency_us: u64) {
+        self.requests += 1;
+        self.latency_us.saturating_record(latency_us);
+    }
+
+    #[inline]
+    pub(crate) fn error(&mut self) {
+        self.requests += 1;
+        self.errors += 1;
+    }
+}
+
+/// Where threads hand in their seconds; finished seconds are reduced to a
+/// [`SecondPoint`] as soon as every thread has moved past them.
+pub(crate) struct SeriesSink {
+    inner: Mutex<SinkInner>,
+}
+
+struct SinkInner {
+    /// Per thread: every second before this one has been handed in.
+    through: Vec<u32>,
+    pending: BTreeMap<u32, SecondAcc>,
+    done: Vec<SecondPoint>,
+}
+
+impl SeriesSink {
+    pub(crate) fn new(threads: usize) -> SeriesSink {
+        SeriesSink {
+            inner: Mutex::new(SinkInner {
+                through: vec![0; threads],
+                pending: BTreeMap::new(),
+                done: Vec::new(),
+            }),
+        }
+    }
+
+    /// Hands in `acc`'s second for `thread` and resets `acc` for `next_second`.
+    pub(crate) fn hand_in(&self, thread: usize, acc: &mut SecondAcc, next_second: u32) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if acc.requests > 0 {
+            match inner.pending.get_mut(&acc.second) {
+                Some(p) => {
+                    p.requests += acc.requests;
+                    p.errors += acc.errors;
+                    p.latency_us.add(&acc.latency_us).expect("same bounds");
+                }
+                None => {
+                    let mut p = SecondAcc::new();
+                    p.second = acc.second;
+                    p.requests = acc.requests;
+                    p.errors = acc.errors;
+                    p.latency_us.add(&acc.latency_us).expect("same bounds");
+                    inner.pending.insert(acc.second, p);
+                }
+            }
+        }
+        inner.through[thread] = next_second;
+        let settled = inner.through.iter().copied().min().unwrap_or(0);
+        inner.settle(settled);
+        drop(inner);
+        acc.second = next_second;
+        acc.requests = 0;
+        acc.errors = 0;
+        acc.latency_us.reset();
+    }
+
+    /// Every point, once all threads have handed in their last second.
+    pub(crate) fn finish(self, seconds: u32) -> Vec<SecondPoint> {
+        let mut inner = self.inner.into_inner().unwrap_or_else(|e| e.into_inner());
+        inner.settle(u32::MAX);
+        // Quiet seconds (a stalled server) are points too: zeros.
+        let mut by_second: BTreeMap<u32, SecondPoint> =
+            inner.done.into_iter().map(|p| (p.second, p)).collect();
+        for s in 0..seconds {
+            by_second.entry(s).or_insert(SecondPoint {
+                second: s,
+                requests: 0,
+                errors: 0,
+                p50_us: 0,
+                p99_us: 0,
+                max_us: 0,
+            });
+        }
+        by_second.into_values().collect()
+    }
+}
+
+impl SinkInner {
+    fn settle(&mut self, before: u32) {
+        while let Some(entry) = self.pending.first_entry() {
+            if *entry.key() >= before {
+                break;
+            }
+            let acc = entry.remove();
+            let h = &acc.latency_us;
+            let (p50, p99, max) = if h.is_empty() {
+                (0, 0, 0)
+            } else {
+                (h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.max())
+            };
+            self.done.push(SecondPoint {
+                second: acc.second,
+                requests: acc.requests,
+                errors: acc.errors,
+                p50_us: p50,
+                p99_us: p99,
+                max_us: max,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_merge_adds_counters_and_histograms() {
+        let mut a = Stats {
+            ok: 3,
+            ..Stats::default()
+        };
+        a.failures.count(Failure::Timeout);
+        a.status.count(200);
+        a.latency_us.record(100).unwrap();
+        let mut b = Stats {
+            ok: 2,
+            ..Stats::default()
+        };
+        b.failures.count(Failure::Body);
+        b.status.count(200);
+        b.status.count(503);
+        b.latency_us.record(300).unwrap();
+        b.server_software = Some("x".into());
+        a += &b;
+        assert_eq!(a.ok, 5);
+        assert_eq!(a.failures.total(), 2);
+        assert_eq!(a.requests(), 7);
+        assert_eq!(
+            a.status.seen().collect::<Vec<_>>(),
+            vec![(200, 2), (503, 1)]
+        );
+        assert_eq!(a.status.non_2xx(), 1);
+        assert_eq!(a.latency_us.len(), 2);
+        assert_eq!(a.server_software.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn odd_statuses_share_slot_zero() {
+        let mut s = StatusCounts::default();
+        s.count(42);
+        s.count(999);
+        assert_eq!(s.seen().collect::<Vec<_>>(), vec![(0, 2)]);
+    }
+
+    #[test]
+    fn percentiles_of_a_known_distribution() {
+        let mut h = latency_histogram();
+        for v in 1..=1000 {
+            h.record(v).unwrap();
+        }
+        let p = Percentiles::of(&h);
+        assert_eq!((p.count, p.min, p.max), (1000, 1, 1000));
+        assert_eq!(p.p50, 500);
+        assert_eq!(p.p99, 990);
+        assert!((p.mean - 500.5).abs() < 0.01);
+        assert_eq!(Percentiles::of(&latency_histogram()).count, 0);
+    }
+
+    #[test]
+    fn series_merges_threads_and_settles_each_second_once() {
+        let sink = SeriesSink::new(2);
+        let mut t0 = SecondAcc::new();
+        let mut t1 = SecondAcc::new();
+        for _ in 0..99 {
+            t0.ok(100);
+        }
+        t1.ok(5000);
+        t1.error();
+        sink.hand_in(0, &mut t0, 1);
+        // Thread 1 has not moved on: second 0 is still open.
+        assert!(sink.inner.lock().unwrap().done.is_empty());
+        sink.hand_in(1, &mut t1, 2);
+        assert_eq!(sink.inner.lock().unwrap().done.len(), 1);
+        t0.ok(7);
+        sink.hand_in(0, &mut t0, 3);
+        let points = sink.finish(3);
+        assert_eq!(points.len(), 3);
+        assert_eq!(points[0].requests, 101);
+        assert_eq!(points[0].errors, 1);
+        assert_eq!(points[0].p50_us, 100);
+        assert!(points[0].p99_us >= 100 && points[0].max_us >= 4950);
+        assert_eq!(points[1].requests, 1);
+        assert_eq!(points[2].requests, 0);
+    }
+}

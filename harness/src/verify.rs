@@ -1,0 +1,567 @@
+//! `harness verify`: every row of the contract (DESIGN.md §2), one request
+//! (or one short exchange) per row over a plain blocking socket, each answer
+//! judged by `workloads::verify`. Prints PASS/FAIL per row with what
+//! differed; the exit code is non-zero if any row fails.
+
+use std::borrow::Cow;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context;
+use workloads::{expect, Expected, ExpectedBody};
+
+use crate::cli::VerifyArgs;
+use crate::target::Target;
+
+/// What a row sends and what it expects back.
+#[derive(Clone, Debug)]
+pub enum Probe {
+    /// `METHOD target HTTP/1.1` on a fresh connection: the contract's answer.
+    Request {
+        method: &'static str,
+        target: String,
+    },
+    /// As `Request`, and the answer takes at least this long (`/sleep`).
+    Slow { target: String, at_least: Duration },
+    /// Raw bytes: the answer has this status (a one-line reason, the usual
+    /// headers) and the connection is closed after it.
+    Reject { raw: Vec<u8>, status: u16 },
+    /// HTTP/1.0 without keep-alive: answered, then closed.
+    Http10Close,
+    /// HTTP/1.0 with `Connection: keep-alive`, three times on one connection:
+    /// each answer says `Connection: keep-alive` (ab -k needs it).
+    Http10KeepAlive,
+    /// These requests one after the other on one connection.
+    KeepAlive(Vec<(&'static str, &'static str)>),
+    /// These requests written at once; answered in order.
+    Pipelined(Vec<&'static str>),
+    /// The `Date` header is within 2 s of this machine's clock.
+    DateFresh,
+}
+
+/// One row of the contract.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub name: String,
+    pub probe: Probe,
+}
+
+/// A row's verdict.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    pub name: String,
+    pub result: Result<(), String>,
+}
+
+fn request(method: &'static str, target: &str) -> Row {
+    Row {
+        name: format!("{method} {target}"),
+        probe: Probe::Request {
+            method,
+            target: target.to_string(),
+        },
+    }
+}
+
+fn reject(name: &str, raw: Vec<u8>, status: u16) -> Row {
+    Row {
+        name: name.to_string(),
+        probe: Probe::Reject { raw, status },
+    }
+}
+
+/// Every row, in the order of the contract table.
+pub fn rows() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for t in [
+        "/",
+        "/hello",
+        "/cpu",
+        "/cpu?n=1",
+        "/cpu?n=250000",
+        "/db",
+        "/db?sleep_ms=30",
+        "/db?conn=new",
+        "/db?sleep_ms=5&conn=new",
+        "/work",
+        "/work?n=10",
+        "/work?conn=new",
+    ] {
+        rows.push(request("GET", t));
+    }
+    rows.push(Row {
+        name: "GET /sleep?ms=50 (waits 50 ms)".into(),
+        probe: Probe::Slow {
+            target: "/sleep?ms=50".into(),
+            at_least: Duration::from_millis(50),
+        },
+    });
+    rows.push(request("GET", "/sleep?ms=0"));
+    rows.push(request("GET", "/config"));
+    for t in [
+        "/",
+        "/hello",
+        "/cpu?n=10",
+        "/db",
+        "/work",
+        "/config",
+        "/nope",
+    ] {
+        rows.push(request("HEAD", t));
+    }
+    for t in ["/nope", "/hello/", "/HELLO", "/index.php"] {
+        rows.push(request("GET", t));
+    }
+    for (m, t) in [
+        ("POST", "/hello"),
+        ("PUT", "/work"),
+        ("DELETE", "/"),
+        ("PATCH", "/db"),
+    ] {
+        rows.push(request(m, t));
+    }
+    for t in [
+        "/cpu?n=abc",
+        "/cpu?n=0",
+        "/cpu?n=10000001",
+        "/work?n=1.5",
+        "/db?sleep_ms=10001",
+        "/db?conn=sometimes",
+        "/sleep?ms=-1",
+        "/sleep",
+    ] {
+        rows.push(request("GET", t));
+    }
+    rows.push(reject(
+        "malformed request line → 400, closed",
+        b"GARBAGE\r\n\r\n".to_vec(),
+        400,
+    ));
+    rows.push(reject(
+        "malformed header line → 400, closed",
+        b"GET /hello HTTP/1.1\r\nBad Header Line\r\n\r\n".to_vec(),
+        400,
+    ));
+    rows.push(reject(
+        "unknown HTTP version → 400, closed",
+        b"GET /hello HTTP/9.9\r\nHost: t\r\n\r\n".to_vec(),
+        400,
+    ));
+    let mut big = b"GET /hello HTTP/1.1\r\nHost: t\r\nX-Big: ".to_vec();
+    big.extend(std::iter::repeat_n(b'a', 9000));
+    big.extend_from_slice(b"\r\n\r\n");
+    rows.push(reject("header over 8 KiB → 431, closed", big, 431));
+    rows.push(Row {
+        name: "HTTP/1.0 without keep-alive → answered, closed".into(),
+        probe: Probe::Http10Close,
+    });
+    rows.push(Row {
+        name: "HTTP/1.0 with keep-alive → Connection: keep-alive".into(),
+        probe: Probe::Http10KeepAlive,
+    });
+    rows.push(Row {
+        name: "keep-alive: 8 requests on one connection".into(),
+        probe: Probe::KeepAlive(vec![
+            ("GET", "/hello"),
+            ("GET", "/cpu?n=3"),
+            ("GET", "/db"),
+            ("GET", "/work"),
+            ("GET", "/nope"),
+            ("HEAD", "/hello"),
+            ("GET", "/hello"),
+            ("GET", "/cpu?n=abc"),
+        ]),
+    });
+    rows.push(Row {
+        name: "pipelined: 8 requests in one write, answered in order".into(),
+        probe: Probe::Pipelined(vec![
+            "/sleep?ms=30",
+            "/hello",
+            "/cpu?n=5",
+            "/db",
+            "/work?n=7",
+            "/nope",
+            "/cpu?n=abc",
+            "/",
+        ]),
+    });
+    rows.push(Row {
+        name: "Date is fresh (within 2 s)".into(),
+        probe: Probe::DateFresh,
+    });
+    rows
+}
+
+/// Runs every row against `addr`.
+pub fn check_all(addr: SocketAddr, timeout: Duration) -> Vec<Verdict> {
+    rows()
+        .into_iter()
+        .map(|row| Verdict {
+            result: probe(addr, &row.probe, timeout),
+            name: row.name,
+        })
+        .collect()
+}
+
+/// The `verify` command.
+pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let target = Target::parse(&args.target).context("bad verify target")?;
+    TcpStream::connect_timeout(&target.addr, args.timeout)
+        .with_context(|| format!("cannot connect to {}", target.addr))?;
+    println!("verify http://{} against the contract", target.authority);
+    let verdicts = check_all(target.addr, args.timeout);
+    let width = verdicts.iter().map(|v| v.name.len()).max().unwrap_or(0);
+    let mut failed = 0;
+    for v in &verdicts {
+        match &v.result {
+            Ok(()) => println!("PASS  {}", v.name),
+            Err(why) => {
+                failed += 1;
+                println!("FAIL  {:<width$}  {why}", v.name);
+            }
+        }
+    }
+    println!(
+        "{} rows: {} passed, {failed} failed",
+        verdicts.len(),
+        verdicts.len() - failed
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn probe(addr: SocketAddr, probe: &Probe, timeout: Duration) -> Result<(), String> {
+    let mut c = Client::connect(addr, timeout).map_err(|e| format!("connect: {e}"))?;
+    match probe {
+        Probe::Request { method, target } => c.exchange(method, target).map(|_| ()),
+        Probe::Slow { target, at_least } => {
+            let t0 = Instant::now();
+            c.exchange("GET", target)?;
+            let took = t0.elapsed();
+            if took < *at_least {
+                return Err(format!("answered in {took:?}, before {at_least:?}"));
+            }
+            Ok(())
+        }
+        Probe::Reject { raw, status } => {
+            c.send(raw)?;
+            let r = c.response(false)?;
+            let expected = Expected {
+                status: *status,
+                content_type: "text/plain",
+                body: ExpectedBody::Reason,
+                head: false,
+            };
+            r.judge(&expected)?;
+            c.expect_closed()
+        }
+        Probe::Http10Close => {
+            c.send(b"GET /hello HTTP/1.0\r\n\r\n")?;
+            c.response(false)?.judge(&expect("GET", "/hello"))?;
+            c.expect_closed()
+        }
+        Probe::Http10KeepAlive => {
+            for i in 0..3 {
+                c.send(b"GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")?;
+                let r = c
+                    .response(false)
+                    .map_err(|e| format!("request {}: {e}", i + 1))?;
+                r.judge(&expect("GET", "/hello"))?;
+                let ka = r.header("connection").unwrap_or("");
+                if !ka.eq_ignore_ascii_case("keep-alive") {
+                    return Err(format!(
+                        "answer {} carries Connection: {ka:?}, ab -k needs keep-alive",
+                        i + 1
+                    ));
+                }
+            }
+            Ok(())
+        }
+        Probe::KeepAlive(requests) => {
+            for (i, (m, t)) in requests.iter().enumerate() {
+                c.exchange(m, t)
+                    .map_err(|e| format!("request {} ({m} {t}): {e}", i + 1))?;
+            }
+            Ok(())
+        }
+        Probe::Pipelined(targets) => {
+            let mut raw = Vec::new();
+            for t in targets {
+                raw.extend_from_slice(
+                    format!("GET {t} HTTP/1.1\r\nHost: verify\r\n\r\n").as_bytes(),
+                );
+            }
+            c.send(&raw)?;
+            for (i, t) in targets.iter().enumerate() {
+                c.response(false)
+                    .and_then(|r| r.judge(&expect("GET", t)))
+                    .map_err(|e| format!("answer {} (GET {t}): {e}", i + 1))?;
+            }
+            Ok(())
+        }
+        Probe::DateFresh => {
+            let r = c.exchange("GET", "/hello")?;
+            let date = r.header("date").ok_or("no Date header")?;
+            let t = workloads::parse_http_date(date).ok_or(format!("bad Date {date:?}"))?;
+            let skew = SystemTime::now()
+                .duration_since(t)
+                .unwrap_or_else(|e| e.duration());
+            if skew > Duration::from_secs(2) {
+                return Err(format!("Date {date} is {skew:?} off"));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A response as received.
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+
+    fn judge(&self, expected: &Expected) -> Result<(), String> {
+        let headers: Vec<(&str, &[u8])> = self
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect();
+        workloads::verify(expected, self.status, &headers, &self.body)
+            .map_err(|m| m.to_string())?;
+        if expected.status == 405 {
+            let allow = self.header("allow").ok_or("405 without an Allow header")?;
+            if !allow.contains("GET") {
+                return Err(format!("Allow: {allow:?} does not list GET"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A blocking HTTP/1 client that shows exactly what came back.
+struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Client> {
+        let stream = TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        stream.set_nodelay(true)?;
+        Ok(Client {
+            stream,
+            buf: Vec::new(),
+        })
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.stream
+            .write_all(bytes)
+            .map_err(|e| format!("send: {e}"))
+    }
+
+    /// Sends `method target` and judges the answer against the contract.
+    fn exchange(&mut self, method: &str, target: &str) -> Result<Response, String> {
+        let body = if matches!(method, "GET" | "HEAD") {
+            ""
+        } else {
+            "Content-Length: 0\r\n"
+        };
+        self.send(format!("{method} {target} HTTP/1.1\r\nHost: verify\r\n{body}\r\n").as_bytes())?;
+        let r = self.response(method == "HEAD")?;
+        r.judge(&expect(method, target))?;
+        Ok(r)
+    }
+
+    /// Reads one response; `head`: no body follows.
+    fn response(&mut self, head: bool) -> Result<Response, String> {
+        loop {
+            if let Some((r, used)) = parse(&self.buf, head, false)? {
+                self.buf.drain(..used);
+                return Ok(r);
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let n = match self.stream.read(&mut chunk) {
+                Ok(n) => n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(format!(
+                        "no complete answer in time ({} bytes)",
+                        self.buf.len()
+                    ))
+                }
+                Err(e) => return Err(format!("receive: {e}")),
+            };
+            if n == 0 {
+                if let Some((r, used)) = parse(&self.buf, head, true)? {
+                    self.buf.drain(..used);
+                    return Ok(r);
+                }
+                return Err(format!(
+                    "connection closed after {} bytes, before a complete answer",
+                    self.buf.len()
+                ));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The server must close the connection (within 5 s).
+    fn expect_closed(&mut self) -> Result<(), String> {
+        let _ = self.stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut b = [0u8; 256];
+        match self.stream.read(&mut b) {
+            Ok(0) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(()),
+            Ok(n) => Err(format!("{n} more bytes instead of a close")),
+            Err(_) => Err("the connection was left open".into()),
+        }
+    }
+}
+
+type Parsed = Option<(Response, usize)>;
+
+/// One response from `buf`: `Ok(None)` while incomplete.
+fn parse(buf: &[u8], head: bool, eof: bool) -> Result<Parsed, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut r = httparse::Response::new(&mut headers);
+    let head_len = match r.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "not an HTTP/1 response ({e}): {:?}",
+                String::from_utf8_lossy(&buf[..buf.len().min(80)])
+            ))
+        }
+    };
+    let mut resp = Response {
+        status: r.code.unwrap_or(0),
+        headers: r
+            .headers
+            .iter()
+            .map(|h| (h.name.to_string(), h.value.to_vec()))
+            .collect(),
+        body: Vec::new(),
+    };
+    if head || resp.status == 204 || resp.status == 304 {
+        return Ok(Some((resp, head_len)));
+    }
+    let chunked = resp
+        .header("transfer-encoding")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    if chunked {
+        return dechunk(buf, head_len).map(|o| {
+            o.map(|(body, used)| {
+                resp.body = body;
+                (resp, used)
+            })
+        });
+    }
+    if let Some(cl) = resp.header("content-length") {
+        let cl: usize = cl
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad Content-Length {cl:?}"))?;
+        if buf.len() < head_len + cl {
+            return Ok(None);
+        }
+        resp.body = buf[head_len..head_len + cl].to_vec();
+        return Ok(Some((resp, head_len + cl)));
+    }
+    if eof {
+        resp.body = buf[head_len..].to_vec();
+        return Ok(Some((resp, buf.len())));
+    }
+    Ok(None)
+}
+
+fn dechunk(buf: &[u8], mut pos: usize) -> Result<Option<(Vec<u8>, usize)>, String> {
+    let mut body = Vec::new();
+    loop {
+        let Some(eol) = buf[pos..].windows(2).position(|w| w == b"\r\n") else {
+            return Ok(None);
+        };
+        let line: Cow<str> = String::from_utf8_lossy(&buf[pos..pos + eol]);
+        let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("bad chunk size {line:?}"))?;
+        pos += eol + 2;
+        if size == 0 {
+            // Trailer fields, then an empty line.
+            loop {
+                let Some(eol) = buf[pos..].windows(2).position(|w| w == b"\r\n") else {
+                    return Ok(None);
+                };
+                pos += eol + 2;
+                if eol == 0 {
+                    return Ok(Some((body, pos)));
+                }
+            }
+        }
+        if buf.len() < pos + size + 2 {
+            return Ok(None);
+        }
+        body.extend_from_slice(&buf[pos..pos + size]);
+        pos += size + 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_contract_row_is_there() {
+        let rows = rows();
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        for want in [
+            "GET /hello",
+            "HEAD /hello",
+            "GET /nope",
+            "POST /hello",
+            "GET /config",
+        ] {
+            assert!(names.contains(&want), "{want}");
+        }
+        assert!(names.iter().any(|n| n.contains("431")));
+        assert!(names.iter().any(|n| n.starts_with("malformed")));
+    }
+
+    #[test]
+    fn parses_length_chunked_and_close_delimited() {
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1";
+        let (r, used) = parse(raw, false, false).unwrap().unwrap();
+        assert_eq!(
+            (r.status, r.body.as_slice(), used),
+            (200, &b"ok"[..], raw.len() - 8)
+        );
+        let raw =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n1\r\n!\r\n0\r\n\r\n";
+        let (r, used) = parse(raw, false, false).unwrap().unwrap();
+        assert_eq!((r.body.as_slice(), used), (&b"ok!"[..], raw.len()));
+        let raw = b"HTTP/1.0 200 OK\r\n\r\nbye";
+        assert!(parse(raw, false, false).unwrap().is_none());
+        assert_eq!(parse(raw, false, true).unwrap().unwrap().0.body, b"bye");
+    }
+}

@@ -1,0 +1,373 @@
+//! The `harness` binary end to end: report formats, the JSON schema, exit
+//! codes, help.
+
+use std::process::{Command, Output};
+
+use harness::report::json::Document;
+use serde_json::Value;
+
+use crate::util::{harness_bin, Behaviour, TestServer};
+
+fn harness(args: &[&str]) -> Output {
+    Command::new(harness_bin())
+        .args(args)
+        .output()
+        .expect("run harness")
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "harness failed: {}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn json_output_parses_round_trips_and_matches_the_schema() {
+    let server = TestServer::start(Behaviour::Hello);
+    let dir = std::env::temp_dir().join(format!("harness-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hgrm = dir.join("run.hgrm");
+    let url = server.url("/hello");
+    let out = harness(&[
+        "run",
+        &url,
+        "-c",
+        "4",
+        "-n",
+        "300",
+        "--format",
+        "json",
+        "--hist",
+        hgrm.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    // Silent when piped: no progress line on stderr.
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let value: Value = serde_json::from_str(&text).expect("valid JSON");
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/run.schema.json")).expect("schema parses");
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("the document does not match run.schema.json: {e}\n{text}");
+    }
+
+    let doc: Document = serde_json::from_value(value.clone()).expect("typed document");
+    assert_eq!(doc.schema, "harness.run/1");
+    assert_eq!(doc.requests.total, 300);
+    assert_eq!(doc.requests.ok, 300);
+    assert_eq!(doc.status_codes.get("200"), Some(&300));
+    assert_eq!(doc.settings.check, "exact");
+    assert_eq!(doc.outcome.end, "count");
+    assert!(!doc.outcome.latency_corrected);
+    assert_eq!(doc.latency_us.count, 300);
+    let h = doc.histogram.to_histogram().unwrap();
+    assert_eq!(h.len(), 300);
+    assert_eq!(h.value_at_quantile(0.99), doc.latency_us.p99);
+    // Round trip: typed document → JSON → the same value.
+    assert_eq!(serde_json::to_value(&doc).unwrap(), value);
+
+    let dist = std::fs::read_to_string(&hgrm).unwrap();
+    assert!(dist.contains("Percentile") && dist.contains("Total count    ="));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ab_format_has_the_sections_of_apachebench() {
+    let server = TestServer::start(Behaviour::Hello);
+    let url = server.url("/hello");
+    let text = stdout(&harness(&[
+        "run",
+        &url,
+        "-c",
+        "5",
+        "-n",
+        "250",
+        "--no-keepalive",
+        "--format",
+        "ab",
+    ]));
+    for line in [
+        "Server Software:        test",
+        "Server Hostname:        127.0.0.1",
+        "Document Path:          /hello",
+        "Document Length:        11 bytes",
+        "Concurrency Level:      5",
+        "Complete requests:      250",
+        "Failed requests:        0",
+        "HTML transferred:       2750 bytes",
+        "Connection Times (ms)",
+        "              min  mean[+/-sd] median   max",
+        "Percentage of the requests served within a certain time (ms)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    for prefix in [
+        "Time taken for tests:   ",
+        "Total transferred:      ",
+        "Requests per second:    ",
+        "Time per request:       ",
+        "Transfer rate:          ",
+        "Connect:    ",
+        "Processing: ",
+        "Waiting:    ",
+        "Total:      ",
+        "  50%  ",
+        "  99%  ",
+        " 100%  ",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(prefix)),
+            "no line starting {prefix:?} in\n{text}"
+        );
+    }
+    assert!(!text.contains("Keep-Alive requests"));
+}
+
+#[test]
+fn ab_format_lists_failures_like_ab() {
+    let server = TestServer::start(Behaviour::Status500);
+    let url = server.url("/hello");
+    let text = stdout(&harness(&[
+        "run", &url, "-c", "2", "-n", "40", "--format", "ab",
+    ]));
+    assert!(text.contains("Failed requests:        40"), "{text}");
+    assert!(
+        text.contains("(Timeouts: 0, Status: 40, Content: 0)"),
+        "{text}"
+    );
+    assert!(text.contains("Non-2xx responses:      40"), "{text}");
+    assert!(text.contains("Keep-Alive requests:    40"), "{text}");
+}
+
+#[test]
+fn text_csv_and_markdown_formats() {
+    let server = TestServer::start(Behaviour::Hello);
+    let url = server.url("/hello");
+    let text = stdout(&harness(&["run", &url, "-c", "2", "-n", "50"]));
+    assert!(text.contains("requests   50 in"), "{text}");
+    assert!(text.contains("p99"), "{text}");
+    assert!(text.contains("exact 11-byte body"), "{text}");
+
+    let csv = stdout(&harness(&[
+        "run", &url, "-c", "2", "-n", "50", "--format", "csv",
+    ]));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2);
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let row: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(header.len(), row.len());
+    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(col("requests"), "50");
+    assert_eq!(col("ok"), "50");
+
+    let md = stdout(&harness(&[
+        "run", &url, "-c", "2", "-n", "50", "--format", "markdown",
+    ]));
+    assert!(md.contains("| requests | ok |"), "{md}");
+    assert!(md.contains("| total |"), "{md}");
+}
+
+#[test]
+fn bad_input_is_an_error_with_context() {
+    let out = harness(&["run", "https://127.0.0.1/", "-n", "1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad URL") && err.contains("https"), "{err}");
+
+    let out = harness(&["run", "http://127.0.0.1:1/", "-d", "ten"]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn a_gone_server_exits_non_zero_after_its_report() {
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let out = harness(&["run", &format!("http://{addr}/hello"), "-d", "5s"]);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("server_gone"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused"), "{err}");
+}
+
+#[test]
+fn help_teaches_with_examples() {
+    let top = String::from_utf8(harness(&["--help"]).stdout).unwrap();
+    assert!(
+        top.contains("Examples:") && top.contains("harness verify"),
+        "{top}"
+    );
+    let run = String::from_utf8(harness(&["run", "--help"]).stdout).unwrap();
+    for word in [
+        "--rate",
+        "coordinated omission",
+        "--no-keepalive",
+        "--format",
+        "Examples:",
+    ] {
+        assert!(run.contains(word), "run --help lacks {word}");
+    }
+}
+
+/// A small JSON Schema validator: the keywords run.schema.json uses (type,
+/// const, enum, properties, required, additionalProperties, items,
+/// minItems, maxItems, minimum, maximum, $ref to #/$defs).
+pub(crate) fn validate(root: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        let name = r
+            .strip_prefix("#/$defs/")
+            .ok_or(format!("unsupported $ref {r}"))?;
+        return validate(root, &root["$defs"][name], v, at);
+    }
+    if let Some(t) = schema.get("type") {
+        let types: Vec<&str> = match t {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => return Err(format!("{at}: bad type keyword")),
+        };
+        let ok = types.iter().any(|t| match *t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_u64() || v.is_i64(),
+            "number" => v.is_number(),
+            "boolean" => v.is_boolean(),
+            "null" => v.is_null(),
+            _ => false,
+        });
+        if !ok {
+            return Err(format!("{at}: {v} is not of type {types:?}"));
+        }
+    }
+    if let Some(c) = schema.get("const") {
+        if c != v {
+            return Err(format!("{at}: {v} is not {c}"));
+        }
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array) {
+        if !e.contains(v) {
+            return Err(format!("{at}: {v} not in {e:?}"));
+        }
+    }
+    if let (Some(min), Some(x)) = (schema.get("minimum").and_then(Value::as_f64), v.as_f64()) {
+        if x < min {
+            return Err(format!("{at}: {x} < {min}"));
+        }
+    }
+    if let (Some(max), Some(x)) = (schema.get("maximum").and_then(Value::as_f64), v.as_f64()) {
+        if x > max {
+            return Err(format!("{at}: {x} > {max}"));
+        }
+    }
+    if let Some(obj) = v.as_object() {
+        let props = schema.get("properties").and_then(Value::as_object);
+        if let Some(req) = schema.get("required").and_then(Value::as_array) {
+            for r in req.iter().filter_map(Value::as_str) {
+                if !obj.contains_key(r) {
+                    return Err(format!("{at}: missing required {r}"));
+                }
+            }
+        }
+        for (k, val) in obj {
+            let path = format!("{at}.{k}");
+            match props.and_then(|p| p.get(k)) {
+                Some(s) => validate(root, s, val, &path)?,
+                None => match schema.get("additionalProperties") {
+                    Some(Value::Bool(false)) => return Err(format!("{path}: not in the schema")),
+                    Some(s @ Value::Object(_)) => validate(root, s, val, &path)?,
+                    _ => {}
+                },
+            }
+        }
+        // Every schema property is documented by the code, too.
+        if let Some(p) = props {
+            for k in p.keys() {
+                if !obj.contains_key(k) {
+                    return Err(format!("{at}: schema property {k} is never emitted"));
+                }
+            }
+        }
+    }
+    if let Some(arr) = v.as_array() {
+        if let Some(n) = schema.get("minItems").and_then(Value::as_u64) {
+            if (arr.len() as u64) < n {
+                return Err(format!("{at}: fewer than {n} items"));
+            }
+        }
+        if let Some(n) = schema.get("maxItems").and_then(Value::as_u64) {
+            if (arr.len() as u64) > n {
+                return Err(format!("{at}: more than {n} items"));
+            }
+        }
+        if let Some(items) = schema.get("items") {
+            for (i, item) in arr.iter().enumerate() {
+                validate(root, items, item, &format!("{at}[{i}]"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_schema_validator_rejects_what_it_should() {
+    let schema: Value = serde_json::from_str(include_str!("../schema/run.schema.json")).unwrap();
+    let good = serde_json::json!({"count": 1, "min": 1, "mean": 1.0, "stdev": 0.0, "p50": 1,
+        "p75": 1, "p90": 1, "p99": 1, "p99_9": 1, "p99_99": 1, "max": 1});
+    let pct = &schema["$defs"]["percentiles"];
+    validate(&schema, pct, &good, "$").unwrap();
+    let mut extra = good.clone();
+    extra["extra"] = 1.into();
+    assert!(validate(&schema, pct, &extra, "$").is_err());
+    let mut wrong = good.clone();
+    wrong["p50"] = "1".into();
+    assert!(validate(&schema, pct, &wrong, "$").is_err());
+    let mut missing = good;
+    missing.as_object_mut().unwrap().remove("max");
+    assert!(validate(&schema, pct, &missing, "$").is_err());
+}
+
+#[test]
+fn ctrl_c_stops_sending_and_prints_what_was_measured() {
+    let server = TestServer::start(Behaviour::Hello);
+    let child = Command::new(harness_bin())
+        .args([
+            "run",
+            &server.url("/hello"),
+            "-c",
+            "4",
+            "-d",
+            "30s",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let t0 = std::time::Instant::now();
+    // SAFETY: signalling the child we started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        t0.elapsed()
+    );
+    let doc: Document = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(doc.outcome.interrupted);
+    assert_eq!(doc.outcome.end, "interrupted");
+    assert!(doc.requests.ok > 0);
+    assert!(doc.outcome.duration_s < 3.0, "{}", doc.outcome.duration_s);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+}

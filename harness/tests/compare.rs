@@ -1,0 +1,659 @@
+//! `harness compare`, `servers` and `report` end to end: the real binary,
+//! real servers (worker-pool, nginx + php-fpm, Node.js), the embedded
+//! MariaDB; the schema of results.json; report.html in headless Chromium;
+//! and an interrupted comparison that must leave nothing behind.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::compare::results::{
+    CurvePoint, Database, Fairness, LatencyDoc, Machine, Results, Row, RunDoc, ServerDoc, Settings,
+    Summary, WorkloadDoc,
+};
+use harness::stats::FailureCounts;
+use serde_json::Value;
+
+use crate::cli::validate;
+use crate::util::{harness_bin, sibling_binary};
+
+fn tmp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("harness-test-{name}-"))
+        .tempdir()
+        .unwrap()
+}
+
+fn the_results_dir(out: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one results dir expected: {dirs:?}");
+    dirs.into_iter().next().unwrap()
+}
+
+fn check_schema(text: &str) {
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/results.schema.json")).expect("schema parses");
+    let value: Value = serde_json::from_str(text).expect("results.json parses");
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("results.json does not match results.schema.json: {e}");
+    }
+}
+
+/// The row of `server` on `workload`, from the table on stdout.
+fn table_row<'a>(stdout: &'a str, server: &str, workload: &str) -> Option<&'a str> {
+    stdout.lines().find(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        cols.first() == Some(&server) && cols.get(3) == Some(&workload)
+    })
+}
+
+#[test]
+fn compare_two_servers_on_hello_and_work_end_to_end() {
+    sibling_binary("worker-pool");
+    let out = tmp("compare");
+    let o = Command::new(harness_bin())
+        .args([
+            "compare",
+            "--servers",
+            "worker-pool,php-fpm",
+            "--workloads",
+            "hello,work",
+        ])
+        .args(["-c", "10", "-d", "1s", "--runs", "2", "--warmup", "0"])
+        .arg("--out")
+        .arg(out.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "exit {:?}\n{stdout}\n{stderr}",
+        o.status
+    );
+    for server in ["worker-pool", "php-fpm"] {
+        for w in ["hello", "work"] {
+            let row = table_row(&stdout, server, w)
+                .unwrap_or_else(|| panic!("no {server} {w} row:\n{stdout}\n{stderr}"));
+            assert!(!row.contains("FAILED"), "{row}\n{stderr}");
+        }
+    }
+    // The fairness audit was printed before loading.
+    assert!(stderr.contains("settings (/config)"), "{stderr}");
+    assert!(stderr.contains("tracing"), "php-fpm's JIT:\n{stderr}");
+
+    let dir = the_results_dir(out.path());
+    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    check_schema(&text);
+    let results = Results::from_json(&text).unwrap();
+    assert_eq!(results.database.kind, "embedded");
+    assert!(!results.interrupted);
+    assert_eq!(results.rows.len(), 4);
+    for r in &results.rows {
+        let s = r.summary.as_ref().expect("summary");
+        assert_eq!(r.status, "ok", "{r:?}");
+        assert_eq!(s.failed, 0, "{} {}: {:?}", r.server, r.workload, s.failures);
+        assert_eq!(r.runs.len(), 2);
+        assert!(s.rps_mean > 0.0 && s.p50_us > 0);
+        assert!(s.server_cpu_pct.is_some_and(|c| c > 0.0), "{r:?}");
+        assert!(s.server_rss_peak_bytes.is_some_and(|b| b > 1 << 20));
+        assert!(!r.latency_curve.is_empty());
+    }
+    let fpm = results
+        .servers
+        .iter()
+        .find(|s| s.name == "php-fpm")
+        .unwrap();
+    let cfg = fpm.config.as_ref().expect("php-fpm /config");
+    assert_eq!(cfg.jit.as_deref(), Some("tracing"), "{cfg:?}");
+    assert_eq!(
+        fpm.same_autogroup,
+        Some(true),
+        "php-fpm escaped the harness's autogroup"
+    );
+    assert_eq!(results.settings.baseline.as_deref(), Some("php-fpm"));
+    let base = results
+        .rows
+        .iter()
+        .find(|r| r.server == "php-fpm" && r.workload == "work")
+        .unwrap();
+    assert_eq!(base.summary.as_ref().unwrap().ratio, Some(1.0));
+
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.matches("<svg").count() >= 4, "charts missing");
+    assert!(!html.contains("chart failed"));
+    assert!(!html.contains("<script"), "the report is static");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("| worker-pool | worker-pool | harness | work | 10 |"),
+        "{md}"
+    );
+
+    // `harness report` re-renders from results.json alone.
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    let o = Command::new(harness_bin())
+        .arg("report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(table_row(&String::from_utf8_lossy(&o.stdout), "php-fpm", "work").is_some());
+    assert!(dir.join("report.html").exists());
+}
+
+#[test]
+fn ab_drives_the_same_runs_into_the_same_table() {
+    if harness::catalog::find_program(&["ab"]).is_none() {
+        eprintln!("skipped: ab is not installed (apt-get install apache2-utils)");
+        return;
+    }
+    sibling_binary("worker-pool");
+    let out = tmp("ab");
+    let o = Command::new(harness_bin())
+        .args([
+            "compare",
+            "--servers",
+            "worker-pool",
+            "--workloads",
+            "hello",
+            "--load-tool",
+            "ab",
+        ])
+        .args(["-c", "10", "-d", "1s", "--runs", "1", "--warmup", "0"])
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let row = table_row(&stdout, "worker-pool", "hello").expect("row");
+    assert!(row.contains(" ab "), "{row}");
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    let r = Results::from_json(&text).unwrap();
+    let row = &r.rows[0];
+    assert_eq!((row.tool.as_str(), row.bodies_verified), ("ab", false));
+    let s = row.summary.as_ref().unwrap();
+    assert!(s.rps_mean > 100.0 && s.failed == 0, "{s:?}");
+    assert!(stdout.contains("do not check bodies"), "{stdout}");
+}
+
+#[test]
+fn servers_lists_the_catalog_with_reasons() {
+    let o = Command::new(harness_bin()).arg("servers").output().unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for name in [
+        "event-loop",
+        "event-loop-x2",
+        "coroutine",
+        "worker-pool",
+        "node",
+        "php-fpm",
+        "nginx-static",
+        "swoole",
+        "roadrunner",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(name)),
+            "{name} missing:\n{text}"
+        );
+    }
+    let o = Command::new(harness_bin())
+        .args(["compare", "--servers", "no-such-server"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown server"));
+}
+
+/// Every process whose session is `sid` or whose environment holds `marker`.
+fn leftovers(sid: i32, marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Some(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|t| harness::catalog::procfs::parse_stat(&t))
+        else {
+            continue;
+        };
+        if stat.state == b'Z' {
+            continue;
+        }
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let marked = env.windows(marker.len()).any(|w| w == marker.as_bytes());
+        if stat.session == sid || marked {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            found.push(format!(
+                "{pid} {}",
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn an_interrupted_compare_leaves_no_process_and_no_temp_dir() {
+    sibling_binary("worker-pool");
+    let tmpdir = tmp("sigterm-tmp");
+    let out = tmp("sigterm-out");
+    let marker = format!("BENCHLAB_TEST_MARK={}", std::process::id());
+    let mut cmd = Command::new(harness_bin());
+    cmd.args([
+        "compare",
+        "--servers",
+        "php-fpm,worker-pool,node",
+        "--workloads",
+        "work",
+    ])
+    .args(["-c", "10", "-d", "30s", "--runs", "1", "--warmup", "0"])
+    .arg("--out")
+    .arg(out.path())
+    .env("TMPDIR", tmpdir.path())
+    .env("BENCHLAB_TEST_MARK", std::process::id().to_string())
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    // Its own session: whatever it starts (and does not setsid) is found by
+    // its session id afterwards, even once orphaned.
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let sid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    // Wait for the first measured run to be under way.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut log = Vec::new();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) => {
+                let started = line.contains("run 1/1 ...");
+                log.push(line);
+                if started {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => panic!("harness exited early:\n{}", log.join("\n")),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no run started:\n{}",
+            log.join("\n")
+        );
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // While it runs, its children are in its session.
+    assert!(
+        leftovers(sid, &marker).len() >= 3,
+        "the harness, a server and MariaDB should be running"
+    );
+    // SAFETY: signalling the child we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "harness did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    while let Ok(line) = rx.try_recv() {
+        log.push(line);
+    }
+    assert_eq!(status.code(), Some(130), "{}", log.join("\n"));
+    // Give init a moment to reap what was killed.
+    std::thread::sleep(Duration::from_millis(300));
+    let left = leftovers(sid, &marker);
+    assert!(
+        left.is_empty(),
+        "left running: {left:?}\n{}",
+        log.join("\n")
+    );
+    let files: Vec<_> = std::fs::read_dir(tmpdir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(files.is_empty(), "temp files left: {files:?}");
+    // What was measured is written, marked as interrupted.
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    assert!(Results::from_json(&text).unwrap().interrupted);
+}
+
+/// A two-server, two-workload comparison, made up.
+fn synthetic() -> Results {
+    let server = |name: &str| ServerDoc {
+        name: name.into(),
+        model: "worker-pool".into(),
+        language: "rust".into(),
+        status: "ran".into(),
+        reason: None,
+        detail: Some("/bin/x".into()),
+        config: None,
+        versions: vec![],
+        same_autogroup: Some(true),
+        notes: vec![],
+    };
+    let row = |server: &str, workload: &str, rps: f64| {
+        let run = RunDoc {
+            duration_s: 10.0,
+            requests: (rps * 10.0) as u64,
+            ok: (rps * 10.0) as u64,
+            failed: 0,
+            failures: FailureCounts::default(),
+            status_codes: [("200".to_string(), (rps * 10.0) as u64)].into(),
+            ok_per_s: rps,
+            requests_per_s: rps,
+            latency_us: LatencyDoc {
+                mean: 1000.0,
+                p50: 900,
+                p75: 1100,
+                p90: 1500,
+                p99: 4000,
+                p99_9: 9000,
+                max: 20_000,
+            },
+            server_cpu_pct: Some(150.0),
+            server_rss_peak_bytes: Some(30 << 20),
+            generator_cpu_pct: Some(40.0),
+            db_cpu_pct: None,
+            end: "duration".into(),
+            message: None,
+            series: vec![],
+        };
+        Row {
+            server: server.into(),
+            model: "worker-pool".into(),
+            workload: workload.into(),
+            path: format!("/{workload}"),
+            connections: 100,
+            tool: "harness".into(),
+            bodies_verified: true,
+            status: "ok".into(),
+            error: None,
+            runs: vec![run.clone(), run],
+            summary: Some(Summary {
+                rps_mean: rps,
+                rps_sd: rps * 0.03,
+                rps_min: rps * 0.96,
+                rps_max: rps * 1.04,
+                p50_us: 900,
+                p99_us: 4000,
+                max_us: 20_000,
+                requests: (rps * 20.0) as u64,
+                failed: 0,
+                failures: FailureCounts::default(),
+                server_cpu_pct: Some(150.0),
+                server_rss_peak_bytes: Some(30 << 20),
+                generator_cpu_pct: Some(40.0),
+                ratio: None,
+            }),
+            latency_curve: [
+                (0.0, 100),
+                (50.0, 900),
+                (90.0, 1500),
+                (99.0, 4000),
+                (99.9, 9000),
+                (100.0, 20_000),
+            ]
+            .iter()
+            .map(|&(p, v)| CurvePoint {
+                percentile: p,
+                latency_us: (v as f64 * 20_000.0 / rps) as u64,
+            })
+            .collect(),
+        }
+    };
+    let mut r = Results {
+        schema: harness::compare::results::SCHEMA.into(),
+        harness_version: "0.1.0".into(),
+        started_utc: "2026-11-30T02:40:00Z".into(),
+        finished_utc: "2026-11-30T02:41:00Z".into(),
+        interrupted: false,
+        command: vec!["harness".into(), "compare".into()],
+        settings: Settings {
+            workloads: vec![
+                WorkloadDoc {
+                    name: "hello".into(),
+                    path: "/hello".into(),
+                },
+                WorkloadDoc {
+                    name: "work".into(),
+                    path: "/work".into(),
+                },
+            ],
+            connections: vec![100],
+            duration_s: 10.0,
+            warmup_s: 3.0,
+            runs: 2,
+            keepalive: true,
+            threads: 2,
+            timeout_s: 10.0,
+            load_tool: "harness".into(),
+            baseline: Some("b".into()),
+        },
+        machine: Machine {
+            cpu_model: "CPU".into(),
+            cores: 2,
+            kernel: "6".into(),
+            os: "Debian".into(),
+            memory_bytes: 1 << 30,
+            load_avg_1m: 0.5,
+            sched_autogroup_enabled: Some(true),
+            scheduling: "process groups".into(),
+            harness_build: "release".into(),
+        },
+        database: Database {
+            kind: "embedded".into(),
+            url: Some("mysql://bench:***@127.0.0.1:1/bench".into()),
+            version: Some("MariaDB 10.11".into()),
+            max_connections: Some(1000),
+        },
+        servers: vec![server("a"), server("b")],
+        fairness: Fairness {
+            warnings: vec!["workers differ: a 1, b 20".into()],
+            db_pool_total: Some(40),
+            db_max_connections: Some(1000),
+        },
+        rows: vec![
+            row("a", "hello", 50_000.0),
+            row("b", "hello", 14_000.0),
+            row("a", "work", 20_000.0),
+            row("b", "work", 8_000.0),
+        ],
+    };
+    harness::compare::apply_ratios(&mut r);
+    r
+}
+
+#[test]
+fn synthetic_results_match_the_schema_and_render() {
+    let r = synthetic();
+    check_schema(&r.to_json());
+    assert_eq!(Results::from_json(&r.to_json()).unwrap(), r);
+    let ratio = r.rows[0].summary.as_ref().unwrap().ratio.unwrap();
+    assert!((ratio - 50_000.0 / 14_000.0).abs() < 1e-9);
+    let html = harness::compare::report::html::render(&r);
+    assert_eq!(
+        html.matches("<svg").count(),
+        4,
+        "2 workloads × (bars + curves)"
+    );
+    assert!(!html.contains("chart failed"));
+    // One server alone, and a sweep over two levels.
+    let mut one = r.clone();
+    one.rows.retain(|x| x.server == "a");
+    let html = harness::compare::report::html::render(&one);
+    assert_eq!(html.matches("<svg").count(), 4);
+    assert!(!html.contains("chart failed"));
+    let mut sweep = r.clone();
+    sweep.settings.connections = vec![10, 100];
+    let mut low: Vec<Row> = r.rows.clone();
+    for x in &mut low {
+        x.connections = 10;
+        x.summary.as_mut().unwrap().rps_mean /= 2.0;
+    }
+    sweep.rows.extend(low);
+    let html = harness::compare::report::html::render(&sweep);
+    assert_eq!(html.matches("<svg").count(), 10, "2 × 2 × 2 + 2 sweeps");
+    assert!(!html.contains("chart failed"));
+    if let Ok(keep) = std::env::var("HARNESS_KEEP_SWEEP") {
+        std::fs::write(keep, &html).unwrap();
+    }
+    let table = harness::compare::report::table::terminal(&r);
+    assert!(table.contains("50,000 ± 1,500"), "{table}");
+    assert!(table.contains("3.57×"), "{table}");
+}
+
+/// Debian's chromium, if installed.
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|n| harness::catalog::find_program(&[n]))
+}
+
+#[test]
+fn the_html_report_renders_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: chromium is not installed (apt-get install chromium; scripts/install-deps does)");
+        return;
+    };
+    let dir = tmp("chromium");
+    let html = dir.path().join("report.html");
+    std::fs::write(&html, harness::compare::report::html::render(&synthetic())).unwrap();
+    let profile = dir.path().join("profile");
+    let common = |c: &mut Command| {
+        c.args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .stdin(Stdio::null());
+    };
+    let url = format!("file://{}", html.display());
+    let mut dump = Command::new(&browser);
+    common(&mut dump);
+    let o = dump.arg("--dump-dom").arg(&url).output().unwrap();
+    let dom = String::from_utf8_lossy(&o.stdout);
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "chromium failed: {log}");
+    assert!(
+        dom.matches("<svg").count() >= 4,
+        "the charts did not survive:\n{dom}"
+    );
+    assert!(dom.contains("workers differ"), "fairness warnings missing");
+    assert!(!log.contains(":CONSOLE("), "console messages: {log}");
+    let png = dir.path().join("report.png");
+    let mut shot = Command::new(&browser);
+    common(&mut shot);
+    let o = shot
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1200,2400")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&png).expect("a screenshot");
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 20_000,
+        "{} bytes",
+        bytes.len()
+    );
+    if let Ok(keep) = std::env::var("HARNESS_KEEP_SCREENSHOT") {
+        std::fs::copy(&png, keep).unwrap();
+    }
+}
+
+#[test]
+fn a_server_answering_200_with_a_db_error_is_reported_not_benchmarked() {
+    // The seed's code answers {"db":"error"} with 200 when its database is
+    // down: a throughput tool would time it as a success.
+    let server = crate::util::TestServer::start(crate::util::Behaviour::DbError);
+    let out = tmp("dberror");
+    let o = Command::new(harness_bin())
+        .args([
+            "compare",
+            "--workloads",
+            "work",
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+        ])
+        .args([
+            "--warmup",
+            "0",
+            "--mysql-url",
+            "mysql://bench:bench@127.0.0.1:9/bench",
+        ])
+        .arg("--target")
+        .arg(format!("seed={}", server.url("")))
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let row = table_row(&stdout, "seed", "work").expect("a row");
+    assert!(row.contains("FAILED"), "{row}");
+    let r = Results::from_json(
+        &std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r.rows[0].status, "failed");
+    assert!(
+        r.rows[0]
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("does not answer the contract"),
+        "{:?}",
+        r.rows[0].error
+    );
+    assert!(r.rows[0].summary.is_none(), "it must not get a speed");
+}

@@ -1,0 +1,318 @@
+//! `--env` and `harness calibrate`: pinned affinity verified from /proc;
+//! the bridge environments built, a request served across them, and
+//! nothing left behind (namespaces, links, the nftables table,
+//! `route_localnet`) after success, failure, panic, an interrupted
+//! calibrate (one signal: orderly; two: the emergency path); calibrate's
+//! JSON against its schema. Bridge tests need root, `ip` and `nft`: where
+//! the machine refuses, they print why and pass.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use harness::catalog::{self, http, Entry, StartCtx};
+use harness::env::{bridge, pinned, Environment, Setup};
+use serde_json::Value;
+
+use crate::cli::validate;
+use crate::util::{harness_bin, sibling_binary};
+
+/// Bridge tests share `route_localnet`: one at a time, so each can check
+/// that it is restored.
+static NET: Mutex<()> = Mutex::new(());
+
+fn event_loop() -> Entry {
+    sibling_binary("event-loop");
+    catalog::catalog()
+        .into_iter()
+        .find(|e| e.name == "event-loop")
+        .unwrap()
+}
+
+fn route_localnet() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/conf/all/route_localnet")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn sh(program: &str, args: &[&str]) -> String {
+    let o = Command::new(program).args(args).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Namespaces, links and nft tables whose names contain `fragment`.
+fn leftovers(fragment: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (what, text) in [
+        ("netns", sh("ip", &["netns", "list"])),
+        ("link", sh("ip", &["-o", "link", "show"])),
+        ("nft", sh("nft", &["list", "tables"])),
+    ] {
+        out.extend(
+            text.lines()
+                .filter(|l| l.contains(fragment))
+                .map(|l| format!("{what}: {l}")),
+        );
+    }
+    out
+}
+
+fn bridge_refused() -> Option<String> {
+    let why = bridge::availability().err()?;
+    eprintln!("skipped: the bridge environment is not available here: {why}");
+    Some(why)
+}
+
+#[test]
+fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
+    if let Err(why) = Environment::Pinned.availability() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let entry = event_loop();
+    let env = catalog::Env::discover(None);
+    let interrupt = AtomicBool::new(false);
+    let setup = Setup::build(Environment::Pinned, None).unwrap();
+    let placement = setup.placement();
+    let server_cpus = placement.cpus.clone().unwrap();
+    let load_cpus = setup.load_cpus().unwrap().to_vec();
+    assert!(server_cpus.iter().all(|c| !load_cpus.contains(c)));
+    let ctx = StartCtx {
+        env: &env,
+        db: None,
+        interrupt: &interrupt,
+    };
+    let running = entry.start_placed(&ctx, &placement).unwrap();
+    // The load's side, on a thread of its own so the test runner's is untouched.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _pin = setup.pin_load().unwrap().unwrap();
+            let checks = setup.verify(&running.pids()).unwrap();
+            assert!(checks[0].contains("Cpus_allowed_list"), "{checks:?}");
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            let mine = pinned::cpus_allowed(&format!("/proc/self/task/{tid}/status")).unwrap();
+            assert_eq!(mine, load_cpus);
+        });
+    });
+    for pid in running.pids() {
+        let theirs = pinned::cpus_allowed(&format!("/proc/{pid}/status")).unwrap();
+        assert_eq!(theirs, server_cpus, "server pid {pid}");
+    }
+    let r = http::get(
+        running.addr,
+        &running.authority,
+        "/hello",
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello World"[..]));
+}
+
+#[test]
+fn the_bridge_serves_across_dnat_and_the_proxy_and_is_torn_down() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    if bridge_refused().is_some() {
+        return;
+    }
+    let before = route_localnet();
+    let entry = event_loop();
+    let env = catalog::Env::discover(None);
+    let interrupt = AtomicBool::new(false);
+    for kind in [Environment::Bridge, Environment::BridgeProxy] {
+        let setup = Setup::build(kind, None).unwrap();
+        let id = setup.bridge().unwrap().id.clone();
+        // The namespace, the bridge, the veth, the nft table.
+        assert!(leftovers(&id).len() >= 4, "{:?}", leftovers(&id));
+        assert_eq!(route_localnet(), "1");
+        let placement = setup.placement();
+        let ip = placement.listen_ip.unwrap().octets();
+        assert_eq!(&ip[..2], &[198, if ip[1] == 18 { 18 } else { 19 }]);
+        let ctx = StartCtx {
+            env: &env,
+            db: None,
+            interrupt: &interrupt,
+        };
+        let mut running = entry.start_placed(&ctx, &placement).unwrap();
+        setup.verify(&running.pids()).unwrap();
+        let published = setup.publish(running.addr).unwrap();
+        assert!(published.addr.ip().is_loopback());
+        Setup::redirect(&mut running, &published);
+        let r = http::get(
+            running.addr,
+            &running.authority,
+            "/hello",
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello World"[..]));
+        drop(published);
+        drop(running);
+        drop(setup);
+        assert!(leftovers(&id).is_empty(), "{:?}", leftovers(&id));
+        assert_eq!(route_localnet(), before);
+    }
+}
+
+#[test]
+fn nothing_is_left_after_a_failure_or_a_panic() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    if bridge_refused().is_some() {
+        return;
+    }
+    let before = route_localnet();
+    let mut id = String::new();
+    let failed = (|| -> anyhow::Result<()> {
+        let setup = Setup::build(Environment::Bridge, Some(3306))?;
+        id = setup.bridge().unwrap().id.clone();
+        anyhow::bail!("a step after the build fails")
+    })();
+    assert!(failed.is_err());
+    assert!(!id.is_empty());
+    assert!(leftovers(&id).is_empty(), "{:?}", leftovers(&id));
+    let caught = std::panic::catch_unwind(|| {
+        let setup = Setup::build(Environment::BridgeProxy, None).unwrap();
+        let id = setup.bridge().unwrap().id.clone();
+        std::panic::panic_any(id);
+    });
+    let id = *caught.unwrap_err().downcast::<String>().unwrap();
+    assert!(leftovers(&id).is_empty(), "{:?}", leftovers(&id));
+    // Teardown is idempotent.
+    let mut setup = Setup::build(Environment::Bridge, None).unwrap();
+    let id = setup.bridge().unwrap().id.clone();
+    assert!(setup.teardown().is_empty());
+    assert!(setup.teardown().is_empty());
+    drop(setup);
+    assert!(leftovers(&id).is_empty());
+    assert_eq!(route_localnet(), before);
+}
+
+/// Runs `harness calibrate --env bridge`, signals it `signals` times as
+/// soon as its bridge exists, and checks that nothing is left.
+fn interrupt_calibrate(signals: usize) {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    if bridge_refused().is_some() {
+        return;
+    }
+    sibling_binary("event-loop");
+    let before = route_localnet();
+    let mut cmd = Command::new(harness_bin());
+    cmd.args(["calibrate", "--env", "bridge", "--servers", "event-loop"])
+        .args([
+            "-d",
+            "1s",
+            "--runs",
+            "3",
+            "--noise-runs",
+            "2",
+            "--warmup",
+            "0s",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: setsid is async-signal-safe; the child's own session keeps
+    // the signal away from the test runner.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let fragment = format!("blb{:x}g", child.id());
+    let stderr = child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while leftovers(&fragment).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the bridge never appeared ({fragment})"
+        );
+        if child.try_wait().unwrap().is_some() {
+            panic!("calibrate ended early: {:?}", log.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Let the server start and the load begin.
+    std::thread::sleep(Duration::from_millis(700));
+    for _ in 0..signals {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "calibrate did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = log.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{log:?}");
+    let id = fragment.trim_start_matches("blb");
+    assert!(leftovers(id).is_empty(), "{:?}\n{log:?}", leftovers(id));
+    assert_eq!(route_localnet(), before);
+}
+
+#[test]
+fn an_interrupted_calibrate_leaves_no_namespace_link_or_rule() {
+    interrupt_calibrate(1);
+}
+
+#[test]
+fn a_twice_interrupted_calibrate_cleans_up_on_the_emergency_path() {
+    interrupt_calibrate(2);
+}
+
+#[test]
+fn calibrate_json_matches_its_schema() {
+    sibling_binary("event-loop");
+    let o = Command::new(harness_bin())
+        .args(["calibrate", "--json", "--servers", "event-loop"])
+        .args(["--env", "bare,pinned,docker-bridge,docker-host"])
+        .args([
+            "-d",
+            "200ms",
+            "--runs",
+            "2",
+            "--noise-runs",
+            "2",
+            "--warmup",
+            "0s",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{}\n{text}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/calibrate.schema.json")).unwrap();
+    let value: Value = serde_json::from_str(&text).expect("calibrate --json parses");
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
+    }
+    let envs = value["environments"].as_array().unwrap();
+    let bare = envs.iter().find(|e| e["name"] == "bare").unwrap();
+    assert_eq!(bare["status"], "measured");
+    assert_eq!(bare["workloads"][0]["ratio_to_bare"], 1.0);
+    let docker = envs.iter().find(|e| e["name"] == "docker-bridge").unwrap();
+    if docker["status"] == "not_available" {
+        assert!(docker["reason"].as_str().unwrap().contains("Docker engine"));
+    }
+    assert!(value["noise"]["cv_pct"].as_f64().is_some());
+}

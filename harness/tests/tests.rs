@@ -1,0 +1,10 @@
+//! The harness's integration tests, one binary (as ripgrep's tests/tests.rs):
+//! real sockets everywhere.
+
+mod cli;
+mod compare;
+mod engine;
+mod env;
+mod reference;
+mod util;
+mod verify;

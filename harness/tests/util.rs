@@ -1,0 +1,260 @@
+//! Small deterministic HTTP/1.1 servers for the tests: std sockets on
+//! 127.0.0.1:0, a thread per connection, each misbehaving in one known way.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use harness::engine::{self, Control, Plan, Request, RunResult, Stop};
+
+#[derive(Clone, Copy, Debug)]
+pub enum Behaviour {
+    /// 200 `Hello World` with Content-Length; keep-alive honoured.
+    Hello,
+    /// 200 `Hello World` in two chunks.
+    Chunked,
+    /// Half a response head, then the connection is closed.
+    CloseEarly,
+    /// `Content-Length: 20` but an 11-byte body, then the close.
+    WrongLength,
+    /// 500 with a body.
+    Status500,
+    /// Reads requests, never answers.
+    Stall,
+    /// As `Hello`, but answering request number `at` (counted over the whole
+    /// server) takes `pause`, and every other answer waits for it.
+    PauseOnce { at: u64, pause: Duration },
+    /// `/sleep?ms=M`: answers `slept M` after M ms.
+    Sleep,
+    /// 200 `{"sum":21097.455887,"db":"error"}`: the seed benchmark's answer
+    /// when its database is down.
+    DbError,
+    /// Serves this many requests, then dies: listener and connections closed.
+    DieAfter(u64),
+}
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    /// Requests answered (or, for `Stall`, received).
+    pub requests: Arc<AtomicU64>,
+    /// Connections accepted.
+    pub connections: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+}
+
+struct State {
+    behaviour: Behaviour,
+    requests: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    /// Every answer takes it: a pause holding it stalls the whole server.
+    gate: Mutex<()>,
+    dead: AtomicBool,
+}
+
+impl TestServer {
+    pub fn start(behaviour: Behaviour) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(AtomicU64::new(0));
+        let connections = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(State {
+            behaviour,
+            requests: requests.clone(),
+            stop: stop.clone(),
+            gate: Mutex::new(()),
+            dead: AtomicBool::new(false),
+        });
+        let conns = connections.clone();
+        let accept = std::thread::spawn(move || {
+            while !state.stop.load(Ordering::Relaxed) && !state.dead.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        conns.fetch_add(1, Ordering::Relaxed);
+                        let state = state.clone();
+                        std::thread::spawn(move || serve(stream, &state));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+            // Dropping the listener: new connects are refused.
+        });
+        TestServer {
+            addr,
+            requests,
+            connections,
+            stop,
+            accept: Some(accept),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn serve(mut stream: TcpStream, state: &State) {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let _ = stream.set_nodelay(true);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if state.stop.load(Ordering::Relaxed) || state.dead.load(Ordering::Relaxed) {
+            return;
+        }
+        // Answer every complete request in the buffer.
+        while let Some(end) = find(&buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            buf.drain(..end + 4);
+            let method = head.split(' ').next().unwrap_or("GET").to_string();
+            let target = head.split(' ').nth(1).unwrap_or("/").to_string();
+            let close = head.to_ascii_lowercase().contains("connection: close");
+            if !answer(&mut stream, state, &method, &target, close) || close {
+                return;
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+const DATE: &str = "Date: Mon, 30 Nov 2026 02:00:00 GMT\r\n";
+
+/// Writes the answer; `false` when the connection must end.
+fn answer(stream: &mut TcpStream, state: &State, method: &str, target: &str, close: bool) -> bool {
+    let n = state.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    let conn = if close { "Connection: close\r\n" } else { "" };
+    let ok = |body: &str, ct: &str| {
+        format!(
+            "HTTP/1.1 200 OK\r\nServer: test\r\n{DATE}Content-Type: {ct}\r\nContent-Length: {}\r\n{conn}\r\n{}",
+            body.len(),
+            if method == "HEAD" { "" } else { body }
+        )
+    };
+    let response = match state.behaviour {
+        Behaviour::Hello => ok("Hello World", "text/plain"),
+        Behaviour::Chunked => format!(
+            "HTTP/1.1 200 OK\r\nServer: test\r\n{DATE}Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n{conn}\r\n5\r\nHello\r\n6;x=y\r\n World\r\n0\r\n\r\n"
+        ),
+        Behaviour::CloseEarly => {
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Le");
+            return false;
+        }
+        Behaviour::WrongLength => {
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nServer: test\r\nContent-Length: 20\r\n\r\nHello World",
+            );
+            return false;
+        }
+        Behaviour::Status500 => format!(
+            "HTTP/1.1 500 Internal Server Error\r\nServer: test\r\nContent-Length: 4\r\n{conn}\r\noops"
+        ),
+        Behaviour::Stall => {
+            while !state.stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            return false;
+        }
+        Behaviour::PauseOnce { at, pause } => {
+            let _gate = state.gate.lock().unwrap();
+            if n == at {
+                std::thread::sleep(pause);
+            }
+            ok("Hello World", "text/plain")
+        }
+        Behaviour::Sleep => {
+            let ms: u64 = target
+                .split("ms=")
+                .nth(1)
+                .and_then(|v| v.split('&').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            std::thread::sleep(Duration::from_millis(ms));
+            ok(&format!("slept {ms}"), "text/plain")
+        }
+        Behaviour::DbError => ok(r#"{"sum":21097.455887,"db":"error"}"#, "application/json"),
+        Behaviour::DieAfter(limit) => {
+            if n > limit {
+                state.dead.store(true, Ordering::Relaxed);
+                return false;
+            }
+            ok("Hello World", "text/plain")
+        }
+    };
+    stream.write_all(response.as_bytes()).is_ok()
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A plan against `url` with the CLI's checks, tuned by `tune`.
+pub fn plan(url: &str, tune: impl FnOnce(&mut Plan)) -> Plan {
+    let target = harness::target::Target::parse(url).unwrap();
+    let mut p = Plan::new(
+        url,
+        target.addr,
+        Request::encode("GET", &target.path, &target.authority, &[], true),
+        harness::run::check_for("GET", &target.path, true),
+    );
+    p.connections = 8;
+    p.threads = 2;
+    p.stop = Stop::Count(100);
+    p.timeout = Duration::from_secs(5);
+    tune(&mut p);
+    if !p.keepalive {
+        p.request = Request::encode("GET", &target.path, &target.authority, &[], false);
+    }
+    p
+}
+
+pub fn run(plan: &Plan) -> RunResult {
+    engine::run(plan, &Control::default(), &mut |_| {}).expect("run")
+}
+
+/// A workspace binary next to this test's executable (target/<profile>/NAME).
+pub fn sibling_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap(); // deps/
+    let bin = dir.parent().unwrap().join(name);
+    assert!(
+        bin.exists(),
+        "{} is not built: run `cargo build -p {name}` first (or `cargo test --workspace`)",
+        bin.display()
+    );
+    bin
+}
+
+/// The harness binary.
+pub fn harness_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_harness")
+}
