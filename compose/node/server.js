@@ -198,7 +198,8 @@ function handle(req, res) {
         });
       }
       case '/sleep': {
-        const ms = intParam(params, 'ms', 0, SLEEP_MS_MAX, 0);
+        const ms = intParam(params, 'ms', 0, SLEEP_MS_MAX, null);
+        if (ms === null) throw new BadRequest('missing query parameter ms');
         return setTimeout(() => send(req, res, 200, 'text/plain', `slept ${ms}`), ms);
       }
       case '/config':

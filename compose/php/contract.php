@@ -93,7 +93,10 @@ function handle(string $method, string $target, callable $db, array|callable $fa
                 return [200, 'application/json', '{"sum":' . $sum . ',"db":' . $one . '}', []];
 
             case 'sleep':
-                $ms = int_param($params, 'ms', 0, SLEEP_MS_MAX, 0);
+                $ms = int_param($params, 'ms', 0, SLEEP_MS_MAX, null);
+                if ($ms === null) {
+                    throw new BadRequest('missing query parameter ms');
+                }
                 if ($ms > 0) {
                     // A timer, not a spin. Under Swoole's SWOOLE_HOOK_SLEEP
                     // this yields the coroutine instead of the process.

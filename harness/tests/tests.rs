@@ -3,6 +3,7 @@
 
 mod cli;
 mod compare;
+mod compose_stacks;
 mod engine;
 mod env;
 mod reference;
