@@ -191,17 +191,23 @@ fn nothing_is_left_after_a_failure_or_a_panic() {
     assert_eq!(route_localnet(), before);
 }
 
-/// Runs `harness calibrate --env bridge`, signals it `signals` times as
-/// soon as its bridge exists, and checks that nothing is left.
-fn interrupt_calibrate(signals: usize) {
+/// Runs `harness calibrate --env bridge`, sends it `signal` `times` times
+/// as soon as its bridge exists, and checks that nothing is left (after a
+/// SIGKILL: once the next build has swept what the dead harness left).
+fn interrupt_calibrate(signal: libc::c_int, times: usize) {
     let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
     if bridge_refused().is_some() {
         return;
     }
     sibling_binary("event-loop");
     let before = route_localnet();
+    let tmpdir = tempfile::Builder::new()
+        .prefix("harness-test-env-")
+        .tempdir()
+        .unwrap();
     let mut cmd = Command::new(harness_bin());
-    cmd.args(["calibrate", "--env", "bridge", "--servers", "event-loop"])
+    cmd.env("TMPDIR", tmpdir.path())
+        .args(["calibrate", "--env", "bridge", "--servers", "event-loop"])
         .args([
             "-d",
             "1s",
@@ -245,9 +251,9 @@ fn interrupt_calibrate(signals: usize) {
     }
     // Let the server start and the load begin.
     std::thread::sleep(Duration::from_millis(700));
-    for _ in 0..signals {
+    for _ in 0..times {
         // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        unsafe { libc::kill(child.id() as i32, signal) };
         std::thread::sleep(Duration::from_millis(50));
     }
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -259,20 +265,43 @@ fn interrupt_calibrate(signals: usize) {
         std::thread::sleep(Duration::from_millis(50));
     };
     let log = log.join().unwrap();
-    assert_eq!(status.code(), Some(130), "{log:?}");
     let id = fragment.trim_start_matches("blb");
+    if signal == libc::SIGKILL {
+        assert!(!leftovers(id).is_empty(), "a SIGKILL leaves the bridge");
+        // What it started and no one stopped: the database, by its session.
+        let sid = child.id() as i32;
+        for p in harness::catalog::procfs::all()
+            .iter()
+            .filter(|p| p.session == sid)
+        {
+            // SAFETY: a process of the session our child made.
+            unsafe { libc::kill(p.pid, libc::SIGKILL) };
+        }
+        let swept = bridge::sweep_stale();
+        assert!(
+            swept.iter().any(|l| l.contains(id)),
+            "{swept:?} does not mention {id}"
+        );
+    } else {
+        assert_eq!(status.code(), Some(130), "{log:?}");
+    }
     assert!(leftovers(id).is_empty(), "{:?}\n{log:?}", leftovers(id));
     assert_eq!(route_localnet(), before);
 }
 
 #[test]
 fn an_interrupted_calibrate_leaves_no_namespace_link_or_rule() {
-    interrupt_calibrate(1);
+    interrupt_calibrate(libc::SIGINT, 1);
 }
 
 #[test]
 fn a_twice_interrupted_calibrate_cleans_up_on_the_emergency_path() {
-    interrupt_calibrate(2);
+    interrupt_calibrate(libc::SIGINT, 2);
+}
+
+#[test]
+fn a_killed_calibrate_is_swept_by_the_next_build_and_route_localnet_restored() {
+    interrupt_calibrate(libc::SIGKILL, 1);
 }
 
 #[test]

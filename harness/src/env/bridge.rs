@@ -11,10 +11,11 @@
 //!
 //! DNAT from and to 127.0.0.1 needs `net.ipv4.conf.all.route_localnet=1`:
 //! set while any bridge of this process lives, the old value restored after
-//! the last. The count is per process: two harnesses building bridges at
-//! the same time can restore it under each other (run them one at a time),
-//! and a SIGKILLed harness leaves it at 1 (its links and rules are swept by
-//! the next build, the sysctl's old value is unknown by then). Addresses come from 198.18.0.0/15 (RFC 2544, benchmarking),
+//! the last, across processes: the value found and the live holders are
+//! kept in `/run/benchlab-route_localnet` under a `flock` of the sysctl
+//! file, so parallel harnesses (and tests) never restore it under each
+//! other; after a SIGKILL the next build removes the dead harness's links
+//! and rules and restores the value it had found. Addresses come from 198.18.0.0/15 (RFC 2544, benchmarking),
 //! one /24 per bridge. `<ID>` is the harness's pid in hex, `g`, a counter:
 //! parallel runs never collide, and objects left by a dead harness (SIGKILL)
 //! are recognised by their pid and removed by the next build.
@@ -45,8 +46,9 @@ struct Spec {
 
 /// Live bridges of this process, by id.
 static LIVE: Mutex<BTreeMap<String, Spec>> = Mutex::new(BTreeMap::new());
-/// `route_localnet`: how many bridges need it, and the value before the first.
-static LOCALNET: Mutex<(usize, Option<String>)> = Mutex::new((0, None));
+/// `route_localnet`: how many bridges of this process need it (the value to
+/// restore is kept across processes in [`LOCALNET_STATE`]).
+static LOCALNET: Mutex<usize> = Mutex::new(0);
 /// Subnets (third octet index, 0..512) in use by this process.
 static SUBNETS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -134,33 +136,130 @@ fn table_exists(table: &str) -> bool {
     run("nft", &["list", "table", "ip", table], None).is_ok()
 }
 
-fn acquire_localnet() -> anyhow::Result<()> {
-    let mut g = LOCALNET.lock().unwrap_or_else(|e| e.into_inner());
-    if g.0 == 0 {
-        let old = std::fs::read_to_string(LOCALNET_PATH)
-            .with_context(|| format!("cannot read {LOCALNET_PATH}"))?;
-        std::fs::write(LOCALNET_PATH, "1")
-            .with_context(|| format!("cannot set {LOCALNET_PATH} to 1"))?;
-        g.1 = Some(old.trim().to_string());
+/// Who holds `route_localnet` across processes: `ORIGINAL\nPID\nPID…`,
+/// read and written under an exclusive `flock` of the sysctl file itself
+/// (which always exists); removed when the last holder lets go. Holders that
+/// no longer run (SIGKILL) are dropped, and their ORIGINAL still restored.
+const LOCALNET_STATE: &str = "/run/benchlab-route_localnet";
+
+/// Runs `f(original, live holders)` under the lock; `f` returns the state
+/// to write (`None`: remove it).
+fn with_localnet_state(
+    f: impl FnOnce(Option<String>, Vec<u32>) -> anyhow::Result<Option<(String, Vec<u32>)>>,
+) -> anyhow::Result<()> {
+    use std::os::fd::AsRawFd;
+    let lock = std::fs::File::open(LOCALNET_PATH)
+        .with_context(|| format!("cannot open {LOCALNET_PATH}"))?;
+    // SAFETY: flock on a file descriptor we own; released when it closes.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("cannot lock {LOCALNET_PATH}"));
     }
-    g.0 += 1;
+    let text = std::fs::read_to_string(LOCALNET_STATE).unwrap_or_default();
+    let mut lines = text.lines();
+    let original = lines
+        .next()
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .map(str::to_string);
+    let holders: Vec<u32> = lines
+        .filter_map(|l| l.trim().parse().ok())
+        .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+        .collect();
+    match f(original, holders)? {
+        Some((original, holders)) => {
+            let mut out = original;
+            for p in holders {
+                out.push_str(&format!("\n{p}"));
+            }
+            out.push('\n');
+            std::fs::write(LOCALNET_STATE, out)
+                .with_context(|| format!("cannot write {LOCALNET_STATE}"))?;
+        }
+        None => {
+            let _ = std::fs::remove_file(LOCALNET_STATE);
+        }
+    }
+    drop(lock);
     Ok(())
 }
 
+/// Sets `route_localnet=1` for this process (counted per process: the
+/// first bridge of the process registers it with the other processes).
+fn acquire_localnet() -> anyhow::Result<()> {
+    let mut g = LOCALNET.lock().unwrap_or_else(|e| e.into_inner());
+    if *g == 0 {
+        let me = std::process::id();
+        with_localnet_state(|original, mut holders| {
+            let original = match original {
+                Some(o) => o,
+                None => std::fs::read_to_string(LOCALNET_PATH)
+                    .with_context(|| format!("cannot read {LOCALNET_PATH}"))?
+                    .trim()
+                    .to_string(),
+            };
+            std::fs::write(LOCALNET_PATH, "1")
+                .with_context(|| format!("cannot set {LOCALNET_PATH} to 1"))?;
+            holders.retain(|&p| p != me);
+            holders.push(me);
+            Ok(Some((original, holders)))
+        })?;
+    }
+    *g += 1;
+    Ok(())
+}
+
+/// Lets go of `route_localnet`; the last holder of all processes restores it.
 fn release_localnet() -> Option<String> {
     let mut g = LOCALNET.lock().unwrap_or_else(|e| e.into_inner());
-    if g.0 == 0 {
+    if *g == 0 {
         return None;
     }
-    g.0 -= 1;
-    if g.0 == 0 {
-        if let Some(old) = g.1.take() {
-            if let Err(e) = std::fs::write(LOCALNET_PATH, &old) {
-                return Some(format!("cannot restore {LOCALNET_PATH} to {old}: {e}"));
-            }
-        }
+    *g -= 1;
+    if *g > 0 {
+        return None;
     }
-    None
+    let me = std::process::id();
+    let r = with_localnet_state(|original, mut holders| {
+        holders.retain(|&p| p != me);
+        if !holders.is_empty() {
+            return Ok(original.map(|o| (o, holders)));
+        }
+        if let Some(o) = original {
+            std::fs::write(LOCALNET_PATH, &o)
+                .with_context(|| format!("cannot restore {LOCALNET_PATH} to {o}"))?;
+        }
+        Ok(None)
+    });
+    r.err().map(|e| format!("{e:#}"))
+}
+
+/// After a harness was SIGKILLed while it held `route_localnet`: restores
+/// the value it found, if no live process holds it any more.
+fn restore_abandoned_localnet() -> Option<String> {
+    if *LOCALNET.lock().unwrap_or_else(|e| e.into_inner()) > 0
+        || !std::path::Path::new(LOCALNET_STATE).exists()
+    {
+        return None;
+    }
+    let mut restored = None;
+    let r = with_localnet_state(|original, holders| {
+        if !holders.is_empty() {
+            return Ok(original.map(|o| (o, holders)));
+        }
+        if let Some(o) = original {
+            std::fs::write(LOCALNET_PATH, &o)
+                .with_context(|| format!("cannot restore {LOCALNET_PATH} to {o}"))?;
+            restored = Some(format!(
+                "restored {LOCALNET_PATH} to {o}, left at 1 by a harness that no longer runs"
+            ));
+        }
+        Ok(None)
+    });
+    match r {
+        Ok(()) => restored,
+        Err(e) => Some(format!("{e:#}")),
+    }
 }
 
 /// The /24 with index `k` (0..512) of 198.18.0.0/15.
@@ -228,6 +327,7 @@ pub fn sweep_stale() -> Vec<String> {
             format!("bridge {id} of pid {pid}: {}", errors.join("; "))
         });
     }
+    removed.extend(restore_abandoned_localnet());
     removed
 }
 
@@ -301,17 +401,16 @@ impl Bridge {
         let id = format!("{:x}g{n:x}", std::process::id());
         let k = pick_subnet(std::process::id() ^ (n << 16))?;
         let (host_ip, ns_ip) = subnet(k);
+        // route_localnet first: a teardown (also the signal path's) then
+        // always has it to give back.
+        acquire_localnet()?;
         let spec = Spec {
             localnet: true,
             ..Spec::for_id(&id)
         };
-        LIVE.lock().unwrap_or_else(|e| e.into_inner()).insert(
-            id.clone(),
-            Spec {
-                localnet: false,
-                ..spec.clone()
-            },
-        );
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), spec.clone());
         let mut b = Bridge {
             veth_ns: format!("blp{id}"),
             netns: spec.netns.clone(),
@@ -360,14 +459,6 @@ impl Bridge {
         ip(&["-n", ns, "addr", "add", &ns_cidr, "dev", vn])?;
         ip(&["-n", ns, "link", "set", vn, "up"])?;
         ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        acquire_localnet()?;
-        if let Some(s) = LIVE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(&self.id)
-        {
-            s.localnet = true;
-        }
         let db_rule = db_port.map_or(String::new(), |p| {
             format!(
                 "\t\tiifname \"{br}\" ip daddr {} tcp dport {p} dnat to 127.0.0.1:{p}\n",
