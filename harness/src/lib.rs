@@ -31,6 +31,7 @@ pub mod cli;
 pub mod compare;
 pub mod engine;
 pub mod env;
+pub mod machine;
 pub mod report;
 pub mod run;
 pub mod servers_cmd;

@@ -4,7 +4,6 @@
 //! and an interrupted comparison that must leave nothing behind.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,14 +16,7 @@ use harness::stats::FailureCounts;
 use serde_json::Value;
 
 use crate::cli::validate;
-use crate::util::{harness_bin, sibling_binary};
-
-fn tmp(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("harness-test-{name}-"))
-        .tempdir()
-        .unwrap()
-}
+use crate::util::{harness_bin, own_session, sibling_binary, tmp, wait_exit};
 
 fn the_results_dir(out: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(out)
@@ -44,6 +36,26 @@ fn check_schema(text: &str) {
     }
 }
 
+/// `harness compare ARGS --out OUT`, which must succeed: its stdout and stderr.
+fn compare_ok(args: &[&str], out: &Path) -> (String, String) {
+    let o = Command::new(harness_bin())
+        .arg("compare")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        o.status.success(),
+        "exit {:?}\n{stdout}\n{stderr}",
+        o.status
+    );
+    (stdout, stderr)
+}
+
 /// The row of `server` on `workload`, from the table on stdout.
 fn table_row<'a>(stdout: &'a str, server: &str, workload: &str) -> Option<&'a str> {
     stdout.lines().find(|l| {
@@ -56,26 +68,22 @@ fn table_row<'a>(stdout: &'a str, server: &str, workload: &str) -> Option<&'a st
 fn compare_two_servers_on_hello_and_work_end_to_end() {
     sibling_binary("worker-pool");
     let out = tmp("compare");
-    let o = Command::new(harness_bin())
-        .args([
-            "compare",
+    let (stdout, stderr) = compare_ok(
+        &[
             "--servers",
             "worker-pool,php-fpm",
             "--workloads",
             "hello,work",
-        ])
-        .args(["-c", "10", "-d", "1s", "--runs", "2", "--warmup", "0"])
-        .arg("--out")
-        .arg(out.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "exit {:?}\n{stdout}\n{stderr}",
-        o.status
+            "-c",
+            "10",
+            "-d",
+            "1s",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+        ],
+        out.path(),
     );
     for server in ["worker-pool", "php-fpm"] {
         for w in ["hello", "work"] {
@@ -155,26 +163,24 @@ fn ab_drives_the_same_runs_into_the_same_table() {
     }
     sibling_binary("worker-pool");
     let out = tmp("ab");
-    let o = Command::new(harness_bin())
-        .args([
-            "compare",
+    let (stdout, _) = compare_ok(
+        &[
             "--servers",
             "worker-pool",
             "--workloads",
             "hello",
             "--load-tool",
             "ab",
-        ])
-        .args(["-c", "10", "-d", "1s", "--runs", "1", "--warmup", "0"])
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+            "-c",
+            "10",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        out.path(),
     );
     let row = table_row(&stdout, "worker-pool", "hello").expect("row");
     assert!(row.contains(" ab "), "{row}");
@@ -193,17 +199,9 @@ fn servers_lists_the_catalog_with_reasons() {
     let o = Command::new(harness_bin()).arg("servers").output().unwrap();
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
-    for name in [
-        "event-loop",
-        "event-loop-x2",
-        "coroutine",
-        "worker-pool",
-        "node",
-        "php-fpm",
-        "nginx-static",
-        "swoole",
-        "roadrunner",
-    ] {
+    // Every entry (the catalog's unit test checks which entries there are).
+    for e in harness::catalog::catalog() {
+        let name = e.name.as_str();
         assert!(
             text.lines()
                 .any(|l| l.split_whitespace().next() == Some(name)),
@@ -271,13 +269,7 @@ fn an_interrupted_compare_leaves_no_process_and_no_temp_dir() {
     .stderr(Stdio::piped());
     // Its own session: whatever it starts (and does not setsid) is found by
     // its session id afterwards, even once orphaned.
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    own_session(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let sid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -317,17 +309,11 @@ fn an_interrupted_compare_leaves_no_process_and_no_temp_dir() {
     );
     // SAFETY: signalling the child we started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "harness did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_exit(
+        &mut child,
+        Duration::from_secs(60),
+        "harness did not exit after SIGTERM",
+    );
     while let Ok(line) = rx.try_recv() {
         log.push(line);
     }
@@ -609,9 +595,8 @@ fn a_server_answering_200_with_a_db_error_is_reported_not_benchmarked() {
     // down: a throughput tool would time it as a success.
     let server = crate::util::TestServer::start(crate::util::Behaviour::DbError);
     let out = tmp("dberror");
-    let o = Command::new(harness_bin())
-        .args([
-            "compare",
+    let (stdout, _) = compare_ok(
+        &[
             "--workloads",
             "work",
             "-c",
@@ -620,24 +605,14 @@ fn a_server_answering_200_with_a_db_error_is_reported_not_benchmarked() {
             "1s",
             "--runs",
             "1",
-        ])
-        .args([
             "--warmup",
             "0",
             "--mysql-url",
             "mysql://bench:bench@127.0.0.1:9/bench",
-        ])
-        .arg("--target")
-        .arg(format!("seed={}", server.url("")))
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+            "--target",
+            &format!("seed={}", server.url("")),
+        ],
+        out.path(),
     );
     let row = table_row(&stdout, "seed", "work").expect("a row");
     assert!(row.contains("FAILED"), "{row}");

@@ -7,18 +7,17 @@
 //! the machine refuses, they print why and pass.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use harness::catalog::{self, http, Entry, StartCtx};
+use harness::catalog::{self, http, Entry, Running, StartCtx};
 use harness::env::{bridge, pinned, Environment, Setup};
 use serde_json::Value;
 
 use crate::cli::validate;
-use crate::util::{harness_bin, sibling_binary};
+use crate::util::{harness_bin, own_session, sibling_binary, tmp, wait_exit};
 
 /// Bridge tests share `route_localnet`: one at a time, so each can check
 /// that it is restored.
@@ -59,6 +58,18 @@ fn leftovers(fragment: &str) -> Vec<String> {
         );
     }
     out
+}
+
+/// `GET /hello` on `running` answers 200 `Hello World`.
+fn assert_hello(running: &Running) {
+    let r = http::get(
+        running.addr,
+        &running.authority,
+        "/hello",
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello World"[..]));
 }
 
 fn bridge_refused() -> Option<String> {
@@ -103,14 +114,7 @@ fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
         let theirs = pinned::cpus_allowed(&format!("/proc/{pid}/status")).unwrap();
         assert_eq!(theirs, server_cpus, "server pid {pid}");
     }
-    let r = http::get(
-        running.addr,
-        &running.authority,
-        "/hello",
-        Duration::from_secs(5),
-    )
-    .unwrap();
-    assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello World"[..]));
+    assert_hello(&running);
 }
 
 #[test]
@@ -142,14 +146,7 @@ fn the_bridge_serves_across_dnat_and_the_proxy_and_is_torn_down() {
         let published = setup.publish(running.addr).unwrap();
         assert!(published.addr.ip().is_loopback());
         Setup::redirect(&mut running, &published);
-        let r = http::get(
-            running.addr,
-            &running.authority,
-            "/hello",
-            Duration::from_secs(5),
-        )
-        .unwrap();
-        assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello World"[..]));
+        assert_hello(&running);
         drop(published);
         drop(running);
         drop(setup);
@@ -201,10 +198,7 @@ fn interrupt_calibrate(signal: libc::c_int, times: usize) {
     }
     sibling_binary("event-loop");
     let before = route_localnet();
-    let tmpdir = tempfile::Builder::new()
-        .prefix("harness-test-env-")
-        .tempdir()
-        .unwrap();
+    let tmpdir = tmp("env");
     let mut cmd = Command::new(harness_bin());
     cmd.env("TMPDIR", tmpdir.path())
         .args(["calibrate", "--env", "bridge", "--servers", "event-loop"])
@@ -221,14 +215,8 @@ fn interrupt_calibrate(signal: libc::c_int, times: usize) {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    // SAFETY: setsid is async-signal-safe; the child's own session keeps
-    // the signal away from the test runner.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    // Its own session keeps the signal away from the test runner.
+    own_session(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let fragment = format!("blb{:x}g", child.id());
     let stderr = child.stderr.take().unwrap();
@@ -256,14 +244,11 @@ fn interrupt_calibrate(signal: libc::c_int, times: usize) {
         unsafe { libc::kill(child.id() as i32, signal) };
         std::thread::sleep(Duration::from_millis(50));
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "calibrate did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_exit(
+        &mut child,
+        Duration::from_secs(60),
+        "calibrate did not stop",
+    );
     let log = log.join().unwrap();
     let id = fragment.trim_start_matches("blb");
     if signal == libc::SIGKILL {

@@ -3,11 +3,13 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use harness::engine::{self, Control, Plan, Request, RunResult, Stop};
 
@@ -257,4 +259,37 @@ pub fn sibling_binary(name: &str) -> PathBuf {
 /// The harness binary.
 pub fn harness_bin() -> &'static str {
     env!("CARGO_BIN_EXE_harness")
+}
+
+/// A temp dir named `harness-test-NAME-…`, removed on drop.
+pub fn tmp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("harness-test-{name}-"))
+        .tempdir()
+        .unwrap()
+}
+
+/// Makes `cmd` start in a session of its own: whatever it starts (and does
+/// not setsid) is found by its session id afterwards, even once orphaned,
+/// and a signal sent to it never reaches the test runner.
+pub fn own_session(cmd: &mut Command) {
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+}
+
+/// Waits for `child` to exit, for at most `limit`; panics with `what` after.
+pub fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

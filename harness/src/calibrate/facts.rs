@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::procfs;
+use crate::machine;
 
 /// `/proc/stat`'s first line, in clock ticks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -189,18 +190,6 @@ pub struct Facts {
     pub autogroups: Vec<Autogroup>,
 }
 
-fn read(p: &str) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
-}
-
-pub fn load_avg() -> Vec<f64> {
-    read("/proc/loadavg")
-        .split_whitespace()
-        .take(3)
-        .filter_map(|v| v.parse().ok())
-        .collect()
-}
-
 fn timer_resolution_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -230,12 +219,6 @@ fn sleep_overshoot_us() -> f64 {
 /// The facts read before the run (`load_avg_after`, `steal_pct_during` and
 /// `autogroups` are filled in at the end).
 pub fn before() -> (Facts, CpuTicks) {
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu_model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map_or("unknown".into(), |(_, v)| v.trim().to_string());
     // SAFETY: sysconf has no preconditions.
     let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
     let cpus_allowed = crate::env::pinned::current_thread_cpus()
@@ -244,25 +227,16 @@ pub fn before() -> (Facts, CpuTicks) {
     let governor = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
         .ok()
         .map(|g| g.trim().to_string());
-    let os = read("/etc/os-release")
-        .lines()
-        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-        .map_or("unknown".into(), |v| v.trim_matches('"').to_string());
-    let memory_bytes = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024);
     let ticks = proc_stat();
     let facts = Facts {
-        cpu_model,
+        cpu_model: machine::cpu_model(),
         cores_online: online,
         cpus_allowed,
         governor,
-        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
-        os,
-        memory_bytes,
-        load_avg_before: load_avg(),
+        kernel: machine::kernel(),
+        os: machine::os(),
+        memory_bytes: machine::memory_bytes(),
+        load_avg_before: machine::load_avg(),
         load_avg_after: Vec::new(),
         steal_pct_since_boot: 100.0 * ticks.steal as f64 / ticks.total.max(1) as f64,
         steal_pct_during: 0.0,
@@ -278,7 +252,7 @@ pub fn before() -> (Facts, CpuTicks) {
 /// Fills in what is known only at the end.
 pub fn after(facts: &mut Facts, start: CpuTicks) {
     let now = proc_stat();
-    facts.load_avg_after = load_avg();
+    facts.load_avg_after = machine::load_avg();
     facts.steal_pct_during = 100.0 * now.steal.saturating_sub(start.steal) as f64
         / now.total.saturating_sub(start.total).max(1) as f64;
 }

@@ -34,6 +34,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Args;
 
+use crate::catalog::embedded::Embedded;
 use crate::catalog::{self, supervise, Availability, Db, Entry, Running, StartCtx};
 use crate::cli::parse_duration;
 use crate::compare::results::mean_sd;
@@ -130,24 +131,6 @@ pub struct CalibrateArgs {
     /// The repository (target/ with the server binaries).
     #[arg(long, value_name = "DIR")]
     pub repo_dir: Option<PathBuf>,
-}
-
-/// The embedded database, stopped and removed on drop.
-struct Embedded(Option<embedded_mariadb::MariaDb>);
-
-impl Drop for Embedded {
-    fn drop(&mut self) {
-        if let Some(mut db) = self.0.take() {
-            let pid = db.pid();
-            let dir = db.dir().to_path_buf();
-            db.stop();
-            drop(db);
-            if let Some(pid) = pid {
-                supervise::unregister_pid(pid);
-            }
-            supervise::unregister_dir(&dir);
-        }
-    }
 }
 
 /// What every measurement shares.
@@ -258,20 +241,6 @@ impl Ctx<'_> {
     }
 }
 
-fn raise_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain syscalls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max.min(1 << 20);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
 fn start_database(
     args: &CalibrateArgs,
     embedded: &mut Embedded,
@@ -300,17 +269,9 @@ fn start_database(
     let m = embedded_mariadb::MariaDb::start(opts.clone())
         .or_else(|_| embedded_mariadb::MariaDb::start(opts))
         .context("cannot start the private MariaDB")?;
-    if let Some(pid) = m.pid() {
-        supervise::register_pid(pid, "mariadbd");
-    }
-    supervise::register_dir(m.dir());
-    let d = Db::parse(&m.url())?;
+    let (d, version) = embedded.adopt(m)?;
     doc.kind = "embedded".into();
-    doc.version = m
-        .sql("SELECT VERSION()")
-        .ok()
-        .map(|v| format!("MariaDB {}", v.trim()));
-    embedded.0 = Some(m);
+    doc.version = version;
     Ok((Some(d), doc))
 }
 
@@ -395,7 +356,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     }
     let interrupt = Arc::new(AtomicBool::new(false));
     supervise::install_signal_handlers(interrupt.clone())?;
-    raise_nofile();
+    crate::machine::raise_nofile();
     let started_utc = crate::compare::results::now_utc();
     let (mut machine, ticks0) = facts::before();
     let cat_env = catalog::Env::discover(args.repo_dir.as_deref());
@@ -413,9 +374,9 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
             notes.join("; ")
         );
     }
-    let mut embedded = Embedded(None);
+    let mut embedded = Embedded::default();
     let (db, mut db_doc) = start_database(&args, &mut embedded)?;
-    let db_pid = embedded.0.as_ref().and_then(|m| m.pid());
+    let db_pid = embedded.pid();
     let threads = args.threads.unwrap_or_else(engine::default_threads);
     let mut ctx = Ctx {
         args: &args,

@@ -11,6 +11,7 @@
 //! [`node`], [`php_fpm`] (nginx + php-fpm), [`nginx_static`], [`swoole`],
 //! [`roadrunner`]; `--target NAME=URL` servers are [`Recipe::External`].
 
+pub mod embedded;
 pub mod http;
 pub mod nginx_static;
 pub mod node;
@@ -301,6 +302,26 @@ impl Running {
         })
     }
 
+    /// A server the harness started as one `child` answering on `addr`
+    /// (also its `Host`), with its run dir.
+    fn started(
+        entry: &Entry,
+        addr: SocketAddr,
+        versions: Vec<String>,
+        child: Child,
+        dir: Option<TempDir>,
+    ) -> Running {
+        Running {
+            name: entry.name.clone(),
+            addr,
+            authority: addr.to_string(),
+            versions,
+            notes: Vec::new(),
+            children: vec![child],
+            dir,
+        }
+    }
+
     /// The process ids of its children (each the leader of its group).
     pub fn pids(&self) -> Vec<u32> {
         self.children.iter().map(Child::pid).collect()
@@ -550,6 +571,18 @@ pub fn user_and_group() -> (String, String) {
 /// A run dir for one server.
 fn run_dir(name: &str) -> anyhow::Result<TempDir> {
     TempDir::new(&format!("benchlab-{name}-"))
+}
+
+/// `nginx -p DIR -e DIR/nginx-error.log -c DIR/nginx.conf`.
+fn nginx_command(nginx: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new(nginx);
+    cmd.arg("-p")
+        .arg(dir)
+        .arg("-e")
+        .arg(dir.join("nginx-error.log"))
+        .arg("-c")
+        .arg(dir.join("nginx.conf"));
+    cmd
 }
 
 /// Waits for a child's `listening on ADDR` announcement.

@@ -3,8 +3,6 @@
 //! `/config` document describing itself). Foreground (`daemon off;`), one
 //! worker per core, a process-group leader like every child.
 
-use std::process::Command;
-
 use anyhow::{bail, Context};
 
 use super::supervise::{Child, Stdout};
@@ -77,24 +75,10 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
         let listen = format!("127.0.0.1:{}", free_port()?);
         let conf = config(&w.display().to_string(), &listen, workers, &version);
         std::fs::write(w.join("nginx.conf"), conf).context("cannot write nginx.conf")?;
-        let mut cmd = Command::new(&nginx);
-        cmd.arg("-p")
-            .arg(&w)
-            .arg("-e")
-            .arg(w.join("nginx-error.log"))
-            .arg("-c")
-            .arg(w.join("nginx.conf"));
+        let cmd = super::nginx_command(&nginx, &w);
         let (child, _) = Child::spawn(&entry.name, cmd, &w.join("nginx.out"), Stdout::Log)?;
         let addr = listen.parse().expect("addr");
-        let mut running = Running {
-            name: entry.name.clone(),
-            addr,
-            authority: listen,
-            versions: vec![version.clone()],
-            notes: Vec::new(),
-            children: vec![child],
-            dir: None,
-        };
+        let mut running = Running::started(entry, addr, vec![version.clone()], child, None);
         match super::wait_ready(
             &mut running,
             ctx.interrupt,

@@ -59,13 +59,5 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
     let versions = version_of(&node, &["--version"])
         .map(|v| vec![format!("node {v}")])
         .unwrap_or_default();
-    Ok(Running {
-        name: entry.name.clone(),
-        addr,
-        authority: addr.to_string(),
-        versions,
-        notes: Vec::new(),
-        children: vec![child],
-        dir: Some(dir),
-    })
+    Ok(Running::started(entry, addr, versions, child, Some(dir)))
 }

@@ -15,7 +15,7 @@
 //! `conf.d/10-opcache.ini` sets `opcache.jit=off` after php.ini; `/config`
 //! (from `opcache_get_status()`) is checked at start-up.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -182,7 +182,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
 fn start_nginx(
     entry: &Entry,
     ctx: &StartCtx,
-    nginx_bin: &PathBuf,
+    nginx_bin: &Path,
     template: &str,
     app_dir: &Path,
     dir: TempDir,
@@ -208,13 +208,7 @@ fn start_nginx(
             render(template, &w, &listen, app_dir)?,
         )
         .context("cannot write nginx.conf")?;
-        let mut cmd = Command::new(nginx_bin);
-        cmd.arg("-p")
-            .arg(&w)
-            .arg("-e")
-            .arg(w.join("nginx-error.log"))
-            .arg("-c")
-            .arg(w.join("nginx.conf"));
+        let cmd = super::nginx_command(nginx_bin, &w);
         let (nginx, _) = Child::spawn("nginx", cmd, &w.join("nginx.out"), Stdout::Log)?;
         running.children.push(nginx);
         running.addr = listen.parse().expect("addr");

@@ -70,13 +70,5 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
     let (child, _) = Child::spawn(&entry.name, cmd, &dir.path().join("rr.log"), Stdout::Log)?;
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     let versions = version_of(&rr, &["--version"]).into_iter().collect();
-    Ok(Running {
-        name: entry.name.clone(),
-        addr,
-        authority: addr.to_string(),
-        versions,
-        notes: Vec::new(),
-        children: vec![child],
-        dir: Some(dir),
-    })
+    Ok(Running::started(entry, addr, versions, child, Some(dir)))
 }

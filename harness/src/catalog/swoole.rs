@@ -78,13 +78,5 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
     )
     .into_iter()
     .collect();
-    Ok(Running {
-        name: entry.name.clone(),
-        addr,
-        authority: addr.to_string(),
-        versions,
-        notes: Vec::new(),
-        children: vec![child],
-        dir: Some(dir),
-    })
+    Ok(Running::started(entry, addr, versions, child, Some(dir)))
 }

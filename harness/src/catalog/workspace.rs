@@ -84,13 +84,7 @@ pub fn start_placed(
             path.display()
         ));
     }
-    Ok(Running {
-        name: entry.name.clone(),
-        addr,
-        authority: addr.to_string(),
-        versions: Vec::new(),
-        notes,
-        children: vec![child],
-        dir: Some(dir),
-    })
+    let mut running = Running::started(entry, addr, Vec::new(), child, Some(dir));
+    running.notes = notes;
+    Ok(running)
 }

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
+use crate::catalog::embedded::Embedded;
 use crate::catalog::{self, procfs, supervise, Availability, Db, Entry, Env};
 use args::{CompareArgs, LoadTool, ReportArgs};
 use plan::Workload;
@@ -38,41 +39,6 @@ use results::{Database, Results, ServerDoc, Settings, WorkloadDoc};
 /// The embedded MariaDB's `max_connections`: room for any server's pool
 /// plus `conn=new` bursts.
 const EMBEDDED_MAX_CONNECTIONS: u32 = 1000;
-
-/// The embedded database, stopped and removed on drop.
-struct Embedded {
-    db: Option<embedded_mariadb::MariaDb>,
-}
-
-impl Drop for Embedded {
-    fn drop(&mut self) {
-        if let Some(mut db) = self.db.take() {
-            let pid = db.pid();
-            let dir = db.dir().to_path_buf();
-            db.stop();
-            drop(db);
-            if let Some(pid) = pid {
-                supervise::unregister_pid(pid);
-            }
-            supervise::unregister_dir(&dir);
-        }
-    }
-}
-
-/// Raises the open-files limit to the hard limit (children inherit it).
-fn raise_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain syscalls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max.min(1 << 20);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
 
 /// The selected entries: `--servers` names (all if none), then `--target`s.
 fn select(args: &CompareArgs) -> anyhow::Result<Vec<Entry>> {
@@ -231,7 +197,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let progress = progress::Progress::new();
     let interrupt = Arc::new(AtomicBool::new(false));
     supervise::install_signal_handlers(interrupt.clone())?;
-    raise_nofile();
+    crate::machine::raise_nofile();
     let started_utc = results::now_utc();
     let machine = results::machine();
 
@@ -282,7 +248,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     }
 
     // The database.
-    let mut embedded = Embedded { db: None };
+    let mut embedded = Embedded::default();
     let mut database = Database {
         kind: "none".into(),
         url: None,
@@ -336,15 +302,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => return Err(e).context("cannot start the private MariaDB"),
             };
-            if let Some(pid) = m.pid() {
-                supervise::register_pid(pid, "mariadbd");
-            }
-            supervise::register_dir(m.dir());
-            let d = Db::parse(&m.url())?;
-            let version = m
-                .sql("SELECT VERSION()")
-                .ok()
-                .map(|v| format!("MariaDB {}", v.trim()));
+            let (d, version) = embedded.adopt(m)?;
             database = Database {
                 kind: "embedded".into(),
                 url: Some(d.redacted()),
@@ -352,10 +310,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
                 max_connections: Some(u64::from(EMBEDDED_MAX_CONNECTIONS)),
             };
             db = Some(d);
-            embedded.db = Some(m);
         }
     }
-    let db_pid = embedded.db.as_ref().and_then(|m| m.pid());
+    let db_pid = embedded.pid();
 
     // The environment, after the database (a namespace reaches it by DNAT).
     let setup = if environment == crate::env::Environment::Bare {

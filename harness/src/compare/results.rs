@@ -260,36 +260,15 @@ pub fn now_utc() -> String {
 
 /// The facts of this machine.
 pub fn machine() -> Machine {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu_model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map_or("unknown".into(), |(_, v)| v.trim().to_string());
-    let os = read("/etc/os-release")
-        .lines()
-        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-        .map_or("unknown".into(), |v| v.trim_matches('"').to_string());
-    let memory_bytes = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024);
-    let load_avg_1m = read("/proc/loadavg")
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    let autogroup = crate::catalog::procfs::sched_autogroup_enabled();
+    use crate::machine;
     Machine {
-        cpu_model,
+        cpu_model: machine::cpu_model(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
-        os,
-        memory_bytes,
-        load_avg_1m,
-        sched_autogroup_enabled: autogroup,
+        kernel: machine::kernel(),
+        os: machine::os(),
+        memory_bytes: machine::memory_bytes(),
+        load_avg_1m: machine::load_avg().first().copied().unwrap_or(0.0),
+        sched_autogroup_enabled: crate::catalog::procfs::sched_autogroup_enabled(),
         scheduling: "every server process is a process-group leader in the harness's session \
                      (no setsid: nginx runs with daemon off, php-fpm's setsid fails), so it \
                      shares the harness's scheduler autogroup"

@@ -435,29 +435,19 @@ fn curve(runs: &[RunDoc], merged: &Histogram<u64>, tool: LoadTool) -> Vec<CurveP
     // The tools print a few percentiles: average them over the runs.
     let n = runs.len().max(1) as u64;
     let pick = |f: fn(&LatencyDoc) -> u64| runs.iter().map(|r| f(&r.latency_us)).sum::<u64>() / n;
-    vec![
-        CurvePoint {
-            percentile: 50.0,
-            latency_us: pick(|l| l.p50),
-        },
-        CurvePoint {
-            percentile: 75.0,
-            latency_us: pick(|l| l.p75),
-        },
-        CurvePoint {
-            percentile: 90.0,
-            latency_us: pick(|l| l.p90),
-        },
-        CurvePoint {
-            percentile: 99.0,
-            latency_us: pick(|l| l.p99),
-        },
-        CurvePoint {
-            percentile: 100.0,
-            latency_us: runs.iter().map(|r| r.latency_us.max).max().unwrap_or(0),
-        },
+    let max = runs.iter().map(|r| r.latency_us.max).max().unwrap_or(0);
+    [
+        (50.0, pick(|l| l.p50)),
+        (75.0, pick(|l| l.p75)),
+        (90.0, pick(|l| l.p90)),
+        (99.0, pick(|l| l.p99)),
+        (100.0, max),
     ]
     .into_iter()
-    .filter(|p| p.latency_us > 0)
+    .filter(|&(_, latency_us)| latency_us > 0)
+    .map(|(percentile, latency_us)| CurvePoint {
+        percentile,
+        latency_us,
+    })
     .collect()
 }

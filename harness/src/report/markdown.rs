@@ -2,7 +2,9 @@
 
 use std::fmt::Write;
 
-use super::{describe_check, describe_latency_origin, describe_load, latency, thousands};
+use super::{
+    describe_check, describe_latency_origin, describe_load, failure_kinds, latencies, thousands,
+};
 use crate::engine::RunResult;
 use crate::stats::Percentiles;
 
@@ -29,18 +31,7 @@ pub fn render(r: &RunResult) -> String {
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut row = |name: &str, p: Percentiles| {
-        let _ = writeln!(
-            out,
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            latency(p.p50),
-            latency(p.p75),
-            latency(p.p90),
-            latency(p.p99),
-            latency(p.p99_9),
-            latency(p.max),
-            latency(p.mean.round() as u64),
-            latency(p.stdev.round() as u64)
-        );
+        let _ = writeln!(out, "| {name} | {} |", latencies(&p).join(" | "));
     };
     row("total", Percentiles::of(&s.latency_us));
     if r.latency_corrected() {
@@ -51,13 +42,7 @@ pub fn render(r: &RunResult) -> String {
     }
     let _ = writeln!(out, "\nLatency is measured {}.", describe_latency_origin(r));
     let _ = writeln!(out, "Responses checked: {}.", describe_check(r));
-    let failures: Vec<String> = s
-        .failures
-        .named()
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(name, n)| format!("{name} {}", thousands(*n)))
-        .collect();
+    let failures = failure_kinds(&s.failures);
     if !failures.is_empty() {
         let _ = writeln!(out, "Failures: {}.", failures.join(", "));
     }

@@ -10,6 +10,7 @@ pub mod text;
 
 use crate::cli::Format;
 use crate::engine::{Check, Pace, RunResult, Stop};
+use crate::stats::{FailureCounts, Percentiles};
 
 /// The report of `result` in `format`.
 pub fn render(format: Format, result: &RunResult) -> String {
@@ -31,6 +32,31 @@ pub fn thousands(n: u64) -> String {
         .map(|g| std::str::from_utf8(g).expect("ASCII digits"))
         .collect();
     groups.join(",")
+}
+
+/// p50, p75, p90, p99, p99.9, max, mean and standard deviation, as [`latency`].
+pub fn latencies(p: &Percentiles) -> [String; 8] {
+    [
+        p.p50,
+        p.p75,
+        p.p90,
+        p.p99,
+        p.p99_9,
+        p.max,
+        p.mean.round() as u64,
+        p.stdev.round() as u64,
+    ]
+    .map(latency)
+}
+
+/// The failure kinds that occurred, as `timeout 3`.
+pub fn failure_kinds(failures: &FailureCounts) -> Vec<String> {
+    failures
+        .named()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} {}", thousands(*n)))
+        .collect()
 }
 
 /// A latency in µs, in the unit that reads best: `480µs`, `1.25ms`, `2.50s`.

@@ -2,7 +2,10 @@
 
 use std::fmt::Write;
 
-use super::{bytes, describe_check, describe_latency_origin, describe_load, latency, thousands};
+use super::{
+    bytes, describe_check, describe_latency_origin, describe_load, failure_kinds, latencies,
+    thousands,
+};
 use crate::engine::RunResult;
 use crate::stats::Percentiles;
 
@@ -71,13 +74,7 @@ pub fn render(r: &RunResult) -> String {
     if !statuses.is_empty() {
         let _ = writeln!(out, "  status     {}", statuses.join(", "));
     }
-    let failures: Vec<String> = s
-        .failures
-        .named()
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(name, n)| format!("{name} {}", thousands(*n)))
-        .collect();
+    let failures = failure_kinds(&s.failures);
     if !failures.is_empty() {
         let _ = writeln!(out, "  failures   {}", failures.join(", "));
     }
@@ -100,16 +97,9 @@ fn line(out: &mut String, name: &str, p: &Percentiles) {
         let _ = writeln!(out, "  {name:<10} no samples");
         return;
     }
+    let [p50, p75, p90, p99, p99_9, max, mean, stdev] = latencies(p);
     let _ = writeln!(
         out,
-        "  {name:<10} p50 {}  p75 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {} ± {})",
-        latency(p.p50),
-        latency(p.p75),
-        latency(p.p90),
-        latency(p.p99),
-        latency(p.p99_9),
-        latency(p.max),
-        latency(p.mean.round() as u64),
-        latency(p.stdev.round() as u64),
+        "  {name:<10} p50 {p50}  p75 {p75}  p90 {p90}  p99 {p99}  p99.9 {p99_9}  max {max}  (mean {mean} ± {stdev})"
     );
 }

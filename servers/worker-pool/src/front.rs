@@ -6,7 +6,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use server_common::http1::{self, Connection};
+use server_common::http1;
 use server_common::shutdown::{InFlight, Shutdown, GRACE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use tokio::time::{sleep, timeout, Instant};
 use workloads::Response;
 
-use crate::inbox::{Inbox, Parsed};
+use crate::inbox::{encode_reply, Inbox, Parsed};
 use crate::pool::Queue;
 use crate::{READ_TIMEOUT, WRITE_TIMEOUT};
 
@@ -92,12 +92,12 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
     tokio::pin!(deadline);
     loop {
         loop {
-            let (routed, head, connection) = match inbox.next_request() {
-                Ok(Some(Parsed {
-                    routed,
-                    head,
-                    connection,
-                })) => (routed, head, connection),
+            let Parsed {
+                routed,
+                head,
+                connection,
+            } = match inbox.next_request() {
+                Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
                 Err(e) => {
                     // The front answers what it cannot parse, as nginx does.
@@ -122,14 +122,8 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
                 }
                 None => Response::busy(),
             };
-            let closing = connection == Connection::Close || front.shutdown.is_stopping();
-            let connection = if closing {
-                Connection::Close
-            } else {
-                connection
-            };
-            http1::encode(&mut out, front.name, &response, head, connection);
-            if closing {
+            let stopping = front.shutdown.is_stopping();
+            if encode_reply(&mut out, front.name, &response, head, connection, stopping) {
                 let _ = write(&mut stream, &out).await;
                 return;
             }

@@ -2,7 +2,7 @@
 //! event-loop front and the per-connection workers.
 
 use server_common::http1::{self, Connection, ParseError, MAX_BODY_BYTES, MAX_HEAD_BYTES};
-use workloads::{Endpoint, Rejection};
+use workloads::{Endpoint, Rejection, Response};
 
 /// Initial read buffer: many pipelined benchmark requests fit.
 const INITIAL_CAPACITY: usize = 4096;
@@ -25,6 +25,27 @@ impl Parsed {
     pub fn keep_alive(&self) -> bool {
         self.connection != Connection::Close
     }
+}
+
+/// Encodes `response` into `out` after what is already there; `true` when
+/// the connection ends after it (the client asked, or the server is
+/// stopping).
+pub fn encode_reply(
+    out: &mut Vec<u8>,
+    name: &str,
+    response: &Response,
+    head: bool,
+    connection: Connection,
+    stopping: bool,
+) -> bool {
+    let closing = connection == Connection::Close || stopping;
+    let connection = if closing {
+        Connection::Close
+    } else {
+        connection
+    };
+    http1::encode(out, name, response, head, connection);
+    closing
 }
 
 /// Bytes read from a connection and not yet consumed: `buf[start..end]`.

@@ -9,10 +9,10 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use server_common::http1::{self, Connection};
+use server_common::http1;
 use server_common::shutdown::{InFlight, Shutdown};
 
-use crate::inbox::{Inbox, Parsed};
+use crate::inbox::{encode_reply, Inbox, Parsed};
 use crate::worker::Worker;
 use crate::{READ_TIMEOUT, WRITE_TIMEOUT};
 
@@ -70,12 +70,12 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
     let mut deadline = Instant::now() + READ_TIMEOUT;
     loop {
         loop {
-            let (routed, head, connection) = match inbox.next_request() {
-                Ok(Some(Parsed {
-                    routed,
-                    head,
-                    connection,
-                })) => (routed, head, connection),
+            let Parsed {
+                routed,
+                head,
+                connection,
+            } = match inbox.next_request() {
+                Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
                 Err(e) => {
                     http1::encode_error(&mut out, name, e);
@@ -92,14 +92,14 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                 out.clear();
             }
             let response = worker.serve(routed);
-            let closing = connection == Connection::Close || shutdown.is_stopping();
-            let connection = if closing {
-                Connection::Close
-            } else {
-                connection
-            };
-            http1::encode(&mut out, name, &response, head, connection);
-            if closing {
+            if encode_reply(
+                &mut out,
+                name,
+                &response,
+                head,
+                connection,
+                shutdown.is_stopping(),
+            ) {
                 let _ = stream.write_all(&out);
                 return;
             }

@@ -41,6 +41,20 @@ fn svg(draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> DrawResult) -> Stri
     }
 }
 
+/// A chart on `root` in the report's layout: the caption, room for both
+/// axes' labels.
+fn builder<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    caption: String,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(80);
+    b
+}
+
 fn ok_rows<'a>(results: &'a Results, workload: &str, c: u64) -> Vec<&'a Row> {
     results
         .rows
@@ -78,16 +92,12 @@ pub fn rps_bars(results: &Results, workload: &str, c: u64) -> Option<String> {
         * 1.15;
     let n = rows.len();
     Some(svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!("{workload}: requests/s at c={c} (mean, runs min–max)"),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(80)
-            // An integer range is inclusive as a discrete axis: 0..n-1 is n slots.
-            .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..ymax)?;
+        let mut chart = builder(
+            root,
+            format!("{workload}: requests/s at c={c} (mean, runs min–max)"),
+        )
+        // An integer range is inclusive as a discrete axis: 0..n-1 is n slots.
+        .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..ymax)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -151,14 +161,7 @@ pub fn latency_curves(results: &Results, workload: &str, c: u64) -> Option<Strin
     let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.001) / 1.5;
     let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0) * 1.5;
     Some(svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!("{workload}: latency by percentile at c={c}"),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(80)
+        let mut chart = builder(root, format!("{workload}: latency by percentile at c={c}"))
             .build_cartesian_2d(0f64..5.0, (lo..hi).log_scale())?;
         chart
             .configure_mesh()
@@ -240,14 +243,7 @@ pub fn sweep(results: &Results, workload: &str) -> Option<String> {
         .fold(1.0, f64::max)
         * 1.15;
     Some(svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!("{workload}: requests/s by concurrency"),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(80)
+        let mut chart = builder(root, format!("{workload}: requests/s by concurrency"))
             .build_cartesian_2d((cmin.max(1.0) / 1.2..cmax * 1.2).log_scale(), 0f64..ymax)?;
         chart
             .configure_mesh()

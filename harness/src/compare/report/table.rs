@@ -148,13 +148,7 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
     for r in &results.rows {
         if let Some(s) = &r.summary {
             if s.failed > 0 {
-                let kinds: Vec<String> = s
-                    .failures
-                    .named()
-                    .iter()
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(k, n)| format!("{k} {}", thousands(*n)))
-                    .collect();
+                let kinds = crate::report::failure_kinds(&s.failures);
                 line(&format!(
                     "{} {} c={}: {} failed ({})",
                     r.server,
