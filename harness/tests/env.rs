@@ -19,8 +19,10 @@ use serde_json::Value;
 use crate::cli::validate;
 use crate::util::{harness_bin, own_session, sibling_binary, tmp, wait_exit};
 
-/// Bridge tests share `route_localnet`: one at a time, so each can check
-/// that it is restored.
+/// The tests here share `route_localnet` and the CPU placement of whatever
+/// runs (calibrate measures every environment it is given, and runs the
+/// reference servers): one at a time, so each can check that what it found
+/// is restored.
 static NET: Mutex<()> = Mutex::new(());
 
 fn event_loop() -> Entry {
@@ -80,6 +82,7 @@ fn bridge_refused() -> Option<String> {
 
 #[test]
 fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
     if let Err(why) = Environment::Pinned.availability() {
         eprintln!("skipped: {why}");
         return;
@@ -291,6 +294,7 @@ fn a_killed_calibrate_is_swept_by_the_next_build_and_route_localnet_restored() {
 
 #[test]
 fn calibrate_json_matches_its_schema() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
     sibling_binary("event-loop");
     let o = Command::new(harness_bin())
         .args(["calibrate", "--json", "--servers", "event-loop"])

@@ -387,6 +387,25 @@ pub fn teardown_all() {
             eprintln!("harness: bridge {id}: {e}");
         }
     }
+    // The process exits right after this hook. A bridge whose orderly
+    // teardown was under way on another thread is no longer in LIVE, and
+    // would not get to give route_localnet back: give back this process's
+    // whole hold now (a later release of that teardown then finds none).
+    if let Some(e) = release_all_localnet() {
+        eprintln!("harness: {e}");
+    }
+}
+
+/// Gives back every hold of this process on `route_localnet` at once.
+fn release_all_localnet() -> Option<String> {
+    {
+        let mut g = LOCALNET.lock().unwrap_or_else(|e| e.into_inner());
+        if *g == 0 {
+            return None;
+        }
+        *g = 1;
+    }
+    release_localnet()
 }
 
 impl Bridge {
