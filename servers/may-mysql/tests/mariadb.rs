@@ -484,6 +484,28 @@ fn warm_up(pool: &Pool, n: usize) {
     assert_eq!(pool.idle_count(), n);
 }
 
+/// Waits until every thread of the server is stopped: kill(2) returns
+/// before SIGSTOP has reached them, and a query sent in between is answered.
+fn wait_until_stopped(db: &MariaDb) {
+    let pid = db.pid().expect("running");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let states: Vec<char> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+            .filter_map(|stat| stat.rsplit_once(") ")?.1.chars().next())
+            .collect();
+        if !states.is_empty() && states.iter().all(|&s| s == 'T' || s == 't') {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "mariadbd not stopped: {states:?}"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// The database hangs, stops and comes back on the same port: callers get
 /// errors within a bounded time, and the pool recovers by itself.
 #[test]
@@ -499,6 +521,7 @@ fn pool_recovers_after_database_restart() {
     // Hung server (SIGSTOP): an open connection's query and a new
     // connection's handshake both time out.
     db.signal(libc::SIGSTOP).unwrap();
+    wait_until_stopped(&db);
     let (result, elapsed) = timed_query(&busy);
     assert!(matches!(result, Err(Error::Timeout { .. })), "{result:?}");
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
