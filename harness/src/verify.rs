@@ -1,15 +1,14 @@
 //! `harness verify`: every row of the contract (DESIGN.md §2), one request
-//! (or one short exchange) per row over a plain blocking socket, each answer
+//! (or one short exchange) per row over `workloads::probe`, each answer
 //! judged by `workloads::verify`. Prints PASS/FAIL per row with what
 //! differed; the exit code is non-zero if any row fails.
 
-use std::borrow::Cow;
-use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
+use workloads::probe::{Conn, RawResponse};
 use workloads::{expect, Expected, ExpectedBody};
 
 use crate::cli::VerifyArgs;
@@ -267,12 +266,12 @@ fn probe(addr: SocketAddr, probe: &Probe, timeout: Duration) -> Result<(), Strin
                 body: ExpectedBody::Reason,
                 head: false,
             };
-            r.judge(&expected)?;
+            judge(&r, &expected)?;
             c.expect_closed()
         }
         Probe::Http10Close => {
             c.send(b"GET /hello HTTP/1.0\r\n\r\n")?;
-            c.response(false)?.judge(&expect("GET", "/hello"))?;
+            judge(&c.response(false)?, &expect("GET", "/hello"))?;
             c.expect_closed()
         }
         Probe::Http10KeepAlive => {
@@ -281,7 +280,7 @@ fn probe(addr: SocketAddr, probe: &Probe, timeout: Duration) -> Result<(), Strin
                 let r = c
                     .response(false)
                     .map_err(|e| format!("request {}: {e}", i + 1))?;
-                r.judge(&expect("GET", "/hello"))?;
+                judge(&r, &expect("GET", "/hello"))?;
                 let ka = r.header("connection").unwrap_or("");
                 if !ka.eq_ignore_ascii_case("keep-alive") {
                     return Err(format!(
@@ -309,7 +308,7 @@ fn probe(addr: SocketAddr, probe: &Probe, timeout: Duration) -> Result<(), Strin
             c.send(&raw)?;
             for (i, t) in targets.iter().enumerate() {
                 c.response(false)
-                    .and_then(|r| r.judge(&expect("GET", t)))
+                    .and_then(|r| judge(&r, &expect("GET", t)))
                     .map_err(|e| format!("answer {} (GET {t}): {e}", i + 1))?;
             }
             Ok(())
@@ -329,66 +328,32 @@ fn probe(addr: SocketAddr, probe: &Probe, timeout: Duration) -> Result<(), Strin
     }
 }
 
-/// A response as received.
-#[derive(Debug)]
-struct Response {
-    status: u16,
-    headers: Vec<(String, Vec<u8>)>,
-    body: Vec<u8>,
-}
-
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
-    }
-
-    fn judge(&self, expected: &Expected) -> Result<(), String> {
-        let headers: Vec<(&str, &[u8])> = self
-            .headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_slice()))
-            .collect();
-        workloads::verify(expected, self.status, &headers, &self.body)
-            .map_err(|m| m.to_string())?;
-        if expected.status == 405 {
-            let allow = self.header("allow").ok_or("405 without an Allow header")?;
-            if !allow.contains("GET") {
-                return Err(format!("Allow: {allow:?} does not list GET"));
-            }
+/// Whether a response is the contract's answer; a 405 must also list GET in `Allow`.
+fn judge(r: &RawResponse, expected: &Expected) -> Result<(), String> {
+    r.verify(expected).map_err(|m| m.to_string())?;
+    if expected.status == 405 {
+        let allow = r.header("allow").ok_or("405 without an Allow header")?;
+        if !allow.contains("GET") {
+            return Err(format!("Allow: {allow:?} does not list GET"));
         }
-        Ok(())
     }
+    Ok(())
 }
 
-/// A blocking HTTP/1 client that shows exactly what came back.
-struct Client {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
+/// The contract's raw client ([`workloads::probe`]) with one-line errors.
+struct Client(Conn);
 
 impl Client {
-    fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Client> {
-        let stream = TcpStream::connect_timeout(&addr, timeout)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        stream.set_nodelay(true)?;
-        Ok(Client {
-            stream,
-            buf: Vec::new(),
-        })
+    fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<Client> {
+        Conn::connect_within(addr, timeout, timeout).map(Client)
     }
 
     fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.stream
-            .write_all(bytes)
-            .map_err(|e| format!("send: {e}"))
+        self.0.send(bytes).map_err(|e| format!("send: {e}"))
     }
 
     /// Sends `method target` and judges the answer against the contract.
-    fn exchange(&mut self, method: &str, target: &str) -> Result<Response, String> {
+    fn exchange(&mut self, method: &str, target: &str) -> Result<RawResponse, String> {
         let body = if matches!(method, "GET" | "HEAD") {
             ""
         } else {
@@ -396,144 +361,22 @@ impl Client {
         };
         self.send(format!("{method} {target} HTTP/1.1\r\nHost: verify\r\n{body}\r\n").as_bytes())?;
         let r = self.response(method == "HEAD")?;
-        r.judge(&expect(method, target))?;
+        judge(&r, &expect(method, target))?;
         Ok(r)
     }
 
     /// Reads one response; `head`: no body follows.
-    fn response(&mut self, head: bool) -> Result<Response, String> {
-        loop {
-            if let Some((r, used)) = parse(&self.buf, head, false)? {
-                self.buf.drain(..used);
-                return Ok(r);
-            }
-            let mut chunk = [0u8; 16 * 1024];
-            let n = match self.stream.read(&mut chunk) {
-                Ok(n) => n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(format!(
-                        "no complete answer in time ({} bytes)",
-                        self.buf.len()
-                    ))
-                }
-                Err(e) => return Err(format!("receive: {e}")),
-            };
-            if n == 0 {
-                if let Some((r, used)) = parse(&self.buf, head, true)? {
-                    self.buf.drain(..used);
-                    return Ok(r);
-                }
-                return Err(format!(
-                    "connection closed after {} bytes, before a complete answer",
-                    self.buf.len()
-                ));
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
+    fn response(&mut self, head: bool) -> Result<RawResponse, String> {
+        self.0.read_response(head).map_err(|e| e.to_string())
     }
 
     /// The server must close the connection (within 5 s).
     fn expect_closed(&mut self) -> Result<(), String> {
-        let _ = self.stream.set_read_timeout(Some(Duration::from_secs(5)));
-        let mut b = [0u8; 256];
-        match self.stream.read(&mut b) {
-            Ok(0) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(()),
-            Ok(n) => Err(format!("{n} more bytes instead of a close")),
-            Err(_) => Err("the connection was left open".into()),
+        if self.0.is_closed(Duration::from_secs(5)) {
+            Ok(())
+        } else {
+            Err("the connection was left open".into())
         }
-    }
-}
-
-type Parsed = Option<(Response, usize)>;
-
-/// One response from `buf`: `Ok(None)` while incomplete.
-fn parse(buf: &[u8], head: bool, eof: bool) -> Result<Parsed, String> {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut r = httparse::Response::new(&mut headers);
-    let head_len = match r.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => {
-            return Err(format!(
-                "not an HTTP/1 response ({e}): {:?}",
-                String::from_utf8_lossy(&buf[..buf.len().min(80)])
-            ))
-        }
-    };
-    let mut resp = Response {
-        status: r.code.unwrap_or(0),
-        headers: r
-            .headers
-            .iter()
-            .map(|h| (h.name.to_string(), h.value.to_vec()))
-            .collect(),
-        body: Vec::new(),
-    };
-    if head || resp.status == 204 || resp.status == 304 {
-        return Ok(Some((resp, head_len)));
-    }
-    let chunked = resp
-        .header("transfer-encoding")
-        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    if chunked {
-        return dechunk(buf, head_len).map(|o| {
-            o.map(|(body, used)| {
-                resp.body = body;
-                (resp, used)
-            })
-        });
-    }
-    if let Some(cl) = resp.header("content-length") {
-        let cl: usize = cl
-            .trim()
-            .parse()
-            .map_err(|_| format!("bad Content-Length {cl:?}"))?;
-        if buf.len() < head_len + cl {
-            return Ok(None);
-        }
-        resp.body = buf[head_len..head_len + cl].to_vec();
-        return Ok(Some((resp, head_len + cl)));
-    }
-    if eof {
-        resp.body = buf[head_len..].to_vec();
-        return Ok(Some((resp, buf.len())));
-    }
-    Ok(None)
-}
-
-fn dechunk(buf: &[u8], mut pos: usize) -> Result<Option<(Vec<u8>, usize)>, String> {
-    let mut body = Vec::new();
-    loop {
-        let Some(eol) = buf[pos..].windows(2).position(|w| w == b"\r\n") else {
-            return Ok(None);
-        };
-        let line: Cow<str> = String::from_utf8_lossy(&buf[pos..pos + eol]);
-        let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| format!("bad chunk size {line:?}"))?;
-        pos += eol + 2;
-        if size == 0 {
-            // Trailer fields, then an empty line.
-            loop {
-                let Some(eol) = buf[pos..].windows(2).position(|w| w == b"\r\n") else {
-                    return Ok(None);
-                };
-                pos += eol + 2;
-                if eol == 0 {
-                    return Ok(Some((body, pos)));
-                }
-            }
-        }
-        if buf.len() < pos + size + 2 {
-            return Ok(None);
-        }
-        body.extend_from_slice(&buf[pos..pos + size]);
-        pos += size + 2;
     }
 }
 
@@ -556,22 +399,5 @@ mod tests {
         }
         assert!(names.iter().any(|n| n.contains("431")));
         assert!(names.iter().any(|n| n.starts_with("malformed")));
-    }
-
-    #[test]
-    fn parses_length_chunked_and_close_delimited() {
-        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1";
-        let (r, used) = parse(raw, false, false).unwrap().unwrap();
-        assert_eq!(
-            (r.status, r.body.as_slice(), used),
-            (200, &b"ok"[..], raw.len() - 8)
-        );
-        let raw =
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n1\r\n!\r\n0\r\n\r\n";
-        let (r, used) = parse(raw, false, false).unwrap().unwrap();
-        assert_eq!((r.body.as_slice(), used), (&b"ok!"[..], raw.len()));
-        let raw = b"HTTP/1.0 200 OK\r\n\r\nbye";
-        assert!(parse(raw, false, false).unwrap().is_none());
-        assert_eq!(parse(raw, false, true).unwrap().unwrap().0.body, b"bye");
     }
 }

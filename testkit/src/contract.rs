@@ -87,19 +87,17 @@ fn check_response(resp: &RawResponse, expected: &Expected, method: &str, target:
         panic!(
             "{method} {target}: {m}\n  got {} {:?} {:?}",
             resp.status,
-            resp.headers_debug(),
+            headers_debug(resp),
             resp.body_str()
         );
     }
 }
 
-impl RawResponse {
-    fn headers_debug(&self) -> Vec<String> {
-        self.headers
-            .iter()
-            .map(|(n, v)| format!("{n}: {}", String::from_utf8_lossy(v)))
-            .collect()
-    }
+fn headers_debug(resp: &RawResponse) -> Vec<String> {
+    resp.headers
+        .iter()
+        .map(|(n, v)| format!("{n}: {}", String::from_utf8_lossy(v)))
+        .collect()
 }
 
 pub fn hello(s: &Subject) {

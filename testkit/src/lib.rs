@@ -4,11 +4,12 @@
 //! - [`db::shared_db`]: one private MariaDB per test binary, stopped at exit;
 //!   [`db::private`]: one per test, to stop, restart or count connections of.
 //! - [`process::ServerProcess`]: a server binary on a free port, stopped on drop.
-//! - [`client`]: a raw HTTP/1 client that shows exactly what a server sent.
+//! - [`client`]: the raw HTTP/1 client that shows exactly what a server sent
+//!   (`workloads::probe`, which `harness verify` uses too).
 //! - [`contract`] and [`contract_tests!`]: the contract suite (DESIGN.md §2),
 //!   one `#[test]` per row, judged by `workloads::verify`.
 
-pub mod client;
+pub use workloads::probe as client;
 pub mod contract;
 pub mod db;
 pub mod process;

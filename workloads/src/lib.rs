@@ -18,6 +18,7 @@
 
 mod config;
 mod endpoint;
+pub mod probe;
 mod response;
 mod verify;
 

@@ -1,11 +1,13 @@
-//! A raw HTTP/1 client: sends exactly the bytes a test gives it and reports
-//! exactly what came back, including whether the server closed.
+//! A raw, blocking HTTP/1 client for judging a server: it sends exactly the
+//! bytes it is given and reports exactly what came back, including whether
+//! the server closed. `harness verify` and the test suites (through
+//! `testkit::client`) use it; [`RawResponse::verify`] applies [`crate::verify`].
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-/// How long a test waits for any single response.
+/// How long a caller waits for any single response unless it sets another bound.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A response as received.
@@ -40,8 +42,8 @@ impl RawResponse {
     }
 
     /// Judges this response against the contract's expectation.
-    pub fn verify(&self, expected: &workloads::Expected) -> Result<(), workloads::Mismatch> {
-        workloads::verify(expected, self.status, &self.header_pairs(), &self.body)
+    pub fn verify(&self, expected: &crate::Expected) -> Result<(), crate::Mismatch> {
+        crate::verify(expected, self.status, &self.header_pairs(), &self.body)
     }
 }
 
@@ -55,13 +57,19 @@ pub struct Conn {
 
 impl Conn {
     pub fn connect(addr: SocketAddr) -> io::Result<Conn> {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        Conn::connect_within(addr, Duration::from_secs(5), READ_TIMEOUT)
+    }
+
+    /// Connects within `connect`; reads and writes then wait up to `io`.
+    pub fn connect_within(addr: SocketAddr, connect: Duration, io: Duration) -> io::Result<Conn> {
+        let stream = TcpStream::connect_timeout(&addr, connect)?;
+        stream.set_read_timeout(Some(io))?;
+        stream.set_write_timeout(Some(io))?;
         stream.set_nodelay(true)?;
         Ok(Conn {
             stream,
             buf: Vec::new(),
-            read_timeout: READ_TIMEOUT,
+            read_timeout: io,
         })
     }
 
@@ -292,28 +300,14 @@ fn parse(buf: &[u8], head: bool, eof: bool) -> io::Result<Option<(RawResponse, u
     }
     if resp
         .header("transfer-encoding")
-        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
     {
-        let mut pos = head_len;
-        let mut body = Vec::new();
-        loop {
-            let Some(line_end) = buf[pos..].windows(2).position(|w| w == b"\r\n") else {
-                return Ok(None);
-            };
-            let size_str = std::str::from_utf8(&buf[pos..pos + line_end]).unwrap_or("");
-            let size = usize::from_str_radix(size_str.split(';').next().unwrap_or("").trim(), 16)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
-            pos += line_end + 2;
-            if buf.len() < pos + size + 2 {
-                return Ok(None);
-            }
-            body.extend_from_slice(&buf[pos..pos + size]);
-            pos += size + 2;
-            if size == 0 {
+        return dechunk(buf, head_len).map(|o| {
+            o.map(|(body, used)| {
                 resp.body = body;
-                return Ok(Some((resp, pos)));
-            }
-        }
+                (resp, used)
+            })
+        });
     }
     // Delimited by the close.
     if eof {
@@ -321,6 +315,44 @@ fn parse(buf: &[u8], head: bool, eof: bool) -> io::Result<Option<(RawResponse, u
         return Ok(Some((resp, buf.len())));
     }
     Ok(None)
+}
+
+/// A chunked body from `pos`, trailer fields skipped: `Ok(None)` while incomplete.
+fn dechunk(buf: &[u8], mut pos: usize) -> io::Result<Option<(Vec<u8>, usize)>> {
+    let line_end = |pos: usize| buf[pos..].windows(2).position(|w| w == b"\r\n");
+    let mut body = Vec::new();
+    loop {
+        let Some(eol) = line_end(pos) else {
+            return Ok(None);
+        };
+        let line = String::from_utf8_lossy(&buf[pos..pos + eol]);
+        let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16).map_err(
+            |_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("bad chunk size {line:?}"),
+                )
+            },
+        )?;
+        pos += eol + 2;
+        if size == 0 {
+            // Trailer fields, then an empty line.
+            loop {
+                let Some(eol) = line_end(pos) else {
+                    return Ok(None);
+                };
+                pos += eol + 2;
+                if eol == 0 {
+                    return Ok(Some((body, pos)));
+                }
+            }
+        }
+        if buf.len() < pos + size + 2 {
+            return Ok(None);
+        }
+        body.extend_from_slice(&buf[pos..pos + size]);
+        pos += size + 2;
+    }
 }
 
 /// One request on a fresh connection.
@@ -331,4 +363,34 @@ pub fn request(addr: SocketAddr, method: &str, target: &str) -> io::Result<RawRe
 /// `GET target` on a fresh connection.
 pub fn get(addr: SocketAddr, target: &str) -> io::Result<RawResponse> {
     request(addr, "GET", target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_length_chunked_and_close_delimited() {
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1";
+        let (r, used) = parse(raw, false, false).unwrap().unwrap();
+        assert_eq!(
+            (r.status, r.body.as_slice(), used),
+            (200, &b"ok"[..], raw.len() - 8)
+        );
+        let raw =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n1\r\n!\r\n0\r\n\r\n";
+        let (r, used) = parse(raw, false, false).unwrap().unwrap();
+        assert_eq!((r.body.as_slice(), used), (&b"ok!"[..], raw.len()));
+        let raw =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n!\r\n0\r\nX-T: v\r\n\r\n";
+        let (r, used) = parse(raw, false, false).unwrap().unwrap();
+        assert_eq!(
+            (r.body.as_slice(), used),
+            (&b"!"[..], raw.len()),
+            "trailers skipped"
+        );
+        let raw = b"HTTP/1.0 200 OK\r\n\r\nbye";
+        assert!(parse(raw, false, false).unwrap().is_none());
+        assert_eq!(parse(raw, false, true).unwrap().unwrap().0.body, b"bye");
+    }
 }
