@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use workloads::probe::{Conn, RawResponse};
+use workloads::probe::{samples, Conn, RawResponse};
 use workloads::{expect, Expected, ExpectedBody};
 
 use crate::cli::VerifyArgs;
@@ -104,38 +104,16 @@ pub fn rows() -> Vec<Row> {
     });
     rows.push(request("GET", "/sleep?ms=0"));
     rows.push(request("GET", "/config"));
-    for t in [
-        "/",
-        "/hello",
-        "/cpu?n=10",
-        "/db",
-        "/work",
-        "/config",
-        "/nope",
-    ] {
+    for t in samples::HEAD_TARGETS {
         rows.push(request("HEAD", t));
     }
-    for t in ["/nope", "/hello/", "/HELLO", "/index.php"] {
+    for t in samples::NOT_FOUND_TARGETS {
         rows.push(request("GET", t));
     }
-    for (m, t) in [
-        ("POST", "/hello"),
-        ("PUT", "/work"),
-        ("DELETE", "/"),
-        ("PATCH", "/db"),
-    ] {
+    for (m, t) in samples::WRONG_METHODS {
         rows.push(request(m, t));
     }
-    for t in [
-        "/cpu?n=abc",
-        "/cpu?n=0",
-        "/cpu?n=10000001",
-        "/work?n=1.5",
-        "/db?sleep_ms=10001",
-        "/db?conn=sometimes",
-        "/sleep?ms=-1",
-        "/sleep",
-    ] {
+    for t in samples::BAD_QUERY_TARGETS {
         rows.push(request("GET", t));
     }
     rows.push(reject(

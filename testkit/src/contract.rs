@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use workloads::{expect, Expected};
 
-use crate::client::{self, Conn, RawResponse};
+use crate::client::{self, samples, Conn, RawResponse};
 use crate::{db, ServerProcess};
 
 /// How long the servers wait for a stalled request head (slowloris) before
@@ -162,15 +162,7 @@ pub fn config(s: &Subject) {
 }
 
 pub fn head_has_headers_and_no_body(s: &Subject) {
-    for t in [
-        "/",
-        "/hello",
-        "/cpu?n=10",
-        "/db",
-        "/work",
-        "/config",
-        "/nope",
-    ] {
+    for &t in samples::HEAD_TARGETS {
         let head = check(s.addr, "HEAD", t);
         let get = client::get(s.addr, t).unwrap();
         assert_eq!(head.status, get.status, "HEAD {t}");
@@ -183,18 +175,13 @@ pub fn head_has_headers_and_no_body(s: &Subject) {
 }
 
 pub fn not_found(s: &Subject) {
-    for t in ["/nope", "/hello/", "/hello/x", "/HELLO", "/index.php"] {
+    for t in samples::NOT_FOUND_TARGETS {
         check(s.addr, "GET", t);
     }
 }
 
 pub fn method_not_allowed(s: &Subject) {
-    for (m, t) in [
-        ("POST", "/hello"),
-        ("PUT", "/work"),
-        ("DELETE", "/"),
-        ("PATCH", "/db"),
-    ] {
+    for &(m, t) in samples::WRONG_METHODS {
         let mut c = Conn::connect(s.addr).unwrap();
         c.send(format!("{m} {t} HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n").as_bytes())
             .unwrap();
@@ -208,17 +195,7 @@ pub fn method_not_allowed(s: &Subject) {
 }
 
 pub fn bad_query_values(s: &Subject) {
-    for t in [
-        "/cpu?n=abc",
-        "/cpu?n=0",
-        "/cpu?n=10000001",
-        "/cpu?n=-5",
-        "/work?n=1.5",
-        "/db?sleep_ms=10001",
-        "/db?conn=sometimes",
-        "/sleep?ms=-1",
-        "/sleep",
-    ] {
+    for t in samples::BAD_QUERY_TARGETS {
         check(s.addr, "GET", t);
     }
 }

@@ -7,6 +7,43 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+/// Request targets that exercise the contract's rows, shared by `harness
+/// verify` and the test suites so both probe the same cases.
+pub mod samples {
+    /// HEAD of these: the GET status and headers, no body.
+    pub const HEAD_TARGETS: &[&str] = &[
+        "/",
+        "/hello",
+        "/cpu?n=10",
+        "/db",
+        "/work",
+        "/config",
+        "/nope",
+    ];
+    /// 404: paths that are not the contract's.
+    pub const NOT_FOUND_TARGETS: &[&str] =
+        &["/nope", "/hello/", "/hello/x", "/HELLO", "/index.php"];
+    /// 405: a contract path with a method other than GET or HEAD.
+    pub const WRONG_METHODS: &[(&str, &str)] = &[
+        ("POST", "/hello"),
+        ("PUT", "/work"),
+        ("DELETE", "/"),
+        ("PATCH", "/db"),
+    ];
+    /// 400: query values out of range, not integers, or missing.
+    pub const BAD_QUERY_TARGETS: &[&str] = &[
+        "/cpu?n=abc",
+        "/cpu?n=0",
+        "/cpu?n=10000001",
+        "/cpu?n=-5",
+        "/work?n=1.5",
+        "/db?sleep_ms=10001",
+        "/db?conn=sometimes",
+        "/sleep?ms=-1",
+        "/sleep",
+    ];
+}
+
 /// How long a caller waits for any single response unless it sets another bound.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
