@@ -98,40 +98,97 @@ fn database_down_is_503_then_recovers(name: &str) {
     }
 }
 
+/// What ApacheBench printed, with its counters by label.
+struct AbReport {
+    text: String,
+}
+
+impl AbReport {
+    /// Runs `ab -q ARGS URL`; panics if ab itself fails.
+    fn run(args: &[&str], url: &str) -> AbReport {
+        let out = Command::new("ab")
+            .arg("-q")
+            .args(args)
+            .arg(url)
+            .output()
+            .expect("ab is installed (apache2-utils)");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "ab {args:?} {url}: {}\n{text}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        AbReport { text }
+    }
+
+    /// The number after `label` (`"Failed requests:"`), if ab printed it.
+    fn field(&self, label: &str) -> Option<u64> {
+        self.text
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    }
+}
+
 /// `ab -c 100 -n 5000`, with and without `-k`: ApacheBench's own verdict.
 fn apachebench_counts_no_failure(name: &str) {
     let running = start(name, testkit::db::shared());
     for path in ["/hello", "/work"] {
         for keepalive in [false, true] {
             let url = format!("http://{}{path}", running.addr);
-            let mut cmd = Command::new("ab");
-            cmd.args(["-q", "-c", "100", "-n", "5000"]);
+            let mut args = vec!["-c", "100", "-n", "5000"];
             if keepalive {
-                cmd.arg("-k");
+                args.push("-k");
             }
-            let out = cmd
-                .arg(&url)
-                .output()
-                .expect("ab is installed (apache2-utils)");
-            let text = String::from_utf8_lossy(&out.stdout);
-            let field = |label: &str| -> Option<u64> {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(label))
-                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            };
-            let what = format!("{name} ab{} {path}", if keepalive { " -k" } else { "" });
-            assert!(
-                out.status.success(),
-                "{what}: {}",
-                String::from_utf8_lossy(&out.stderr)
+            let ab = AbReport::run(&args, &url);
+            let (what, text) = (format!("{name} ab {args:?} {path}"), &ab.text);
+            assert_eq!(
+                ab.field("Complete requests:"),
+                Some(5000),
+                "{what}:\n{text}"
             );
-            assert_eq!(field("Complete requests:"), Some(5000), "{what}:\n{text}");
-            assert_eq!(field("Failed requests:"), Some(0), "{what}:\n{text}");
-            assert_eq!(field("Non-2xx responses:"), None, "{what}:\n{text}");
+            assert_eq!(ab.field("Failed requests:"), Some(0), "{what}:\n{text}");
+            assert_eq!(ab.field("Non-2xx responses:"), None, "{what}:\n{text}");
             if keepalive {
-                assert_eq!(field("Keep-Alive requests:"), Some(5000), "{what}:\n{text}");
+                assert_eq!(
+                    ab.field("Keep-Alive requests:"),
+                    Some(5000),
+                    "{what}:\n{text}"
+                );
             }
         }
+    }
+}
+
+/// `/config` read by 10 clients at once while /hello is under load: every
+/// answer is a 200 of the same length (the same document), and the server
+/// keeps every worker. php-fpm's `fpm_get_status()` failed this (workers
+/// crashed with SIGSEGV, and the pool size it reported wavered).
+fn config_holds_under_concurrent_reads(name: &str) {
+    let running = start(name, testkit::db::shared());
+    let hello = format!("http://{}/hello", running.addr);
+    let config = format!("http://{}/config", running.addr);
+    let load = std::thread::spawn(move || AbReport::run(&["-c", "10", "-n", "20000"], &hello));
+    let ab = AbReport::run(&["-c", "10", "-n", "2000"], &config);
+    let text = &ab.text;
+    assert_eq!(
+        ab.field("Complete requests:"),
+        Some(2000),
+        "{name}:\n{text}"
+    );
+    assert_eq!(ab.field("Failed requests:"), Some(0), "{name}:\n{text}");
+    assert_eq!(ab.field("Non-2xx responses:"), None, "{name}:\n{text}");
+    let hello = load.join().expect("the /hello load");
+    assert_eq!(
+        hello.field("Failed requests:"),
+        Some(0),
+        "{name}:\n{}",
+        hello.text
+    );
+    let r = client::get(running.addr, "/config").unwrap();
+    let cfg = workloads::ServerConfig::from_json(&r.body).unwrap();
+    if name == "php-fpm" {
+        assert_eq!(cfg.workers, Some(20), "{cfg:?}");
     }
 }
 
@@ -163,6 +220,16 @@ fn node_under_apachebench_has_no_failed_request() {
 #[test]
 fn php_fpm_under_apachebench_has_no_failed_request() {
     apachebench_counts_no_failure("php-fpm");
+}
+
+#[test]
+fn node_config_holds_under_concurrent_reads() {
+    config_holds_under_concurrent_reads("node");
+}
+
+#[test]
+fn php_fpm_config_holds_under_concurrent_reads() {
+    config_holds_under_concurrent_reads("php-fpm");
 }
 
 #[test]

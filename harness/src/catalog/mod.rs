@@ -272,6 +272,10 @@ impl Db {
     }
 }
 
+/// How long a server may take to render `/config` (PHP's first request
+/// compiles the script; a loaded 2-core machine stretches that).
+const CONFIG_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A started server: its address, its processes, its run dir.
 pub struct Running {
     pub name: String,
@@ -320,6 +324,19 @@ impl Running {
             children: vec![child],
             dir,
         }
+    }
+
+    /// Its `/config` document, or why there is none (the status, the
+    /// transport error or the JSON error, with the start of the body).
+    pub fn config(&self) -> Result<workloads::ServerConfig, String> {
+        let r = http::get(self.addr, &self.authority, "/config", CONFIG_TIMEOUT)
+            .map_err(|e| format!("GET /config: {e}"))?;
+        let head = || String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned();
+        if r.status != 200 {
+            return Err(format!("GET /config answered {}: {}", r.status, head()));
+        }
+        workloads::ServerConfig::from_json(&r.body)
+            .map_err(|e| format!("GET /config: not a settings document ({e}): {}", head()))
     }
 
     /// The process ids of its children (each the leader of its group).

@@ -249,24 +249,14 @@ fn start_nginx(
 
 /// Records a note when OPcache or its JIT is not really on.
 fn check_jit(running: &mut Running) {
-    match super::http::get(
-        running.addr,
-        &running.authority,
-        "/config",
-        Duration::from_secs(5),
-    )
-    .ok()
-    .and_then(|r| workloads::ServerConfig::from_json(&r.body).ok())
-    {
-        Some(c) if c.opcache == Some(true) && c.jit.as_deref().is_some_and(|j| j != "off") => {}
-        Some(c) => running.notes.push(format!(
+    match running.config() {
+        Ok(c) if c.opcache == Some(true) && c.jit.as_deref().is_some_and(|j| j != "off") => {}
+        Ok(c) => running.notes.push(format!(
             "php-fpm: OPcache {:?}, JIT {:?} although -d opcache.jit=tracing was given \
              (the seed's configuration runs the tracing JIT)",
             c.opcache, c.jit
         )),
-        None => running
-            .notes
-            .push("php-fpm: /config did not answer a settings document".into()),
+        Err(why) => running.notes.push(format!("php-fpm: {why}")),
     }
 }
 

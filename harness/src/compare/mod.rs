@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 
@@ -144,15 +143,13 @@ fn prepass(
         };
         docs[i].versions = running.versions.clone();
         docs[i].notes.extend(running.notes.iter().cloned());
-        docs[i].config = catalog::http::get(
-            running.addr,
-            &running.authority,
-            "/config",
-            Duration::from_secs(5),
-        )
-        .ok()
-        .filter(|r| r.status == 200)
-        .and_then(|r| workloads::ServerConfig::from_json(&r.body).ok());
+        docs[i].config = match running.config() {
+            Ok(c) => Some(c),
+            Err(why) => {
+                docs[i].notes.push(format!("{}: {why}", e.name));
+                None
+            }
+        };
         if running.managed() {
             let tree = procfs::tree(&running.pids());
             docs[i].same_autogroup = own_group.as_ref().map(|own| {
