@@ -158,6 +158,68 @@ fn the_bridge_serves_across_dnat_and_the_proxy_and_is_torn_down() {
     }
 }
 
+/// A stack of several programs is placed whole: nginx, the php-fpm master
+/// and its 20 workers all enter the namespace (and, pinned, the server's
+/// CPUs), and `/work` through the DNAT reaches the database from inside.
+#[test]
+fn php_fpm_and_nginx_are_placed_whole() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = catalog::catalog()
+        .into_iter()
+        .find(|e| e.name == "php-fpm")
+        .unwrap();
+    let env = catalog::Env::discover(None);
+    assert!(entry.placeable());
+    let db = catalog::Db::parse(testkit::db::shared()).unwrap();
+    let interrupt = AtomicBool::new(false);
+    let ctx = StartCtx {
+        env: &env,
+        db: Some(&db),
+        interrupt: &interrupt,
+    };
+    let mut kinds = vec![Environment::Pinned];
+    if bridge_refused().is_none() {
+        kinds.push(Environment::Bridge);
+    }
+    for kind in kinds {
+        let setup = Setup::build(kind, Some(db.port)).unwrap();
+        let mut running = entry.start_placed(&ctx, &setup.placement()).unwrap();
+        let tree = catalog::procfs::tree(&running.pids());
+        // nginx master + worker(s), php-fpm master + 20 workers
+        assert!(tree.len() >= 23, "{kind:?}: {} processes", tree.len());
+        // verify() also checks the caller is on the load's CPUs: a thread
+        // of its own, so the test runner's is untouched.
+        let checked = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _pin = setup.pin_load().unwrap();
+                setup.verify(&running.pids()).unwrap()
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(!checked.is_empty(), "{kind:?}");
+        if kind == Environment::Pinned {
+            let cpus = setup.placement().cpus.unwrap();
+            for p in &tree {
+                let theirs = pinned::cpus_allowed(&format!("/proc/{}/status", p.pid)).unwrap();
+                assert_eq!(theirs, cpus, "pid {}", p.pid);
+            }
+        }
+        setup.publish_kept(&mut running).unwrap();
+        let r = http::get(
+            running.addr,
+            &running.authority,
+            "/work",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let expected = workloads::expect("GET", "/work");
+        workloads::verify(&expected, r.status, &r.header_refs(), &r.body)
+            .unwrap_or_else(|m| panic!("{kind:?}: /work {m:?}"));
+        drop(running);
+    }
+}
+
 #[test]
 fn nothing_is_left_after_a_failure_or_a_panic() {
     let _net = NET.lock().unwrap_or_else(|e| e.into_inner());

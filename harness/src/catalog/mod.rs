@@ -423,54 +423,39 @@ impl Entry {
     }
 
     /// Whether [`Entry::start_placed`] can place it in an environment other
-    /// than `bare` (`--env`, [`crate::env`]): the workspace servers only.
+    /// than `bare` (`--env`, [`crate::env`]): every recipe the harness
+    /// starts itself; a `--target` runs where it was started.
     pub fn placeable(&self) -> bool {
-        matches!(self.recipe, Recipe::Workspace { .. })
+        !matches!(self.recipe, Recipe::External { .. })
     }
 
-    /// As [`Entry::start`], with its processes placed (a network namespace,
-    /// CPUs, the address to listen on, the database as seen from there).
-    /// A default placement is a plain start; other placements are supported
-    /// by the workspace servers only ([`Entry::placeable`]).
+    /// Starts it where `placement` says (a network namespace, CPUs, the
+    /// address to listen on, the database as seen from there; every process
+    /// of the server, nginx and php-fpm alike, enters them before exec) and
+    /// waits until its `/hello` answers the contract.
     pub fn start_placed(
         &self,
         ctx: &StartCtx,
         placement: &crate::env::Placement,
     ) -> anyhow::Result<Running> {
-        if placement.is_default() {
-            return self.start(ctx);
-        }
-        let Recipe::Workspace {
-            binary,
-            workers,
-            db_pool,
-        } = &self.recipe
-        else {
-            bail!(
-                "{}: only the workspace servers can be placed in a namespace or on CPUs yet",
-                self.name
-            );
-        };
-        let mut running =
-            workspace::start_placed(self, ctx, binary, *workers, *db_pool, placement)?;
-        wait_ready(&mut running, ctx.interrupt, READY_TIMEOUT)?;
-        Ok(running)
-    }
-
-    /// Starts it and waits until its `/hello` answers the contract.
-    pub fn start(&self, ctx: &StartCtx) -> anyhow::Result<Running> {
         let mut running = match &self.recipe {
             Recipe::Workspace {
                 binary,
                 workers,
                 db_pool,
-            } => workspace::start(self, ctx, binary, *workers, *db_pool)?,
-            Recipe::Node => node::start(self, ctx)?,
-            Recipe::PhpFpm => php_fpm::start(self, ctx)?,
-            Recipe::NginxStatic => nginx_static::start(self, ctx)?,
-            Recipe::Swoole => swoole::start(self, ctx)?,
-            Recipe::RoadRunner => roadrunner::start(self, ctx)?,
+            } => workspace::start(self, ctx, binary, *workers, *db_pool, placement)?,
+            Recipe::Node => node::start(self, ctx, placement)?,
+            Recipe::PhpFpm => php_fpm::start(self, ctx, placement)?,
+            Recipe::NginxStatic => nginx_static::start(self, ctx, placement)?,
+            Recipe::Swoole => swoole::start(self, ctx, placement)?,
+            Recipe::RoadRunner => roadrunner::start(self, ctx, placement)?,
             Recipe::External { url } => {
+                if !placement.is_default() {
+                    bail!(
+                        "{}: a server started elsewhere ({url}) cannot be placed",
+                        self.name
+                    );
+                }
                 // Started elsewhere: it must answer, the contract is judged later.
                 let running = Running::external(&self.name, url)?;
                 http::get(
@@ -485,6 +470,11 @@ impl Entry {
         };
         wait_ready(&mut running, ctx.interrupt, READY_TIMEOUT)?;
         Ok(running)
+    }
+
+    /// Starts it on loopback, unplaced, and waits until `/hello` answers.
+    pub fn start(&self, ctx: &StartCtx) -> anyhow::Result<Running> {
+        self.start_placed(ctx, &crate::env::Placement::default())
     }
 }
 

@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 
 use super::supervise::{Child, Stdout};
 use super::{find_program, free_port, run_dir, version_of, Availability, Entry, Running, StartCtx};
+use crate::env::Placement;
 
 pub fn availability() -> Availability {
     match find_program(&["nginx"]) {
@@ -61,7 +62,7 @@ http {{
     )
 }
 
-pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
+pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Result<Running> {
     let nginx = find_program(&["nginx"]).context("nginx is not installed")?;
     let dir = run_dir(&entry.name)?;
     let w = dir.path().to_path_buf();
@@ -72,10 +73,11 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut last = String::new();
     for _ in 0..3 {
-        let listen = format!("127.0.0.1:{}", free_port()?);
+        let listen = format!("{}:{}", placement.listen_ip(), free_port()?);
         let conf = config(&w.display().to_string(), &listen, workers, &version);
         std::fs::write(w.join("nginx.conf"), conf).context("cannot write nginx.conf")?;
-        let cmd = super::nginx_command(&nginx, &w);
+        let mut cmd = super::nginx_command(&nginx, &w);
+        placement.apply(&mut cmd)?;
         let (child, _) = Child::spawn(&entry.name, cmd, &w.join("nginx.out"), Stdout::Log)?;
         let addr = listen.parse().expect("addr");
         let mut running = Running::started(entry, addr, vec![version.clone()], child, None);

@@ -9,6 +9,7 @@ use super::{
     find_program, run_dir, version_of, wait_announce, Availability, Entry, Env, Running, StartCtx,
     SEED_DB_POOL,
 };
+use crate::env::Placement;
 
 pub fn availability(env: &Env) -> Availability {
     let Some(node) = find_program(&["node", "nodejs"]) else {
@@ -34,7 +35,7 @@ pub fn availability(env: &Env) -> Availability {
     Availability::Ready(format!("{} {v}, {}", node.display(), app.display()))
 }
 
-pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
+pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Result<Running> {
     let node = find_program(&["node", "nodejs"])
         .ok_or_else(|| anyhow::anyhow!("node is not installed"))?;
     let dir = run_dir(&entry.name)?;
@@ -42,13 +43,14 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
     let mut cmd = Command::new(&node);
     cmd.arg(app.join("server.js"))
         .current_dir(&app)
-        .env("HOST", "127.0.0.1")
+        .env("HOST", placement.listen_ip().to_string())
         .env("PORT", "0")
         .env("DB_POOL", SEED_DB_POOL.to_string())
         .env("NODE_ENV", "production");
     if let Some(db) = ctx.db {
-        cmd.envs(db.env());
+        cmd.envs(placement.db(db)?.env());
     }
+    placement.apply(&mut cmd)?;
     let (mut child, rx) = Child::spawn(
         &entry.name,
         cmd,

@@ -15,6 +15,7 @@
 //! `conf.d/10-opcache.ini` sets `opcache.jit=off` after php.ini; `/config`
 //! (from `opcache_get_status()`) is checked at start-up.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use super::{
     find_program, free_port, is_root, run_dir, user_and_group, version_of, wait_ready,
     Availability, Entry, Env, Running, StartCtx, READY_TIMEOUT,
 };
+use crate::env::Placement;
 
 const FPM_NAMES: &[&str] = &["php-fpm8.2", "php-fpm"];
 const INSTALL: &str = "apt-get install php8.2-fpm php8.2-mysql php8.2-opcache nginx-light";
@@ -102,7 +104,7 @@ fn nginx_version(nginx: &Path) -> Option<String> {
     )
 }
 
-pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
+pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Result<Running> {
     let fpm_bin = find_program(FPM_NAMES).context("php-fpm is not installed")?;
     let nginx_bin = find_program(&["nginx"]).context("nginx is not installed")?;
     let compose = ctx.env.compose();
@@ -133,8 +135,9 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
         cmd.arg("-R");
     }
     if let Some(db) = ctx.db {
-        cmd.envs(db.env());
+        cmd.envs(placement.db(db)?.env());
     }
+    placement.apply(&mut cmd)?;
     let (mut fpm, _) = Child::spawn("php-fpm", cmd, &w.join("php-fpm.out"), Stdout::Log)?;
     let sock = w.join("php-fpm.sock");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -167,6 +170,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
         &nginx_bin,
         &nginx_conf,
         &app_dir,
+        placement,
         dir,
         fpm,
         versions,
@@ -185,6 +189,7 @@ fn start_nginx(
     nginx_bin: &Path,
     template: &str,
     app_dir: &Path,
+    placement: &Placement,
     dir: TempDir,
     fpm: Child,
     versions: Vec<String>,
@@ -202,16 +207,17 @@ fn start_nginx(
     let mut last_err = None;
     for _ in 0..3 {
         let port = free_port()?;
-        let listen = format!("127.0.0.1:{port}");
+        let listen = format!("{}:{port}", placement.listen_ip());
         std::fs::write(
             w.join("nginx.conf"),
             render(template, &w, &listen, app_dir)?,
         )
         .context("cannot write nginx.conf")?;
-        let cmd = super::nginx_command(nginx_bin, &w);
+        let mut cmd = super::nginx_command(nginx_bin, &w);
+        placement.apply(&mut cmd)?;
         let (nginx, _) = Child::spawn("nginx", cmd, &w.join("nginx.out"), Stdout::Log)?;
         running.children.push(nginx);
-        running.addr = listen.parse().expect("addr");
+        running.addr = SocketAddr::new(placement.listen_ip(), port);
         running.authority = listen;
         // nginx binds at once or exits: give it a moment to say which.
         let deadline = Instant::now() + Duration::from_millis(500);

@@ -12,6 +12,7 @@ use super::{
     find_program, free_port, run_dir, version_of, Availability, Entry, Env, Running, StartCtx,
     SEED_DB_POOL,
 };
+use crate::env::Placement;
 
 pub fn availability(env: &Env) -> Availability {
     let Some(rr) = find_program(&["rr"]) else {
@@ -40,7 +41,7 @@ pub fn availability(env: &Env) -> Availability {
     ))
 }
 
-pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
+pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Result<Running> {
     let rr = find_program(&["rr"]).context("rr is not on PATH")?;
     let php = find_program(&["php8.2", "php"]).context("php is not installed")?;
     let compose = ctx.env.compose();
@@ -60,15 +61,19 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
         .arg(app.join(".rr.yaml"))
         .arg("-w")
         .arg(&app)
-        .args(["-o", &format!("http.address=127.0.0.1:{port}")])
+        .args([
+            "-o",
+            &format!("http.address={}:{port}", placement.listen_ip()),
+        ])
         .args(["-o", &format!("rpc.listen=tcp://127.0.0.1:{rpc}")])
         .args(["-o", &worker])
         .env("DB_POOL", SEED_DB_POOL.to_string());
     if let Some(db) = ctx.db {
-        cmd.envs(db.env());
+        cmd.envs(placement.db(db)?.env());
     }
+    placement.apply(&mut cmd)?;
     let (child, _) = Child::spawn(&entry.name, cmd, &dir.path().join("rr.log"), Stdout::Log)?;
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let addr = std::net::SocketAddr::new(placement.listen_ip(), port);
     let versions = version_of(&rr, &["--version"]).into_iter().collect();
     Ok(Running::started(entry, addr, versions, child, Some(dir)))
 }

@@ -11,6 +11,7 @@ use super::{
     find_program, free_port, run_dir, version_of, Availability, Entry, Env, Running, StartCtx,
     SEED_DB_POOL, SEED_WORKERS,
 };
+use crate::env::Placement;
 
 pub fn availability(env: &Env) -> Availability {
     let Some(php) = find_program(&["php8.2", "php"]) else {
@@ -40,7 +41,7 @@ pub fn availability(env: &Env) -> Availability {
     Availability::Ready(format!("{} {}", php.display(), server.display()))
 }
 
-pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
+pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Result<Running> {
     let php = find_program(&["php8.2", "php"]).context("php is not installed")?;
     let compose = ctx.env.compose();
     let dir = run_dir(&entry.name)?;
@@ -55,20 +56,21 @@ pub fn start(entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Running> {
             "opcache.jit_buffer_size=128M",
         ])
         .arg(compose.join("swoole/server.php"))
-        .env("HOST", "127.0.0.1")
+        .env("HOST", placement.listen_ip().to_string())
         .env("PORT", port.to_string())
         .env("SWOOLE_WORKERS", SEED_WORKERS.to_string())
         .env("DB_POOL", SEED_DB_POOL.to_string());
     if let Some(db) = ctx.db {
-        cmd.envs(db.env());
+        cmd.envs(placement.db(db)?.env());
     }
+    placement.apply(&mut cmd)?;
     let (child, _) = Child::spawn(
         &entry.name,
         cmd,
         &dir.path().join("swoole.log"),
         Stdout::Log,
     )?;
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let addr = std::net::SocketAddr::new(placement.listen_ip(), port);
     let versions = version_of(
         &php,
         &[

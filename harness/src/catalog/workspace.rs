@@ -22,27 +22,10 @@ pub fn availability(env: &Env, binary: &str) -> Availability {
     }
 }
 
-pub fn start(
-    entry: &Entry,
-    ctx: &StartCtx,
-    binary: &str,
-    workers: u32,
-    db_pool: u32,
-) -> anyhow::Result<Running> {
-    start_placed(
-        entry,
-        ctx,
-        binary,
-        workers,
-        db_pool,
-        &crate::env::Placement::default(),
-    )
-}
-
-/// As [`start`], listening on the placement's address, its process entering
+/// Starts it listening on the placement's address, its process entering
 /// the placement's namespace and CPUs before exec, its database URL as seen
 /// from there.
-pub fn start_placed(
+pub fn start(
     entry: &Entry,
     ctx: &StartCtx,
     binary: &str,

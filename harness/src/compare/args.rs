@@ -133,8 +133,9 @@ pub struct CompareArgs {
     pub repo_dir: Option<PathBuf>,
 
     /// Where the servers run: bare, pinned, bridge, bridge-proxy (see
-    /// `harness calibrate --help`). Other than bare: the workspace servers
-    /// only, for now; the others are skipped with the reason.
+    /// `harness calibrate --help`). Every process of each server (nginx and
+    /// php-fpm, node, the Rust servers) is placed; a --target server runs
+    /// where it was started and is skipped with the reason.
     #[arg(long, default_value = "bare", value_name = "ENV")]
     pub env: String,
 }

@@ -227,7 +227,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
             if d.status == "ran" && !e.placeable() {
                 d.status = "skipped".into();
                 d.reason = Some(format!(
-                    "--env {}: only the workspace servers can be placed yet",
+                    "--env {}: a server started elsewhere (--target) cannot be placed",
                     environment.name()
                 ));
             }
