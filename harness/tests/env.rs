@@ -361,6 +361,7 @@ fn calibrate_json_matches_its_schema() {
     let o = Command::new(harness_bin())
         .args(["calibrate", "--json", "--servers", "event-loop"])
         .args(["--env", "bare,pinned,docker-bridge,docker-host"])
+        .args(["--env-servers", "nginx-static,event-loop"])
         .args([
             "-d",
             "200ms",
@@ -390,6 +391,30 @@ fn calibrate_json_matches_its_schema() {
     let bare = envs.iter().find(|e| e["name"] == "bare").unwrap();
     assert_eq!(bare["status"], "measured");
     assert_eq!(bare["workloads"][0]["ratio_to_bare"], 1.0);
+    // --env-servers: each server on each workload it serves (nginx-static
+    // serves /hello only), in every measured environment, each read
+    // against its own bare figure.
+    assert_eq!(value["settings"]["env_servers"][0], "nginx-static");
+    for name in ["bare", "pinned"] {
+        let env = envs.iter().find(|e| e["name"] == name).unwrap();
+        let pairs: Vec<(String, String)> = env["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                assert!(w["error"].is_null(), "{name}: {w}");
+                assert!(w["ratio_to_bare"].as_f64().unwrap() > 0.0, "{name}: {w}");
+                (w["server"].to_string(), w["path"].to_string())
+            })
+            .collect();
+        let want = [
+            ("nginx-static", "/hello"),
+            ("event-loop", "/hello"),
+            ("event-loop", "/work"),
+        ]
+        .map(|(s, p)| (format!("{s:?}"), format!("{p:?}")));
+        assert_eq!(pairs, want, "{name}");
+    }
     let docker = envs.iter().find(|e| e["name"] == "docker-bridge").unwrap();
     if docker["status"] == "not_available" {
         assert!(docker["reason"].as_str().unwrap().contains("Docker engine"));

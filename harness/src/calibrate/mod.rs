@@ -76,6 +76,7 @@ Namespaces use 198.18.0.0/15 (RFC 2544); everything is removed at exit.
 Examples:
   harness calibrate
   harness calibrate --env bare,pinned,bridge,bridge-proxy --json > env.json
+  harness calibrate --env bare,bridge,bridge-proxy --env-servers php-fpm,node
   harness calibrate --env bare,bridge -d 5s --runs 5")]
 pub struct CalibrateArgs {
     /// Environments, comma-separated (bare is always measured: ratios are to it).
@@ -95,6 +96,12 @@ pub struct CalibrateArgs {
         value_name = "NAMES"
     )]
     pub servers: Vec<String>,
+
+    /// Servers measured in every environment, comma-separated, any in the
+    /// catalog (php-fpm, node, ...): how much Docker's network costs *them*.
+    /// Default: the fastest reference server, per workload.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub env_servers: Vec<String>,
 
     /// Connections of every loaded run.
     #[arg(short = 'c', long, default_value_t = 100, value_name = "N")]
@@ -298,18 +305,43 @@ pub fn verdict(cv_pct: f64) -> (&'static str, &'static str) {
     }
 }
 
-/// Each environment's ratio to bare, per workload, with the spread of both.
+/// Catalog entries by name (a comma list already split by clap).
+fn catalog_entries(names: &[String]) -> anyhow::Result<Vec<Entry>> {
+    let all = catalog::catalog();
+    let mut out: Vec<Entry> = Vec::new();
+    for n in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        let e = all.iter().find(|e| e.name == n).with_context(|| {
+            format!(
+                "unknown server {n:?}; the catalog has: {}",
+                all.iter()
+                    .map(|e| e.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+        if !out.iter().any(|o| o.name == e.name) {
+            out.push(e.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Each environment's ratio to bare, per server and workload, with the
+/// spread of both.
 pub fn apply_ratios(envs: &mut [EnvDoc]) {
-    let bare: Vec<(String, f64, f64)> = envs
+    let bare: Vec<(String, String, f64, f64)> = envs
         .iter()
         .filter(|e| e.name == "bare" && e.status == "measured")
         .flat_map(|e| e.workloads.iter())
         .filter(|w| w.error.is_none() && w.rps_mean > 0.0)
-        .map(|w| (w.path.clone(), w.rps_mean, w.cv_pct))
+        .map(|w| (w.server.clone(), w.path.clone(), w.rps_mean, w.cv_pct))
         .collect();
     for e in envs.iter_mut() {
         for w in e.workloads.iter_mut().filter(|w| w.error.is_none()) {
-            if let Some((_, base, base_cv)) = bare.iter().find(|(p, ..)| *p == w.path) {
+            if let Some((.., base, base_cv)) = bare
+                .iter()
+                .find(|(s, p, ..)| *s == w.server && *p == w.path)
+            {
                 let r = w.rps_mean / base;
                 let rel = if e.name == "bare" {
                     base_cv / 100.0
@@ -335,25 +367,8 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     if !envs.contains(&Environment::Bare) {
         envs.insert(0, Environment::Bare);
     }
-    let all = catalog::catalog();
-    let mut entries = Vec::new();
-    for n in args
-        .servers
-        .iter()
-        .map(|s| s.trim())
-        .filter(|s| !s.is_empty())
-    {
-        let e = all.iter().find(|e| e.name == n).with_context(|| {
-            format!(
-                "unknown server {n:?}; the catalog has: {}",
-                all.iter()
-                    .map(|e| e.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })?;
-        entries.push(e.clone());
-    }
+    let mut entries = catalog_entries(&args.servers)?;
+    let mut env_entries = catalog_entries(&args.env_servers)?;
     let interrupt = Arc::new(AtomicBool::new(false));
     supervise::install_signal_handlers(interrupt.clone())?;
     crate::machine::raise_nofile();
@@ -361,13 +376,21 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let (mut machine, ticks0) = facts::before();
     let cat_env = catalog::Env::discover(args.repo_dir.as_deref());
     let mut notes = Vec::new();
-    entries.retain(|e| match e.availability(&cat_env) {
-        Availability::Ready(_) => true,
-        Availability::Missing { reason, fix } => {
-            notes.push(format!("{}: not measured: {reason} ({fix})", e.name));
-            false
-        }
-    });
+    for list in [&mut entries, &mut env_entries] {
+        list.retain(|e| match e.availability(&cat_env) {
+            Availability::Ready(_) => true,
+            Availability::Missing { reason, fix } => {
+                let note = format!("{}: not measured: {reason} ({fix})", e.name);
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+                false
+            }
+        });
+    }
+    if !args.env_servers.is_empty() && env_entries.is_empty() {
+        bail!("none of --env-servers can run here: {}", notes.join("; "));
+    }
     if entries.is_empty() {
         bail!(
             "none of the reference servers can run here: {}",
@@ -394,11 +417,14 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     }
     let measured_envs = envs.iter().filter(|e| e.availability().is_ok()).count();
     let per_run = (args.duration + Duration::from_millis(100)).as_secs_f64();
+    // server × workload pairs measured in each environment
+    let db_workloads = if ctx.db.is_some() { 2 } else { 1 };
+    let env_cells = db_workloads * env_entries.len().max(1);
     let eta = entries.len() as f64 * 2.0 * (per_run + args.warmup.as_secs_f64() + 0.5)
         + args.noise_runs as f64 * per_run
         + 4.0
         + measured_envs as f64
-            * 2.0
+            * env_cells as f64
             * (args.runs as f64 * per_run + args.warmup.as_secs_f64() + 1.0);
     ctx.say(&format!(
         "{} reference servers, {} environments measurable here: about {:.0} s",
@@ -533,14 +559,24 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
-    // Environments.
-    let plan: Vec<(&str, &str, Entry)> = [
-        ("hello", "/hello", best_hello.clone()),
-        ("work", "/work", best_work.clone()),
-    ]
-    .into_iter()
-    .filter_map(|(n, p, e)| Some((n, p, e?)))
-    .collect();
+    // Environments: the fastest reference server per workload, or each of
+    // --env-servers on every workload it serves.
+    let plan: Vec<(&str, Entry)> = if env_entries.is_empty() {
+        [("/hello", best_hello.clone()), ("/work", best_work.clone())]
+            .into_iter()
+            .filter_map(|(p, e)| Some((p, e?)))
+            .collect()
+    } else {
+        workloads
+            .iter()
+            .flat_map(|&(_, path)| {
+                env_entries
+                    .iter()
+                    .filter(move |e| e.serves(path))
+                    .map(move |e| (path, e.clone()))
+            })
+            .collect()
+    };
     let mut env_docs = Vec::new();
     for env in &envs {
         let mut doc = EnvDoc {
@@ -579,7 +615,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
             }
         };
         doc.detail = Some(setup.detail());
-        for (_, path, entry) in &plan {
+        for (path, entry) in &plan {
             if ctx.interrupted() {
                 break;
             }
@@ -625,6 +661,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         settings: Settings {
             environments: envs.iter().map(|e| e.name().to_string()).collect(),
             servers: entries.iter().map(|e| e.name.clone()).collect(),
+            env_servers: env_entries.iter().map(|e| e.name.clone()).collect(),
             connections: args.connections as u64,
             threads: threads as u64,
             duration_s: args.duration.as_secs_f64(),
@@ -775,6 +812,29 @@ mod tests {
         let w = &envs[1].workloads[0];
         assert!((w.ratio_to_bare.unwrap() - 0.9).abs() < 1e-9);
         assert!((w.ratio_sd.unwrap() - 0.01).abs() < 1e-9);
+    }
+
+    #[test]
+    fn each_server_is_read_against_its_own_bare_figure() {
+        let with_server = |mut d: EnvDoc, server: &str| {
+            d.workloads[0].server = server.into();
+            d
+        };
+        let mut bare = with_server(env_doc("bare", "/work", &[10.0, 10.0]), "php-fpm");
+        bare.workloads
+            .extend(with_server(env_doc("bare", "/work", &[100.0, 100.0]), "node").workloads);
+        let mut bridge = with_server(env_doc("bridge", "/work", &[9.0, 9.0]), "php-fpm");
+        bridge
+            .workloads
+            .extend(with_server(env_doc("bridge", "/work", &[50.0, 50.0]), "node").workloads);
+        let mut envs = vec![bare, bridge];
+        apply_ratios(&mut envs);
+        let ratios: Vec<_> = envs[1]
+            .workloads
+            .iter()
+            .map(|w| (w.server.as_str(), w.ratio_to_bare.unwrap()))
+            .collect();
+        assert_eq!(ratios, vec![("php-fpm", 0.9), ("node", 0.5)]);
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub struct Calibration {
 pub struct Settings {
     pub environments: Vec<String>,
     pub servers: Vec<String>,
+    /// Servers measured in every environment (`--env-servers`); empty:
+    /// the fastest reference server per workload.
+    #[serde(default)]
+    pub env_servers: Vec<String>,
     pub connections: u64,
     pub threads: u64,
     pub duration_s: f64,
@@ -292,7 +296,9 @@ pub fn text(c: &Calibration) -> String {
     o += "\n  reading Docker: a published port costs ~0.9× bare when the kernel DNATs it \
           (userland-proxy: false, or a client from another host), ~0.25× when docker-proxy \
           relays it (the default for clients on the host itself). If your Docker numbers sit \
-          near the bridge-proxy row, your clients go through docker-proxy.\n";
+          near the bridge-proxy row, your clients go through docker-proxy. Both are costs per \
+          request: the faster the server, the larger the share it loses (compare the rows of \
+          one environment; --env-servers measures the servers you run).\n";
     for n in &c.notes {
         o += &format!("note: {n}\n");
     }

@@ -530,8 +530,9 @@ impl Bridge {
             }
         }
         Ok(vec![format!(
-            "server pids {:?} in netns {}",
-            tree.iter().map(|s| s.pid).collect::<Vec<_>>(),
+            "{} server process(es) (pids {}..) in netns {}",
+            tree.len(),
+            tree[0].pid,
             self.netns
         )])
     }
