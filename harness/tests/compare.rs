@@ -37,7 +37,8 @@ fn check_schema(text: &str) {
 }
 
 /// `harness compare ARGS --out OUT`, which must succeed: its stdout and stderr.
-fn compare_ok(args: &[&str], out: &Path) -> (String, String) {
+/// `harness compare ARGS --out OUT`: its exit code, stdout and stderr.
+fn compare_exit(args: &[&str], out: &Path) -> (Option<i32>, String, String) {
     let o = Command::new(harness_bin())
         .arg("compare")
         .args(args)
@@ -48,11 +49,12 @@ fn compare_ok(args: &[&str], out: &Path) -> (String, String) {
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(
-        o.status.success(),
-        "exit {:?}\n{stdout}\n{stderr}",
-        o.status
-    );
+    (o.status.code(), stdout, stderr)
+}
+
+fn compare_ok(args: &[&str], out: &Path) -> (String, String) {
+    let (code, stdout, stderr) = compare_exit(args, out);
+    assert_eq!(code, Some(0), "\n{stdout}\n{stderr}");
     (stdout, stderr)
 }
 
@@ -595,8 +597,11 @@ fn a_server_answering_200_with_a_db_error_is_reported_not_benchmarked() {
     // down: a throughput tool would time it as a success.
     let server = crate::util::TestServer::start(crate::util::Behaviour::DbError);
     let out = tmp("dberror");
-    let (stdout, _) = compare_ok(
+    let (code, stdout, stderr) = compare_exit(
         &[
+            // a --target name selects it like a catalog name
+            "--servers",
+            "seed",
             "--workloads",
             "work",
             "-c",
@@ -614,6 +619,9 @@ fn a_server_answering_200_with_a_db_error_is_reported_not_benchmarked() {
         ],
         out.path(),
     );
+    // Nothing was measured: the run says so in its exit status.
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("nothing was measured"), "{stderr}");
     let row = table_row(&stdout, "seed", "work").expect("a row");
     assert!(row.contains("FAILED"), "{row}");
     let r = Results::from_json(

@@ -45,6 +45,9 @@ measured runs, RSS its peak. Results go to results/<UTC time>/:
 results.json, report.md and report.html (SVG charts). Ctrl-C stops
 everything the harness started and writes what was measured.
 
+Exit status: 0 when at least one cell was measured (servers that failed
+are in the table and the JSON), 1 when none was, 130 after Ctrl-C.
+
 Workloads: hello (/hello), work (/work), cpu (/cpu), db (/db), sleep
 (/sleep?ms=10), or any contract path: /cpu?n=5000, db?sleep_ms=10.
 
@@ -54,7 +57,7 @@ Examples:
   harness compare --target swoole=http://127.0.0.1:9501 --target rr=http://127.0.0.1:8080 --mysql-url mysql://bench:bench@127.0.0.1:3306/bench
   harness compare -c 1,10,100,400 --workloads hello,db?sleep_ms=10
   harness compare --servers worker-pool,php-fpm --load-tool ab
-  harness compare --env bridge --servers coroutine,worker-pool --workloads hello,work
+  harness compare --env bridge --servers coroutine,php-fpm --workloads hello,work
   harness servers
   harness report results/2026-11-30T02-40-00Z")]
 pub struct CompareArgs {

@@ -42,6 +42,11 @@ const EMBEDDED_MAX_CONNECTIONS: u32 = 1000;
 /// The selected entries: `--servers` names (all if none), then `--target`s.
 fn select(args: &CompareArgs) -> anyhow::Result<Vec<Entry>> {
     let all = catalog::catalog();
+    let targets = args
+        .targets
+        .iter()
+        .map(|t| catalog::external(t))
+        .collect::<anyhow::Result<Vec<Entry>>>()?;
     let mut out = Vec::new();
     let names: Vec<&str> = args
         .servers
@@ -54,7 +59,11 @@ fn select(args: &CompareArgs) -> anyhow::Result<Vec<Entry>> {
             out = all;
         }
     } else {
-        for n in names {
+        // A name given by --target is selected by it (below).
+        for n in names
+            .into_iter()
+            .filter(|n| !targets.iter().any(|t| t.name == *n))
+        {
             match all.iter().find(|e| e.name == n) {
                 Some(e) if !out.contains(e) => out.push(e.clone()),
                 Some(_) => {}
@@ -68,8 +77,7 @@ fn select(args: &CompareArgs) -> anyhow::Result<Vec<Entry>> {
             }
         }
     }
-    for t in &args.targets {
-        let e = catalog::external(t)?;
+    for e in targets {
         if out.iter().any(|o| o.name == e.name) {
             bail!("--target {}: the name is already taken", e.name);
         }
@@ -460,6 +468,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     println!("results: {}", dir.display());
     Ok(if interrupted {
         ExitCode::from(130)
+    } else if !results.rows.iter().any(|r| r.status != "failed") {
+        eprintln!("harness: nothing was measured: every selected server failed (see above)");
+        ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
