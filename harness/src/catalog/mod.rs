@@ -9,9 +9,11 @@
 //!
 //! One file per kind of recipe: [`workspace`] (the Rust reference servers),
 //! [`node`], [`php_fpm`] (nginx + php-fpm), [`nginx_static`], [`swoole`],
-//! [`roadrunner`]; `--target NAME=URL` servers are [`Recipe::External`].
+//! [`roadrunner`], [`frankenphp`]; `--target NAME=URL` servers are
+//! [`Recipe::External`].
 
 pub mod embedded;
+pub mod frankenphp;
 pub mod http;
 pub mod nginx_static;
 pub mod node;
@@ -50,6 +52,7 @@ pub enum Recipe {
     NginxStatic,
     Swoole,
     RoadRunner,
+    FrankenPhp,
     /// Started elsewhere (`--target NAME=URL`): only loaded, never started.
     External {
         url: String,
@@ -138,6 +141,7 @@ pub fn catalog() -> Vec<Entry> {
         e("nginx-static", "event-loop", "c", Recipe::NginxStatic),
         e("swoole", "coroutine", "php", Recipe::Swoole),
         e("roadrunner", "worker-pool", "php+go", Recipe::RoadRunner),
+        e("frankenphp", "worker-pool", "php+go", Recipe::FrankenPhp),
     ]
 }
 
@@ -407,6 +411,7 @@ impl Entry {
             Recipe::NginxStatic => nginx_static::availability(),
             Recipe::Swoole => swoole::availability(env),
             Recipe::RoadRunner => roadrunner::availability(env),
+            Recipe::FrankenPhp => frankenphp::availability(env),
             Recipe::External { url } => Availability::Ready(format!("started elsewhere: {url}")),
         }
     }
@@ -449,6 +454,7 @@ impl Entry {
             Recipe::NginxStatic => nginx_static::start(self, ctx, placement)?,
             Recipe::Swoole => swoole::start(self, ctx, placement)?,
             Recipe::RoadRunner => roadrunner::start(self, ctx, placement)?,
+            Recipe::FrankenPhp => frankenphp::start(self, ctx, placement)?,
             Recipe::External { url } => {
                 if !placement.is_default() {
                     bail!(
@@ -681,6 +687,7 @@ mod tests {
             "nginx-static",
             "swoole",
             "roadrunner",
+            "frankenphp",
         ] {
             assert!(names.contains(&n.to_string()), "{n}");
         }

@@ -1,0 +1,75 @@
+//! FrankenPHP in worker mode: `frankenphp run --config
+//! compose/frankenphp/Caddyfile`, the same Caddyfile its image runs, with
+//! the app directory, address and port given by environment (APP_DIR, HOST,
+//! PORT) and the shared php.ini by PHPRC. Runs when `frankenphp` is on PATH
+//! (its static build embeds PHP with pdo_mysql and OPcache); ready when
+//! `/hello` answers.
+
+use std::process::Command;
+
+use anyhow::Context;
+
+use super::supervise::{Child, Stdout};
+use super::{
+    find_program, free_port, run_dir, version_of, Availability, Entry, Env, Running, StartCtx,
+    SEED_WORKERS,
+};
+use crate::env::Placement;
+
+pub fn availability(env: &Env) -> Availability {
+    let Some(bin) = find_program(&["frankenphp"]) else {
+        return Availability::Missing {
+            reason: "frankenphp is not on PATH".into(),
+            fix: "install the frankenphp binary (github.com/php/frankenphp releases), or run \
+                  compose/ with Docker and pass --target frankenphp=http://127.0.0.1:8082"
+                .into(),
+        };
+    };
+    let caddyfile = env.compose().join("frankenphp/Caddyfile");
+    if !caddyfile.is_file() {
+        return Availability::Missing {
+            reason: format!("{} not found", caddyfile.display()),
+            fix: "run from the repository or pass --repo-dir".into(),
+        };
+    }
+    Availability::Ready(format!(
+        "{} run --config {}",
+        bin.display(),
+        caddyfile.display()
+    ))
+}
+
+pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Result<Running> {
+    let bin = find_program(&["frankenphp"]).context("frankenphp is not on PATH")?;
+    let compose = ctx.env.compose();
+    let app = compose.join("frankenphp");
+    let dir = run_dir(&entry.name)?;
+    let port = free_port()?;
+    let mut cmd = Command::new(&bin);
+    cmd.arg("run")
+        .arg("--config")
+        .arg(app.join("Caddyfile"))
+        .current_dir(dir.path())
+        .env("APP_DIR", &app)
+        .env("HOST", placement.listen_ip().to_string())
+        .env("PORT", port.to_string())
+        .env("BENCH_WORKERS", SEED_WORKERS.to_string())
+        // PHPRC: the php.ini every PHP stack shares (OPcache + tracing JIT);
+        // Caddy's own state stays in the run dir.
+        .env("PHPRC", compose.join("php/php.ini"))
+        .env("XDG_DATA_HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path());
+    if let Some(db) = ctx.db {
+        cmd.envs(placement.db(db)?.env());
+    }
+    placement.apply(&mut cmd)?;
+    let (child, _) = Child::spawn(
+        &entry.name,
+        cmd,
+        &dir.path().join("frankenphp.log"),
+        Stdout::Log,
+    )?;
+    let addr = std::net::SocketAddr::new(placement.listen_ip(), port);
+    let versions = version_of(&bin, &["version"]).into_iter().collect();
+    Ok(Running::started(entry, addr, versions, child, Some(dir)))
+}
