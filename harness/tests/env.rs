@@ -246,8 +246,10 @@ fn nothing_is_left_after_a_failure_or_a_panic() {
     // Teardown is idempotent.
     let mut setup = Setup::build(Environment::Bridge, None).unwrap();
     let id = setup.bridge().unwrap().id.clone();
-    assert!(setup.teardown().is_empty());
-    assert!(setup.teardown().is_empty());
+    let first = setup.teardown();
+    assert!(first.is_empty(), "{first:?}");
+    let second = setup.teardown();
+    assert!(second.is_empty(), "{second:?}");
     drop(setup);
     assert!(leftovers(&id).is_empty());
     assert_eq!(route_localnet(), before);

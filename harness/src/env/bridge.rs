@@ -361,10 +361,21 @@ impl Spec {
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                 }
             }
-            check(ip(&["netns", "delete", &self.netns]));
         }
+        // The veth pair before the namespace: deleting the namespace
+        // destroys its end, and with it ours, asynchronously, so a later
+        // `link delete` could race the kernel and find nothing.
         if link_exists(&self.veth_host) {
-            check(ip(&["link", "delete", &self.veth_host]));
+            check(ip(&["link", "delete", &self.veth_host]).or_else(|e| {
+                if link_exists(&self.veth_host) {
+                    Err(e)
+                } else {
+                    Ok(String::new())
+                }
+            }));
+        }
+        if netns_exists(&self.netns) {
+            check(ip(&["netns", "delete", &self.netns]));
         }
         if link_exists(&self.bridge) {
             check(ip(&["link", "delete", &self.bridge]));
