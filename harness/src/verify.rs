@@ -176,10 +176,34 @@ pub fn rows() -> Vec<Row> {
     rows
 }
 
+impl Row {
+    /// Whether its answer needs the database (a /db or /work request, alone
+    /// or among others on one connection): without one, 503 is right.
+    pub fn needs_db(&self) -> bool {
+        let needs = |method: &str, target: &str| {
+            workloads::route(method, target).is_ok_and(|r| r.endpoint.needs_db())
+        };
+        match &self.probe {
+            Probe::Request { method, target } => needs(method, target),
+            Probe::Slow { target, .. } => needs("GET", target),
+            Probe::KeepAlive(reqs) => reqs.iter().any(|(m, t)| needs(m, t)),
+            Probe::Pipelined(targets) => targets.iter().any(|t| needs("GET", t)),
+            Probe::Reject { .. }
+            | Probe::Http10Close
+            | Probe::Http10KeepAlive
+            | Probe::DateFresh => false,
+        }
+    }
+}
+
 /// Runs every row against `addr`.
 pub fn check_all(addr: SocketAddr, timeout: Duration) -> Vec<Verdict> {
-    rows()
-        .into_iter()
+    check(addr, timeout, rows())
+}
+
+/// Runs `rows` against `addr`, in order.
+pub fn check(addr: SocketAddr, timeout: Duration, rows: Vec<Row>) -> Vec<Verdict> {
+    rows.into_iter()
         .map(|row| Verdict {
             result: probe(addr, &row.probe, timeout),
             name: row.name,
@@ -361,6 +385,31 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_that_need_the_database_are_known() {
+        let needing: Vec<String> = rows()
+            .into_iter()
+            .filter(Row::needs_db)
+            .map(|r| r.name)
+            .collect();
+        for name in ["GET /work", "HEAD /db", "GET /db?conn=new"] {
+            assert!(needing.iter().any(|n| n == name), "{name}: {needing:?}");
+        }
+        // a connection carrying one /db request among others needs it too
+        assert!(needing.iter().any(|n| n.starts_with("keep-alive")), "{needing:?}");
+        for n in &needing {
+            assert!(n.contains("/db") || n.contains("/work") || n.contains("requests"), "{n}");
+        }
+        let free: Vec<String> = rows()
+            .into_iter()
+            .filter(|r| !r.needs_db())
+            .map(|r| r.name)
+            .collect();
+        for name in ["GET /hello", "GET /cpu", "PUT /work", "GET /work?n=1.5"] {
+            assert!(free.iter().any(|n| n == name), "{name}: {free:?}");
+        }
+    }
 
     #[test]
     fn every_contract_row_is_there() {

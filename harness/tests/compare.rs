@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::compare::results::{
-    CurvePoint, Database, Fairness, LatencyDoc, Machine, Results, Row, RunDoc, ServerDoc, Settings,
-    Summary, WorkloadDoc,
+    ContractCheck, CurvePoint, Database, Fairness, LatencyDoc, Machine, Results, Row, RowFailure,
+    RunDoc, ServerDoc, Settings, Summary, WorkloadDoc,
 };
 use harness::stats::FailureCounts;
 use serde_json::Value;
@@ -104,6 +104,13 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
     let results = Results::from_json(&text).unwrap();
     assert_eq!(results.database.kind, "embedded");
     assert!(!results.interrupted);
+    // Both pass every row of harness verify, run before loading.
+    for s in &results.servers {
+        let c = s.contract.as_ref().expect("a contract check");
+        assert!(c.rows >= 40, "{}: {c:?}", s.name);
+        assert_eq!((c.passed, &c.failed), (c.rows, &vec![]), "{}", s.name);
+    }
+    assert!(stderr.contains("contract (harness verify):"), "{stderr}");
     assert_eq!(results.rows.len(), 4);
     for r in &results.rows {
         let s = r.summary.as_ref().expect("summary");
@@ -353,6 +360,19 @@ fn synthetic() -> Results {
         versions: vec![],
         same_autogroup: Some(true),
         notes: vec![],
+        // b gets a HEAD row wrong: reported under the table, still loaded
+        contract: Some(ContractCheck {
+            rows: 49,
+            passed: if name == "b" { 48 } else { 49 },
+            failed: if name == "b" {
+                vec![RowFailure {
+                    row: "HEAD /hello".into(),
+                    why: "a body was sent".into(),
+                }]
+            } else {
+                vec![]
+            },
+        }),
     };
     let row = |server: &str, workload: &str, rps: f64| {
         let run = RunDoc {
@@ -522,6 +542,11 @@ fn synthetic_results_match_the_schema_and_render() {
     }
     let table = harness::compare::report::table::terminal(&r);
     assert!(table.contains("50,000 ± 1,500"), "{table}");
+    assert!(
+        table.contains("b fails 1 of 49 contract rows (harness verify): HEAD /hello"),
+        "{table}"
+    );
+    assert!(!table.contains("a fails"), "{table}");
     assert!(table.contains("3.57×"), "{table}");
 }
 
@@ -639,4 +664,8 @@ fn a_server_answering_200_with_a_db_error_is_reported_not_benchmarked() {
         r.rows[0].error
     );
     assert!(r.rows[0].summary.is_none(), "it must not get a speed");
+    // Its /work row fails the contract check too, and the table says so.
+    let c = r.servers[0].contract.as_ref().expect("a contract check");
+    assert!(c.failed.iter().any(|f| f.row.contains("/work")), "{c:?}");
+    assert!(stdout.contains("seed fails"), "{stdout}");
 }

@@ -427,6 +427,12 @@ impl Entry {
         }
     }
 
+    /// Whether it implements the whole contract (nginx-static answers
+    /// `/hello` only: it is a ceiling, not a contender).
+    pub fn serves_whole_contract(&self) -> bool {
+        !matches!(self.recipe, Recipe::NginxStatic)
+    }
+
     /// Whether [`Entry::start_placed`] can place it in an environment other
     /// than `bare` (`--env`, [`crate::env`]): every recipe the harness
     /// starts itself; a `--target` runs where it was started.

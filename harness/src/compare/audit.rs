@@ -146,6 +146,7 @@ mod tests {
         jit: Option<&str>,
     ) -> ServerDoc {
         ServerDoc {
+            contract: None,
             name: name.into(),
             model: "m".into(),
             language: "l".into(),

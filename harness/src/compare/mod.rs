@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 
@@ -33,7 +34,7 @@ use crate::catalog::embedded::Embedded;
 use crate::catalog::{self, procfs, supervise, Availability, Db, Entry, Env};
 use args::{CompareArgs, LoadTool, ReportArgs};
 use plan::Workload;
-use results::{Database, Results, ServerDoc, Settings, WorkloadDoc};
+use results::{ContractCheck, Database, Results, ServerDoc, Settings, WorkloadDoc};
 
 /// The embedded MariaDB's `max_connections`: room for any server's pool
 /// plus `conn=new` bursts.
@@ -125,6 +126,37 @@ fn parse_probe(out: Option<Vec<u8>>) -> (Option<String>, Option<u64>) {
     (version, it.next().and_then(|n| n.trim().parse().ok()))
 }
 
+/// `harness verify` over a started server, printed as it goes. Without a
+/// database in the run, the rows that need one are left out (503 is then
+/// the right answer).
+fn check_contract(ctx: &runner::Ctx, running: &catalog::Running) -> ContractCheck {
+    let rows: Vec<_> = crate::verify::rows()
+        .into_iter()
+        .filter(|r| ctx.db.is_some() || !r.needs_db())
+        .collect();
+    let contract = ContractCheck::from_verdicts(&crate::verify::check(
+        running.addr,
+        Duration::from_secs(5),
+        rows,
+    ));
+    ctx.progress.line(&format!(
+        "  contract (harness verify): {}/{} rows pass{}{}",
+        contract.passed,
+        contract.rows,
+        if ctx.db.is_none() {
+            " (no database in this run: its rows not checked)"
+        } else {
+            ""
+        },
+        contract
+            .failed
+            .iter()
+            .map(|f| format!("\n    FAIL {}: {}", f.row, f.why))
+            .collect::<String>()
+    ));
+    contract
+}
+
 /// The pre-pass: start each runnable server once, read its `/config`,
 /// check its scheduler placement and each workload's answer, stop it.
 /// Returns per server the workloads that failed their check.
@@ -158,6 +190,9 @@ fn prepass(
                 None
             }
         };
+        if e.serves_whole_contract() {
+            docs[i].contract = Some(check_contract(ctx, &running));
+        }
         if running.managed() {
             let tree = procfs::tree(&running.pids());
             docs[i].same_autogroup = own_group.as_ref().map(|own| {
@@ -227,6 +262,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
                 versions: Vec::new(),
                 same_autogroup: None,
                 notes: Vec::new(),
+                contract: None,
             }
         })
         .collect();

@@ -103,6 +103,47 @@ pub struct ServerDoc {
     /// Every process of its tree was in the harness's scheduler autogroup.
     pub same_autogroup: Option<bool>,
     pub notes: Vec<String>,
+    /// Every row of `harness verify`, run once before loading (absent in
+    /// results written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<ContractCheck>,
+}
+
+/// `harness verify` over a server: how many rows, which failed and why.
+/// A failing row is reported; only a workload whose own answer fails is
+/// kept from being loaded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContractCheck {
+    pub rows: u32,
+    pub passed: u32,
+    pub failed: Vec<RowFailure>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowFailure {
+    pub row: String,
+    pub why: String,
+}
+
+impl ContractCheck {
+    pub fn from_verdicts(verdicts: &[crate::verify::Verdict]) -> ContractCheck {
+        let failed: Vec<RowFailure> = verdicts
+            .iter()
+            .filter_map(|v| {
+                v.result.as_ref().err().map(|why| RowFailure {
+                    row: v.name.clone(),
+                    why: why.clone(),
+                })
+            })
+            .collect();
+        ContractCheck {
+            rows: verdicts.len() as u32,
+            passed: (verdicts.len() - failed.len()) as u32,
+            failed,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -181,6 +181,21 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
             ));
         }
     }
+    for s in &results.servers {
+        if let Some(c) = s.contract.as_ref().filter(|c| !c.failed.is_empty()) {
+            line(&format!(
+                "{} fails {} of {} contract rows (harness verify): {}",
+                s.name,
+                c.failed.len(),
+                c.rows,
+                c.failed
+                    .iter()
+                    .map(|f| f.row.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+    }
     for w in &results.fairness.warnings {
         line(&format!("warning: {w}"));
     }
