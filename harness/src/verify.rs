@@ -397,9 +397,15 @@ mod tests {
             assert!(needing.iter().any(|n| n == name), "{name}: {needing:?}");
         }
         // a connection carrying one /db request among others needs it too
-        assert!(needing.iter().any(|n| n.starts_with("keep-alive")), "{needing:?}");
+        assert!(
+            needing.iter().any(|n| n.starts_with("keep-alive")),
+            "{needing:?}"
+        );
         for n in &needing {
-            assert!(n.contains("/db") || n.contains("/work") || n.contains("requests"), "{n}");
+            assert!(
+                n.contains("/db") || n.contains("/work") || n.contains("requests"),
+                "{n}"
+            );
         }
         let free: Vec<String> = rows()
             .into_iter()
