@@ -35,8 +35,11 @@ own process group, in the harness's session), verified, warmed up, loaded
 --runs times and stopped, for each workload and concurrency level. Servers
 that cannot run are listed with the reason and skipped. Without
 --mysql-url a private MariaDB is started under a temp dir and removed at
-the end. Before loading, each server's /config is printed side by side with
-warnings where settings differ (workers, DB pool, JIT, debug).
+the end. Before loading, each server goes through every contract row
+(harness verify: failing rows are reported beside its numbers; a workload
+whose own answer fails is not loaded) and its /config is printed side by
+side with the others, with warnings where settings differ (workers, DB
+pool, JIT, debug).
 
 RPS counts responses that matched the contract exactly (status and body):
 a server that answers 200 with an error body gets failures, not speed.
