@@ -9,10 +9,9 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use super::supervise::{Child, Stdout};
 use super::{
-    find_program, free_port, run_dir, version_of, Availability, Entry, Env, Running, StartCtx,
-    SEED_WORKERS,
+    find_program, free_port, run_dir, spawn_on_port, version_of, Availability, Entry, Env, Running,
+    StartCtx, SEED_WORKERS,
 };
 use crate::env::Placement;
 
@@ -59,17 +58,15 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         .env("PHPRC", compose.join("php/php.ini"))
         .env("XDG_DATA_HOME", dir.path())
         .env("XDG_CONFIG_HOME", dir.path());
-    if let Some(db) = ctx.db {
-        cmd.envs(placement.db(db)?.env());
-    }
-    placement.apply(&mut cmd)?;
-    let (child, _) = Child::spawn(
-        &entry.name,
-        cmd,
-        &dir.path().join("frankenphp.log"),
-        Stdout::Log,
-    )?;
-    let addr = std::net::SocketAddr::new(placement.listen_ip(), port);
     let versions = version_of(&bin, &["version"]).into_iter().collect();
-    Ok(Running::started(entry, addr, versions, child, Some(dir)))
+    spawn_on_port(
+        entry,
+        ctx,
+        placement,
+        cmd,
+        dir,
+        "frankenphp.log",
+        port,
+        versions,
+    )
 }

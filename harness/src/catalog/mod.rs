@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use supervise::{Child, TempDir};
+use supervise::{Child, Stdout, TempDir};
 
 /// How long a server may take to answer `/hello` after it was started.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -590,6 +590,30 @@ pub fn user_and_group() -> (String, String) {
 /// A run dir for one server.
 fn run_dir(name: &str) -> anyhow::Result<TempDir> {
     TempDir::new(&format!("benchlab-{name}-"))
+}
+
+/// Spawns `cmd`, a server already told to listen on `port` at the
+/// placement's address: pointed at the database as seen from there, placed,
+/// its output in `dir/log`. For the recipes that pick their port up front
+/// (Swoole, RoadRunner, FrankenPHP); readiness is [`wait_ready`]'s.
+#[allow(clippy::too_many_arguments)]
+fn spawn_on_port(
+    entry: &Entry,
+    ctx: &StartCtx,
+    placement: &crate::env::Placement,
+    mut cmd: Command,
+    dir: TempDir,
+    log: &str,
+    port: u16,
+    versions: Vec<String>,
+) -> anyhow::Result<Running> {
+    if let Some(db) = ctx.db {
+        cmd.envs(placement.db(db)?.env());
+    }
+    placement.apply(&mut cmd)?;
+    let (child, _) = Child::spawn(&entry.name, cmd, &dir.path().join(log), Stdout::Log)?;
+    let addr = SocketAddr::new(placement.listen_ip(), port);
+    Ok(Running::started(entry, addr, versions, child, Some(dir)))
 }
 
 /// `nginx -p DIR -e DIR/nginx-error.log -c DIR/nginx.conf`.

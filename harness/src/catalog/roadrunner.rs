@@ -7,10 +7,9 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use super::supervise::{Child, Stdout};
 use super::{
-    find_program, free_port, run_dir, version_of, Availability, Entry, Env, Running, StartCtx,
-    SEED_DB_POOL,
+    find_program, free_port, run_dir, spawn_on_port, version_of, Availability, Entry, Env, Running,
+    StartCtx, SEED_DB_POOL,
 };
 use crate::env::Placement;
 
@@ -68,12 +67,6 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         .args(["-o", &format!("rpc.listen=tcp://127.0.0.1:{rpc}")])
         .args(["-o", &worker])
         .env("DB_POOL", SEED_DB_POOL.to_string());
-    if let Some(db) = ctx.db {
-        cmd.envs(placement.db(db)?.env());
-    }
-    placement.apply(&mut cmd)?;
-    let (child, _) = Child::spawn(&entry.name, cmd, &dir.path().join("rr.log"), Stdout::Log)?;
-    let addr = std::net::SocketAddr::new(placement.listen_ip(), port);
     let versions = version_of(&rr, &["--version"]).into_iter().collect();
-    Ok(Running::started(entry, addr, versions, child, Some(dir)))
+    spawn_on_port(entry, ctx, placement, cmd, dir, "rr.log", port, versions)
 }

@@ -6,10 +6,9 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use super::supervise::{Child, Stdout};
 use super::{
-    find_program, free_port, run_dir, version_of, Availability, Entry, Env, Running, StartCtx,
-    SEED_DB_POOL, SEED_WORKERS,
+    find_program, free_port, run_dir, spawn_on_port, version_of, Availability, Entry, Env, Running,
+    StartCtx, SEED_DB_POOL, SEED_WORKERS,
 };
 use crate::env::Placement;
 
@@ -60,17 +59,6 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         .env("PORT", port.to_string())
         .env("SWOOLE_WORKERS", SEED_WORKERS.to_string())
         .env("DB_POOL", SEED_DB_POOL.to_string());
-    if let Some(db) = ctx.db {
-        cmd.envs(placement.db(db)?.env());
-    }
-    placement.apply(&mut cmd)?;
-    let (child, _) = Child::spawn(
-        &entry.name,
-        cmd,
-        &dir.path().join("swoole.log"),
-        Stdout::Log,
-    )?;
-    let addr = std::net::SocketAddr::new(placement.listen_ip(), port);
     let versions = version_of(
         &php,
         &[
@@ -80,5 +68,14 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     )
     .into_iter()
     .collect();
-    Ok(Running::started(entry, addr, versions, child, Some(dir)))
+    spawn_on_port(
+        entry,
+        ctx,
+        placement,
+        cmd,
+        dir,
+        "swoole.log",
+        port,
+        versions,
+    )
 }
