@@ -158,16 +158,7 @@ pub fn rows() -> Vec<Row> {
     });
     rows.push(Row {
         name: "pipelined: 8 requests in one write, answered in order".into(),
-        probe: Probe::Pipelined(vec![
-            "/sleep?ms=30",
-            "/hello",
-            "/cpu?n=5",
-            "/db",
-            "/work?n=7",
-            "/nope",
-            "/cpu?n=abc",
-            "/",
-        ]),
+        probe: Probe::Pipelined(samples::PIPELINED_TARGETS.to_vec()),
     });
     rows.push(Row {
         name: "Date is fresh (within 2 s)".into(),

@@ -280,16 +280,7 @@ pub fn keep_alive_serves_many(s: &Subject) {
 }
 
 pub fn pipelined_requests_in_order(s: &Subject) {
-    let targets = [
-        "/sleep?ms=30",
-        "/hello",
-        "/cpu?n=5",
-        "/db",
-        "/work?n=7",
-        "/nope",
-        "/cpu?n=abc",
-        "/",
-    ];
+    let targets = samples::PIPELINED_TARGETS;
     let mut raw = Vec::new();
     for t in targets {
         raw.extend_from_slice(format!("GET {t} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());

@@ -42,6 +42,18 @@ pub mod samples {
         "/sleep?ms=-1",
         "/sleep",
     ];
+    /// Written in one go on one connection: answered in order, the slow
+    /// one first, then the rest including a 404 and a 400.
+    pub const PIPELINED_TARGETS: &[&str] = &[
+        "/sleep?ms=30",
+        "/hello",
+        "/cpu?n=5",
+        "/db",
+        "/work?n=7",
+        "/nope",
+        "/cpu?n=abc",
+        "/",
+    ];
 }
 
 /// How long a caller waits for any single response unless it sets another bound.
