@@ -116,6 +116,14 @@ pub fn autogroup(pid: i32) -> Option<String> {
     Some(t.split_whitespace().next()?.to_string())
 }
 
+/// The group a process's CPU share is computed in: its autogroup where the
+/// kernel exposes `/proc/PID/autogroup`, else its session. `setsid()` is what
+/// makes a new autogroup, so the two agree where both exist; kernels built
+/// without `CONFIG_SCHED_AUTOGROUP` (and some sandboxes) have only the session.
+pub fn cpu_share_group(pid: i32) -> Option<String> {
+    autogroup(pid).or_else(|| stat(pid).map(|s| format!("session-{}", s.session)))
+}
+
 /// `kernel.sched_autogroup_enabled`, if the kernel has it.
 pub fn sched_autogroup_enabled() -> Option<bool> {
     let t = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled").ok()?;
@@ -125,6 +133,17 @@ pub fn sched_autogroup_enabled() -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn this_process_has_a_cpu_share_group() {
+        let me = std::process::id() as i32;
+        let g = cpu_share_group(me).expect("our own group");
+        match autogroup(me) {
+            Some(a) => assert_eq!(g, a),
+            None => assert_eq!(g, format!("session-{}", stat(me).unwrap().session)),
+        }
+        assert_eq!(cpu_share_group(i32::MAX), None, "no such process");
+    }
 
     #[test]
     fn parses_a_stat_line_with_spaces_in_the_name() {
