@@ -116,12 +116,17 @@ pub fn autogroup(pid: i32) -> Option<String> {
     Some(t.split_whitespace().next()?.to_string())
 }
 
-/// The group a process's CPU share is computed in: its autogroup where the
-/// kernel exposes `/proc/PID/autogroup`, else its session. `setsid()` is what
-/// makes a new autogroup, so the two agree where both exist; kernels built
-/// without `CONFIG_SCHED_AUTOGROUP` (and some sandboxes) have only the session.
-pub fn cpu_share_group(pid: i32) -> Option<String> {
-    autogroup(pid).or_else(|| stat(pid).map(|s| format!("session-{}", s.session)))
+/// The autogroup a process's CPU share is computed in, when autogroups are
+/// in effect (`kernel.sched_autogroup_enabled=1`). Otherwise `None`: the
+/// kernel has none (`CONFIG_SCHED_AUTOGROUP` off, or a sandbox that hides
+/// them) or they are switched off, and a process that leaves its session
+/// (`setsid()`) gets no larger share for it.
+pub fn effective_autogroup(pid: i32) -> Option<String> {
+    if sched_autogroup_enabled() == Some(true) {
+        autogroup(pid)
+    } else {
+        None
+    }
 }
 
 /// `kernel.sched_autogroup_enabled`, if the kernel has it.
@@ -133,17 +138,6 @@ pub fn sched_autogroup_enabled() -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn this_process_has_a_cpu_share_group() {
-        let me = std::process::id() as i32;
-        let g = cpu_share_group(me).expect("our own group");
-        match autogroup(me) {
-            Some(a) => assert_eq!(g, a),
-            None => assert_eq!(g, format!("session-{}", stat(me).unwrap().session)),
-        }
-        assert_eq!(cpu_share_group(i32::MAX), None, "no such process");
-    }
 
     #[test]
     fn parses_a_stat_line_with_spaces_in_the_name() {

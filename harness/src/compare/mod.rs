@@ -167,7 +167,7 @@ fn prepass(
     workloads: &[Workload],
 ) -> Vec<Vec<(String, String)>> {
     let mut failed = vec![Vec::new(); entries.len()];
-    let own_group = procfs::cpu_share_group(std::process::id() as i32);
+    let own_group = procfs::effective_autogroup(std::process::id() as i32);
     for (i, e) in entries.iter().enumerate() {
         if docs[i].status != "ran" || ctx.interrupt.load(Ordering::Relaxed) {
             continue;
@@ -197,7 +197,7 @@ fn prepass(
             let tree = procfs::tree(&running.pids());
             docs[i].same_autogroup = own_group.as_ref().map(|own| {
                 tree.iter()
-                    .all(|s| !matches!(procfs::cpu_share_group(s.pid), Some(g) if g != *own))
+                    .all(|s| !matches!(procfs::effective_autogroup(s.pid), Some(g) if g != *own))
             });
         }
         for w in workloads.iter().filter(|w| e.serves(&w.path)) {

@@ -100,8 +100,8 @@ pub struct ServerDoc {
     pub config: Option<workloads::ServerConfig>,
     /// Runtime versions found at start (`nginx 1.22.1`).
     pub versions: Vec<String>,
-    /// Every process of its tree was in the harness's scheduler autogroup
-    /// (compared by session where the kernel exposes no autogroup).
+    /// Every process of its tree was in the harness's scheduler autogroup;
+    /// `None` where autogroups are not in effect (or for servers started elsewhere).
     pub same_autogroup: Option<bool>,
     pub notes: Vec<String>,
     /// Every row of `harness verify`, run once before loading (absent in
