@@ -568,7 +568,38 @@ fn the_html_report_renders_in_headless_chromium() {
     };
     let dir = tmp("chromium");
     let html = dir.path().join("report.html");
-    std::fs::write(&html, harness::compare::report::html::render(&synthetic())).unwrap();
+    // A skipped server with a long reason and a started one with a long
+    // command: the wide settings table must scroll in its box, not the page.
+    let mut results = synthetic();
+    let mut skipped = results.servers[0].clone();
+    skipped.name = "swoole".into();
+    skipped.status = "skipped".into();
+    skipped.reason = Some("`php -m` does not list swoole; to run it: pecl install swoole (6.x) and enable it, or run compose/ with Docker and pass --target swoole=http://127.0.0.1:9501".into());
+    skipped.detail = None;
+    results.servers.push(skipped);
+    results.servers[0].detail = Some(
+        "/work/main/target/release/worker-pool --addr=127.0.0.1:40000 --workers=20 \
+         --mysql-url=mysql://bench:bench@127.0.0.1:3306/bench"
+            .into(),
+    );
+    let report = harness::compare::report::html::render(&results);
+    assert_eq!(
+        report.matches("pecl install swoole").count(),
+        1,
+        "the reason once, in the notes"
+    );
+    std::fs::write(&html, &report).unwrap();
+    // The same page with a probe that records whether it fits the window.
+    let probe = dir.path().join("probe.html");
+    std::fs::write(
+        &probe,
+        report.replace(
+            "</body>",
+            "<script>document.body.dataset.fits = \
+             document.documentElement.scrollWidth <= window.innerWidth;</script></body>",
+        ),
+    )
+    .unwrap();
     let profile = dir.path().join("profile");
     let common = |c: &mut Command| {
         c.args([
@@ -598,6 +629,20 @@ fn the_html_report_renders_in_headless_chromium() {
     );
     assert!(dom.contains("workers differ"), "fairness warnings missing");
     assert!(!log.contains(":CONSOLE("), "console messages: {log}");
+    let mut fits = Command::new(&browser);
+    common(&mut fits);
+    let o = fits
+        .arg("--window-size=1200,2400")
+        .arg("--dump-dom")
+        .arg(format!("file://{}", probe.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        dom.contains("data-fits=\"true\""),
+        "the page scrolls sideways at 1200 px: {}",
+        &dom[..dom.len().min(300)]
+    );
     let png = dir.path().join("report.png");
     let mut shot = Command::new(&browser);
     common(&mut shot);

@@ -22,10 +22,11 @@ tr.failed td { background: #fdecea; }
 .warn { background: #fff6e0; border-left: 4px solid #f0a000; padding: 0.4em 0.8em; margin: 0.3em 0; }
 .note { color: #555; font-size: 0.9em; }
 figure { margin: 1em 0; } .error { color: #b00; }
+.wide { overflow-x: auto; }
 ";
 
 fn html_table(rows: &[Vec<String>], right_from: usize, failed: &[bool]) -> String {
-    let mut out = String::from("<table>\n");
+    let mut out = String::from("<div class=\"wide\"><table>\n");
     for (i, r) in rows.iter().enumerate() {
         let class = if i > 0 && failed.get(i - 1).copied().unwrap_or(false) {
             " class=\"failed\""
@@ -44,7 +45,7 @@ fn html_table(rows: &[Vec<String>], right_from: usize, failed: &[bool]) -> Strin
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</table>\n");
+    out.push_str("</table></div>\n");
     out
 }
 
@@ -148,10 +149,8 @@ pub fn render(results: &Results) -> String {
             sv.name.clone(),
             sv.model.clone(),
             sv.language.clone(),
-            match &sv.reason {
-                Some(r) => format!("{}: {r}", sv.status),
-                None => sv.status.clone(),
-            },
+            // The reason is in the notes under the results table.
+            sv.status.clone(),
             o(c.map(|c| c.runtime.clone())),
             o(c.and_then(|c| c.workers).map(|v| v.to_string())),
             o(c.and_then(|c| c.db_pool).map(|v| v.to_string())),
