@@ -206,6 +206,77 @@ fn ab_drives_the_same_runs_into_the_same_table() {
     assert!(stdout.contains("do not check bodies"), "{stdout}");
 }
 
+/// The README's main command, shortened: `harness compare` on its defaults
+/// runs every server this machine has (CI installs nginx, php-fpm and Node),
+/// each passing every verify row, and both workloads with 0 failed.
+#[test]
+fn the_default_compare_runs_every_server_installed_here() {
+    for bin in ["event-loop", "coroutine", "worker-pool"] {
+        sibling_binary(bin);
+    }
+    let out = tmp("defaults");
+    let (stdout, stderr) = compare_ok(
+        &["-c", "10", "-d", "1s", "--runs", "1", "--warmup", "0"],
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    let results = Results::from_json(&text).unwrap();
+    let expected = [
+        "event-loop",
+        "event-loop-x2",
+        "coroutine",
+        "worker-pool",
+        "node",
+        "php-fpm",
+        "nginx-static",
+    ];
+    for name in expected {
+        let s = results
+            .servers
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name} is not in the catalog"));
+        assert_eq!(s.status, "ran", "{name}: {:?}\n{stderr}", s.reason);
+        if name != "nginx-static" {
+            let c = s.contract.as_ref().expect("a contract check");
+            assert!(c.rows >= 40 && c.failed.is_empty(), "{name}: {c:?}");
+        }
+        let workloads: &[&str] = if name == "nginx-static" {
+            &["hello"]
+        } else {
+            &["hello", "work"]
+        };
+        for w in workloads {
+            let row = results
+                .rows
+                .iter()
+                .find(|r| r.server == name && r.workload == *w)
+                .unwrap_or_else(|| panic!("no {name} {w} row:\n{stdout}"));
+            let summary = row.summary.as_ref().expect("a summary");
+            assert_eq!(row.status, "ok", "{row:?}");
+            assert!(
+                summary.failed == 0 && summary.rps_mean > 0.0,
+                "{name} {w}: {summary:?}"
+            );
+            assert!(table_row(&stdout, name, w).is_some(), "{stdout}");
+        }
+    }
+    // What cannot run here is listed with what to install, never dropped.
+    for s in &results.servers {
+        if !expected.contains(&s.name.as_str()) {
+            assert!(
+                s.status == "ran" || (s.status == "skipped" && s.reason.is_some()),
+                "{s:?}"
+            );
+        }
+    }
+    assert_eq!(
+        results.rows.len(),
+        2 * results.servers.iter().filter(|s| s.status == "ran").count() - 1,
+        "hello and work for each server but nginx-static"
+    );
+}
+
 #[test]
 fn servers_lists_the_catalog_with_reasons() {
     let o = Command::new(harness_bin()).arg("servers").output().unwrap();
