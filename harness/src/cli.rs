@@ -20,7 +20,7 @@ Examples:
   harness verify http://127.0.0.1:8082
   harness servers
   harness compare
-  harness calibrate --env bare,pinned,bridge,bridge-proxy
+  harness calibrate --env bare,pinned,bridge-direct,bridge,bridge-proxy
   harness compare --servers coroutine,node,php-fpm --workloads work -c 100 -d 30s --baseline php-fpm
 
 `harness <command> --help` explains each command."

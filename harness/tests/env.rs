@@ -7,6 +7,7 @@
 //! the machine refuses, they print why and pass.
 
 use std::io::{BufRead, BufReader};
+use std::net::IpAddr;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
@@ -121,7 +122,7 @@ fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
 }
 
 #[test]
-fn the_bridge_serves_across_dnat_and_the_proxy_and_is_torn_down() {
+fn the_bridge_serves_directly_across_dnat_and_through_the_proxy_and_is_torn_down() {
     let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
     if bridge_refused().is_some() {
         return;
@@ -130,7 +131,11 @@ fn the_bridge_serves_across_dnat_and_the_proxy_and_is_torn_down() {
     let entry = event_loop();
     let env = catalog::Env::discover(None);
     let interrupt = AtomicBool::new(false);
-    for kind in [Environment::Bridge, Environment::BridgeProxy] {
+    for kind in [
+        Environment::BridgeDirect,
+        Environment::Bridge,
+        Environment::BridgeProxy,
+    ] {
         let setup = Setup::build(kind, None).unwrap();
         let id = setup.bridge().unwrap().id.clone();
         // The namespace, the bridge, the veth, the nft table.
@@ -147,7 +152,16 @@ fn the_bridge_serves_across_dnat_and_the_proxy_and_is_torn_down() {
         let mut running = entry.start_placed(&ctx, &placement).unwrap();
         setup.verify(&running.pids()).unwrap();
         let published = setup.publish(running.addr).unwrap();
-        assert!(published.addr.ip().is_loopback());
+        if kind == Environment::BridgeDirect {
+            // The namespace's own address, across the bridge.
+            assert_eq!(published.addr, running.addr);
+            assert_eq!(
+                published.addr.ip(),
+                IpAddr::V4(placement.listen_ip.unwrap())
+            );
+        } else {
+            assert!(published.addr.ip().is_loopback());
+        }
         Setup::redirect(&mut running, &published);
         assert_hello(&running);
         drop(published);

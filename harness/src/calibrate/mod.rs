@@ -65,6 +65,8 @@ at 20 connections; and each --env as a ratio to bare, with its spread.
 Environments:
   bare           loopback
   pinned         server and load generator on disjoint CPU sets
+  bridge-direct  server in a network namespace behind veth + Linux bridge,
+                 reached at its own address, no NAT (the bridge alone)
   bridge         server in a network namespace, veth + Linux bridge, port
                  published by nftables DNAT from 127.0.0.1 (Docker's bridge
                  with userland-proxy: false); needs root, ip and nft
@@ -75,7 +77,7 @@ Namespaces use 198.18.0.0/15 (RFC 2544); everything is removed at exit.
 
 Examples:
   harness calibrate
-  harness calibrate --env bare,pinned,bridge,bridge-proxy --json > env.json
+  harness calibrate --env bare,pinned,bridge-direct,bridge,bridge-proxy --json > env.json
   harness calibrate --env bare,bridge,bridge-proxy --env-servers php-fpm,node
   harness calibrate --env bare,bridge -d 5s --runs 5")]
 pub struct CalibrateArgs {
@@ -83,7 +85,7 @@ pub struct CalibrateArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "bare,pinned,bridge,bridge-proxy,docker-bridge,docker-host",
+        default_value = "bare,pinned,bridge-direct,bridge,bridge-proxy,docker-bridge,docker-host",
         value_name = "LIST"
     )]
     pub env: Vec<String>,

@@ -293,7 +293,8 @@ pub fn text(c: &Calibration) -> String {
             o += &format!("  {:<14} checked: {ch}\n", "");
         }
     }
-    o += "\n  reading Docker: a published port costs ~0.9× bare when the kernel DNATs it \
+    o += "\n  reading Docker: bridge-direct is the veth and bridge alone, bridge adds the DNAT of \
+          a published port. A published port costs ~0.9× bare when the kernel DNATs it \
           (userland-proxy: false, or a client from another host), ~0.25× when docker-proxy \
           relays it (the default for clients on the host itself). If your Docker numbers sit \
           near the bridge-proxy row, your clients go through docker-proxy. Both are costs per \

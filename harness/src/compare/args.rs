@@ -138,7 +138,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "DIR")]
     pub repo_dir: Option<PathBuf>,
 
-    /// Where the servers run: bare, pinned, bridge, bridge-proxy (see
+    /// Where the servers run: bare, pinned, bridge-direct, bridge, bridge-proxy (see
     /// `harness calibrate --help`). Every process of each server (nginx and
     /// php-fpm, node, the Rust servers) is placed; a --target server runs
     /// where it was started and is skipped with the reason.

@@ -1,7 +1,9 @@
 //! Environments a server is measured in (DESIGN.md §6): `bare` loopback,
 //! `pinned` CPU sets, a Docker-like `bridge` (network namespace + veth +
-//! Linux bridge + DNAT from 127.0.0.1) and `bridge-proxy` (the same behind
-//! a userland TCP proxy, docker-proxy's role for host-local clients);
+//! Linux bridge + DNAT from 127.0.0.1), `bridge-direct` (the same reached
+//! at the namespace's address, no NAT: what the DNAT adds is the difference)
+//! and `bridge-proxy` (the same behind a userland TCP proxy, docker-proxy's
+//! role for host-local clients);
 //! `docker-bridge` and `docker-host` are only detected.
 //!
 //! [`Setup::build`] makes an environment; dropping the [`Setup`] tears it
@@ -32,6 +34,7 @@ use crate::catalog::{Db, Running};
 pub enum Environment {
     Bare,
     Pinned,
+    BridgeDirect,
     Bridge,
     BridgeProxy,
     DockerBridge,
@@ -39,9 +42,10 @@ pub enum Environment {
 }
 
 impl Environment {
-    pub const ALL: [Environment; 6] = [
+    pub const ALL: [Environment; 7] = [
         Environment::Bare,
         Environment::Pinned,
+        Environment::BridgeDirect,
         Environment::Bridge,
         Environment::BridgeProxy,
         Environment::DockerBridge,
@@ -52,6 +56,7 @@ impl Environment {
         match self {
             Environment::Bare => "bare",
             Environment::Pinned => "pinned",
+            Environment::BridgeDirect => "bridge-direct",
             Environment::Bridge => "bridge",
             Environment::BridgeProxy => "bridge-proxy",
             Environment::DockerBridge => "docker-bridge",
@@ -65,6 +70,10 @@ impl Environment {
             Environment::Bare => "loopback, no placement",
             Environment::Pinned => {
                 "server and load generator on disjoint CPU sets (sched_setaffinity)"
+            }
+            Environment::BridgeDirect => {
+                "server in a network namespace, veth + Linux bridge, reached at its own \
+                 address, no NAT (a client on the same Docker network, or the container's IP)"
             }
             Environment::Bridge => {
                 "server in a network namespace, veth + Linux bridge, port published by \
@@ -102,7 +111,7 @@ impl Environment {
             }
         }
         if out.is_empty() {
-            bail!("no environment given (--env bare,pinned,bridge,bridge-proxy)");
+            bail!("no environment given (--env bare,pinned,bridge-direct,bridge,bridge-proxy)");
         }
         Ok(out)
     }
@@ -112,7 +121,9 @@ impl Environment {
         match self {
             Environment::Bare => Ok(()),
             Environment::Pinned => pinned::Split::of_this_process().map(|_| ()),
-            Environment::Bridge | Environment::BridgeProxy => bridge::availability(),
+            Environment::BridgeDirect | Environment::Bridge | Environment::BridgeProxy => {
+                bridge::availability()
+            }
             Environment::DockerBridge | Environment::DockerHost => match docker_answers() {
                 Ok(()) => Err("a Docker engine answers, but this harness does not drive \
                      compose/ yet: run compose/ and use `harness compare --target`"
@@ -223,6 +234,7 @@ pub struct Setup {
 enum Kind {
     Bare,
     Pinned(pinned::Split),
+    BridgeDirect(bridge::Bridge),
     Bridge(bridge::Bridge),
     BridgeProxy(bridge::Bridge),
 }
@@ -244,6 +256,7 @@ impl Setup {
             Environment::Pinned => {
                 Kind::Pinned(pinned::Split::of_this_process().map_err(anyhow::Error::msg)?)
             }
+            Environment::BridgeDirect => Kind::BridgeDirect(bridge::Bridge::build(db_port)?),
             Environment::Bridge => Kind::Bridge(bridge::Bridge::build(db_port)?),
             Environment::BridgeProxy => Kind::BridgeProxy(bridge::Bridge::build(db_port)?),
             Environment::DockerBridge | Environment::DockerHost => {
@@ -269,7 +282,7 @@ impl Setup {
                 cpus: Some(s.server.clone()),
                 ..Placement::default()
             },
-            Kind::Bridge(b) | Kind::BridgeProxy(b) => Placement {
+            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => Placement {
                 netns: Some(b.netns.clone()),
                 listen_ip: Some(b.ns_ip),
                 db_host: Some(b.host_ip.to_string()),
@@ -292,13 +305,19 @@ impl Setup {
         self.load_cpus().map(pinned::ThreadPin::to).transpose()
     }
 
-    /// Where the load goes to reach `server` (its own address on bare and
-    /// pinned; a DNAT'd port on 127.0.0.1; a userland proxy's port).
+    /// Where the load goes to reach `server` (its own address on bare,
+    /// pinned and bridge-direct; a DNAT'd port on 127.0.0.1; a userland
+    /// proxy's port).
     pub fn publish(&self, server: SocketAddr) -> anyhow::Result<Published> {
         match &self.kind {
             Kind::Bare | Kind::Pinned(_) => Ok(Published {
                 addr: server,
                 path: format!("{server} (loopback)"),
+                _proxy: None,
+            }),
+            Kind::BridgeDirect(b) => Ok(Published {
+                addr: server,
+                path: format!("{server} via {} (no NAT)", b.bridge),
                 _proxy: None,
             }),
             Kind::Bridge(b) => {
@@ -346,14 +365,14 @@ impl Setup {
         match &self.kind {
             Kind::Bare => Ok(Vec::new()),
             Kind::Pinned(s) => s.verify(server_pids),
-            Kind::Bridge(b) | Kind::BridgeProxy(b) => b.verify(server_pids),
+            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => b.verify(server_pids),
         }
     }
 
-    /// The bridge, in `bridge` and `bridge-proxy`.
+    /// The bridge, in `bridge-direct`, `bridge` and `bridge-proxy`.
     pub fn bridge(&self) -> Option<&bridge::Bridge> {
         match &self.kind {
-            Kind::Bridge(b) | Kind::BridgeProxy(b) => Some(b),
+            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => Some(b),
             _ => None,
         }
     }
@@ -367,7 +386,7 @@ impl Setup {
                 pinned::list(&s.server),
                 pinned::list(&s.load)
             ),
-            Kind::Bridge(b) | Kind::BridgeProxy(b) => format!(
+            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => format!(
                 "netns {} ({}) ↔ veth {} ↔ bridge {} ({}); nft table ip {}",
                 b.netns, b.ns_ip, b.veth_host, b.bridge, b.host_ip, b.table
             ),
@@ -378,7 +397,7 @@ impl Setup {
     pub fn teardown(&mut self) -> Vec<String> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner()).clear();
         match &mut self.kind {
-            Kind::Bridge(b) | Kind::BridgeProxy(b) => b.teardown(),
+            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => b.teardown(),
             _ => Vec::new(),
         }
     }
