@@ -178,7 +178,7 @@ pub fn text(c: &Calibration) -> String {
         None => o += "  no scheduler autogroups in this kernel\n",
     }
     for g in &m.autogroups {
-        o += &format!("    {}: {}\n", g.group, g.processes.join(", "));
+        o += &format!("    {}: {}\n", g.group, by_program(&g.processes));
     }
     if m.autogroups.len() > 1 {
         o += "    warning: the run's processes are in different autogroups: CPU is shared per group, not per process\n";
@@ -304,4 +304,46 @@ pub fn text(c: &Calibration) -> String {
         o += &format!("note: {n}\n");
     }
     o
+}
+
+/// `harness (1), php-fpm (7), php-fpm (8)` → `harness, php-fpm ×2`: the
+/// members of a group by program, in order of first appearance (the pids
+/// are in the JSON).
+fn by_program(processes: &[String]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for p in processes {
+        let name = p.rsplit_once(" (").map_or(p.as_str(), |(name, _)| name);
+        match counts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, k)) => *k += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|&(n, k)| {
+            if k == 1 {
+                n.to_string()
+            } else {
+                format!("{n} ×{k}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn autogroup_members_are_counted_by_program() {
+        let members: Vec<String> = ["harness (9)", "php-fpm (10)", "node (11)", "php-fpm (12)"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(by_program(&members), "harness, php-fpm ×2, node");
+        assert_eq!(
+            by_program(&["php-fpm: pool (x) (7)".into()]),
+            "php-fpm: pool (x)"
+        );
+    }
 }
