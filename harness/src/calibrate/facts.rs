@@ -319,8 +319,10 @@ mod tests {
             t.join().unwrap();
         }
         assert!(own > 50, "too little traffic to tell: {own} ticks");
-        // Slack for tick sampling: 5% and two ticks per core.
-        assert!(own <= busy + own / 20 + 4, "own {own} ticks > busy {busy}");
+        // Slack for tick sampling (NOHZ idle misses some busy ticks when a
+        // CPU is not saturated): 1/8 and two ticks per core. The old
+        // definition missed by half.
+        assert!(own <= busy + own / 8 + 4, "own {own} ticks > busy {busy}");
     }
 
     #[test]
