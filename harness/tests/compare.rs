@@ -122,6 +122,9 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
         assert!(s.server_cpu_pct.is_some_and(|c| c > 0.0), "{r:?}");
         assert!(s.server_rss_peak_bytes.is_some_and(|b| b > 1 << 20));
         assert!(!r.latency_curve.is_empty());
+        assert!(r.runs.iter().all(|run| run
+            .outside_cpu_pct
+            .is_some_and(|p| (0.0..=100.0).contains(&p))));
     }
     let fpm = results
         .servers
@@ -204,6 +207,56 @@ fn ab_drives_the_same_runs_into_the_same_table() {
     let s = row.summary.as_ref().unwrap();
     assert!(s.rps_mean > 100.0 && s.failed == 0, "{s:?}");
     assert!(stdout.contains("do not check bodies"), "{stdout}");
+}
+
+/// A CPU hog in a session of its own (its own scheduler autogroup: half
+/// the machine) during a compare: the row's note says so.
+#[test]
+fn other_work_on_the_machine_is_named_beside_the_figures() {
+    struct Hog(std::process::Child);
+    impl Drop for Hog {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    sibling_binary("worker-pool");
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "while :; do :; done"]).stdin(Stdio::null());
+    own_session(&mut cmd);
+    let hog = Hog(cmd.spawn().unwrap());
+    let out = tmp("contaminated");
+    let (stdout, stderr) = compare_ok(
+        &[
+            "--servers",
+            "worker-pool",
+            "--workloads",
+            "hello",
+            "-c",
+            "10",
+            "-d",
+            "1s",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+        ],
+        out.path(),
+    );
+    drop(hog);
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    let results = Results::from_json(&text).unwrap();
+    let s = results.rows[0].summary.as_ref().unwrap();
+    let outside = s.outside_cpu_pct_max.expect("outside CPU measured");
+    assert!(
+        outside >= harness::compare::report::table::CONTAMINATED_PCT,
+        "the hog went unseen: {outside:.1}%\n{stderr}"
+    );
+    assert!(
+        stdout.contains("worker-pool hello c=10: other processes took up to"),
+        "{stdout}"
+    );
 }
 
 /// The README's main command, shortened: `harness compare` on its defaults
@@ -448,6 +501,12 @@ fn synthetic() -> Results {
         }),
     };
     let row = |server: &str, workload: &str, rps: f64| {
+        // Something else ran during b's hello runs.
+        let outside = if (server, workload) == ("b", "hello") {
+            23.0
+        } else {
+            0.5
+        };
         let run = RunDoc {
             duration_s: 10.0,
             requests: (rps * 10.0) as u64,
@@ -470,6 +529,7 @@ fn synthetic() -> Results {
             server_rss_peak_bytes: Some(30 << 20),
             generator_cpu_pct: Some(40.0),
             db_cpu_pct: None,
+            outside_cpu_pct: Some(outside),
             end: "duration".into(),
             message: None,
             series: vec![],
@@ -499,6 +559,7 @@ fn synthetic() -> Results {
                 server_cpu_pct: Some(150.0),
                 server_rss_peak_bytes: Some(30 << 20),
                 generator_cpu_pct: Some(40.0),
+                outside_cpu_pct_max: Some(outside),
                 ratio: None,
             }),
             latency_curve: [
@@ -620,6 +681,11 @@ fn synthetic_results_match_the_schema_and_render() {
         "{table}"
     );
     assert!(!table.contains("a fails"), "{table}");
+    assert!(
+        table.contains("b hello c=100: other processes took up to 23% of the machine"),
+        "{table}"
+    );
+    assert!(!table.contains("a hello c=100: other"), "{table}");
     assert!(table.contains("3.57×"), "{table}");
 }
 

@@ -14,6 +14,8 @@ pub struct Stat {
     pub session: i32,
     /// utime + stime, in clock ticks.
     pub cpu_ticks: u64,
+    /// cutime + cstime: the children it has waited for.
+    pub children_cpu_ticks: u64,
     /// Start time after boot, in clock ticks (tells a reused pid apart).
     pub start_ticks: u64,
     /// Resident set size, in pages.
@@ -36,6 +38,7 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
         pgrp: num(5)? as i32,
         session: num(6)? as i32,
         cpu_ticks: (num(14)? + num(15)?) as u64,
+        children_cpu_ticks: (num(16)? + num(17)?).max(0) as u64,
         start_ticks: num(22)? as u64,
         rss_pages: num(24)?.max(0) as u64,
     })
@@ -149,6 +152,7 @@ mod tests {
             (1234, b'S', 1, 1234, 99)
         );
         assert_eq!(s.cpu_ticks, 300);
+        assert_eq!(s.children_cpu_ticks, 0);
         assert_eq!(s.start_ticks, 777);
         assert_eq!(s.rss_pages, 2048);
         assert!(parse_stat("garbage").is_none());

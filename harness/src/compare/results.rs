@@ -199,6 +199,11 @@ pub struct RunDoc {
     pub server_rss_peak_bytes: Option<u64>,
     pub generator_cpu_pct: Option<f64>,
     pub db_cpu_pct: Option<f64>,
+    /// Busy CPU of processes outside the run (not the server, the load
+    /// generator or the database), % of the whole machine; absent for
+    /// servers started elsewhere and in results written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_cpu_pct: Option<f64>,
     /// `duration`, `interrupted`, `server_gone`, …
     pub end: String,
     pub message: Option<String>,
@@ -235,6 +240,9 @@ pub struct Summary {
     pub server_cpu_pct: Option<f64>,
     pub server_rss_peak_bytes: Option<u64>,
     pub generator_cpu_pct: Option<f64>,
+    /// The largest `outside_cpu_pct` of the runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_cpu_pct_max: Option<f64>,
     /// `rps_mean` over the baseline's for the same workload and level.
     pub ratio: Option<f64>,
 }

@@ -270,21 +270,32 @@ fn load(
     (row, notes)
 }
 
-fn cpu_fields(sample: Option<Sample>) -> (Option<f64>, Option<u64>, Option<f64>, Option<f64>) {
+/// A run's CPU and memory figures, each absent without a sampled window.
+#[derive(Default)]
+struct CpuFields {
+    server: Option<f64>,
+    rss: Option<u64>,
+    generator: Option<f64>,
+    db: Option<f64>,
+    outside: Option<f64>,
+}
+
+fn cpu_fields(sample: Option<Sample>) -> CpuFields {
     match sample {
-        Some(s) => (
-            Some(Sample::pct(s.server_cpu_s, s.wall_s)),
-            Some(s.server_rss_peak_bytes),
-            Some(Sample::pct(s.generator_cpu_s, s.wall_s)),
-            s.db_cpu_s.map(|d| Sample::pct(d, s.wall_s)),
-        ),
-        None => (None, None, None, None),
+        Some(s) => CpuFields {
+            server: Some(Sample::pct(s.server_cpu_s, s.wall_s)),
+            rss: Some(s.server_rss_peak_bytes),
+            generator: Some(Sample::pct(s.generator_cpu_s, s.wall_s)),
+            db: s.db_cpu_s.map(|d| Sample::pct(d, s.wall_s)),
+            outside: Some(s.outside_cpu_pct),
+        },
+        None => CpuFields::default(),
     }
 }
 
 fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
     let p = Percentiles::of(&r.stats.latency_us);
-    let (cpu, rss, gen, db) = cpu_fields(sample);
+    let cpu = cpu_fields(sample);
     RunDoc {
         duration_s: r.duration.as_secs_f64(),
         requests: r.stats.requests(),
@@ -308,10 +319,11 @@ fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
             p99_9: p.p99_9,
             max: p.max,
         },
-        server_cpu_pct: cpu,
-        server_rss_peak_bytes: rss,
-        generator_cpu_pct: gen,
-        db_cpu_pct: db,
+        server_cpu_pct: cpu.server,
+        server_rss_peak_bytes: cpu.rss,
+        generator_cpu_pct: cpu.generator,
+        db_cpu_pct: cpu.db,
+        outside_cpu_pct: cpu.outside,
         end: r.end.name().to_string(),
         message: r.message.clone(),
         series: r.series.clone(),
@@ -319,7 +331,7 @@ fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
 }
 
 fn tool_doc(t: &ToolRun, sample: Option<Sample>) -> RunDoc {
-    let (cpu, rss, _gen, db) = cpu_fields(sample);
+    let cpu = cpu_fields(sample);
     let ok = t.ok();
     RunDoc {
         duration_s: t.duration_s,
@@ -343,11 +355,12 @@ fn tool_doc(t: &ToolRun, sample: Option<Sample>) -> RunDoc {
             p99_9: 0,
             max: t.max_us,
         },
-        server_cpu_pct: cpu,
-        server_rss_peak_bytes: rss,
-        // The tool is a separate process: the harness's own CPU is not the generator's.
-        generator_cpu_pct: None,
-        db_cpu_pct: db,
+        server_cpu_pct: cpu.server,
+        server_rss_peak_bytes: cpu.rss,
+        // The tool, a child the harness waited for in the window.
+        generator_cpu_pct: cpu.generator,
+        db_cpu_pct: cpu.db,
+        outside_cpu_pct: cpu.outside,
         end: "duration".into(),
         message: None,
         series: Vec::new(),
@@ -409,6 +422,10 @@ pub fn summarize(runs: &[RunDoc], merged: &Histogram<u64>, tool: LoadTool) -> Op
             .filter_map(|r| r.server_rss_peak_bytes)
             .max(),
         generator_cpu_pct: avg(&|r| r.generator_cpu_pct),
+        outside_cpu_pct_max: runs
+            .iter()
+            .filter_map(|r| r.outside_cpu_pct)
+            .reduce(f64::max),
         ratio: None,
     })
 }

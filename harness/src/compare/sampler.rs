@@ -3,6 +3,11 @@
 //! roots, their descendants and their process groups. CPU % = CPU time used
 //! in the window / wall time (100% = one core); RSS is the peak of the
 //! tree's sum (shared pages, e.g. OPcache's, count once per process).
+//!
+//! The window also charges the machine's busy time (/proc/stat) to the run
+//! (server, generator, database) or to everything else: the CPU other
+//! processes took while the numbers were made ("contamination", as in
+//! `harness calibrate`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,6 +15,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::calibrate::facts::{proc_stat, CpuTicks};
 use crate::catalog::procfs;
 
 pub const INTERVAL: Duration = Duration::from_millis(200);
@@ -20,8 +26,11 @@ pub struct Sample {
     pub wall_s: f64,
     pub server_cpu_s: f64,
     pub server_rss_peak_bytes: u64,
+    /// The harness and the children it waited for in the window (ab, wrk).
     pub generator_cpu_s: f64,
     pub db_cpu_s: Option<f64>,
+    /// Busy CPU of processes outside the run, % of the whole machine.
+    pub outside_cpu_pct: f64,
 }
 
 impl Sample {
@@ -50,8 +59,10 @@ fn observe(seen: &mut Seen, roots: &[u32], first: bool) -> u64 {
     rss_pages
 }
 
+/// The harness's CPU ticks, with the children it has waited for (a load
+/// tool run in the window is reaped before the window ends).
 fn self_cpu_ticks() -> u64 {
-    procfs::stat(std::process::id() as i32).map_or(0, |s| s.cpu_ticks)
+    procfs::stat(std::process::id() as i32).map_or(0, |s| s.cpu_ticks + s.children_cpu_ticks)
 }
 
 /// A running sampler; [`Sampler::finish`] ends the window.
@@ -62,6 +73,7 @@ pub struct Sampler {
     start: Instant,
     generator_start: u64,
     db: Option<(i32, u64)>,
+    machine_start: CpuTicks,
 }
 
 impl Sampler {
@@ -72,6 +84,7 @@ impl Sampler {
         let mut peak = observe(&mut seen, &roots, true);
         let db = db_pid.and_then(|p| procfs::stat(p as i32).map(|s| (p as i32, s.cpu_ticks)));
         let generator_start = self_cpu_ticks();
+        let machine_start = proc_stat();
         let start = Instant::now();
         let handle = {
             let stop = stop.clone();
@@ -94,12 +107,14 @@ impl Sampler {
             start,
             generator_start,
             db,
+            machine_start,
         }
     }
 
     /// Ends the window.
     pub fn finish(self) -> Sample {
         let wall_s = self.start.elapsed().as_secs_f64();
+        let machine_end = proc_stat();
         let generator_end = self_cpu_ticks();
         let db_end = self
             .db
@@ -109,12 +124,20 @@ impl Sampler {
         peak = peak.max(observe(&mut seen, &self.roots, false));
         let tick = procfs::ticks_per_s();
         let server_ticks: u64 = seen.values().map(|(a, b)| b.saturating_sub(*a)).sum();
+        let generator_ticks = generator_end.saturating_sub(self.generator_start);
+        let own = server_ticks + generator_ticks + db_end.unwrap_or(0);
+        let busy = machine_end.busy.saturating_sub(self.machine_start.busy);
+        let total = machine_end
+            .total
+            .saturating_sub(self.machine_start.total)
+            .max(1);
         Sample {
             wall_s,
             server_cpu_s: server_ticks as f64 / tick,
             server_rss_peak_bytes: peak * procfs::page_size(),
-            generator_cpu_s: generator_end.saturating_sub(self.generator_start) as f64 / tick,
+            generator_cpu_s: generator_ticks as f64 / tick,
             db_cpu_s: db_end.map(|t| t as f64 / tick),
+            outside_cpu_pct: 100.0 * busy.saturating_sub(own) as f64 / total as f64,
         }
     }
 }

@@ -125,6 +125,12 @@ fn baseline_note(results: &Results) -> String {
     }
 }
 
+/// Other processes taking this much of the machine (%) during a row's runs
+/// earn the row a note: the same load gets visibly fewer requests through.
+/// Below it is the floor of kernel work done outside any process (softirq
+/// served from idle: 2–8% for nginx + php-fpm on a quiet machine here).
+pub const CONTAMINATED_PCT: f64 = 10.0;
+
 /// The notes under the table.
 pub fn footnotes(results: &Results, markdown: bool) -> String {
     let bullet = if markdown { "- " } else { "  " };
@@ -158,6 +164,18 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
                     kinds.join(", ")
                 ));
             }
+        }
+        if let Some(pct) = r
+            .summary
+            .as_ref()
+            .and_then(|s| s.outside_cpu_pct_max)
+            .filter(|&p| p >= CONTAMINATED_PCT)
+        {
+            line(&format!(
+                "{} {} c={}: other processes took up to {pct:.0}% of the machine during its runs: \
+                 its figures are contaminated (harness calibrate measures the machine's noise)",
+                r.server, r.workload, r.connections
+            ));
         }
         if r.status == "failed" {
             if let Some(e) = &r.error {
