@@ -53,6 +53,9 @@ fn compare_exit(args: &[&str], out: &Path) -> (Option<i32>, String, String) {
     (o.status.code(), stdout, stderr)
 }
 
+/// Short runs: 10 connections, 2 runs of 1 s, no warm-up.
+const QUICK: [&str; 8] = ["-c", "10", "-d", "1s", "--runs", "2", "--warmup", "0"];
+
 fn compare_ok(args: &[&str], out: &Path) -> (String, String) {
     let (code, stdout, stderr) = compare_exit(args, out);
     assert_eq!(code, Some(0), "\n{stdout}\n{stderr}");
@@ -73,19 +76,15 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
     let out = tmp("compare");
     let (stdout, stderr) = compare_ok(
         &[
-            "--servers",
-            "worker-pool,php-fpm",
-            "--workloads",
-            "hello,work",
-            "-c",
-            "10",
-            "-d",
-            "1s",
-            "--runs",
-            "2",
-            "--warmup",
-            "0",
-        ],
+            &[
+                "--servers",
+                "worker-pool,php-fpm",
+                "--workloads",
+                "hello,work",
+            ],
+            &QUICK[..],
+        ]
+        .concat(),
         out.path(),
     );
     for server in ["worker-pool", "php-fpm"] {
@@ -228,19 +227,10 @@ fn other_work_on_the_machine_is_named_beside_the_figures() {
     let out = tmp("contaminated");
     let (stdout, stderr) = compare_ok(
         &[
-            "--servers",
-            "worker-pool",
-            "--workloads",
-            "hello",
-            "-c",
-            "10",
-            "-d",
-            "1s",
-            "--runs",
-            "2",
-            "--warmup",
-            "0",
-        ],
+            &["--servers", "worker-pool", "--workloads", "hello"],
+            &QUICK[..],
+        ]
+        .concat(),
         out.path(),
     );
     drop(hog);
