@@ -234,9 +234,18 @@ pub struct Setup {
 enum Kind {
     Bare,
     Pinned(pinned::Split),
-    BridgeDirect(bridge::Bridge),
-    Bridge(bridge::Bridge),
-    BridgeProxy(bridge::Bridge),
+    Bridge(bridge::Bridge, Reach),
+}
+
+/// How the load reaches a server in the bridge.
+#[derive(Clone, Copy)]
+enum Reach {
+    /// At the namespace's own address (`bridge-direct`).
+    Direct,
+    /// At a port of 127.0.0.1 DNAT'd to it (`bridge`).
+    Dnat,
+    /// Through a userland proxy in front of its address (`bridge-proxy`).
+    Proxy,
 }
 
 /// How the load reaches a server; owns the proxy, if any.
@@ -256,9 +265,11 @@ impl Setup {
             Environment::Pinned => {
                 Kind::Pinned(pinned::Split::of_this_process().map_err(anyhow::Error::msg)?)
             }
-            Environment::BridgeDirect => Kind::BridgeDirect(bridge::Bridge::build(db_port)?),
-            Environment::Bridge => Kind::Bridge(bridge::Bridge::build(db_port)?),
-            Environment::BridgeProxy => Kind::BridgeProxy(bridge::Bridge::build(db_port)?),
+            Environment::BridgeDirect => {
+                Kind::Bridge(bridge::Bridge::build(db_port)?, Reach::Direct)
+            }
+            Environment::Bridge => Kind::Bridge(bridge::Bridge::build(db_port)?, Reach::Dnat),
+            Environment::BridgeProxy => Kind::Bridge(bridge::Bridge::build(db_port)?, Reach::Proxy),
             Environment::DockerBridge | Environment::DockerHost => {
                 bail!(
                     "{}: not available: {}",
@@ -282,7 +293,7 @@ impl Setup {
                 cpus: Some(s.server.clone()),
                 ..Placement::default()
             },
-            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => Placement {
+            Kind::Bridge(b, _) => Placement {
                 netns: Some(b.netns.clone()),
                 listen_ip: Some(b.ns_ip),
                 db_host: Some(b.host_ip.to_string()),
@@ -315,12 +326,12 @@ impl Setup {
                 path: format!("{server} (loopback)"),
                 _proxy: None,
             }),
-            Kind::BridgeDirect(b) => Ok(Published {
+            Kind::Bridge(b, Reach::Direct) => Ok(Published {
                 addr: server,
                 path: format!("{server} via {} (no NAT)", b.bridge),
                 _proxy: None,
             }),
-            Kind::Bridge(b) => {
+            Kind::Bridge(b, Reach::Dnat) => {
                 let addr = b.publish(server)?;
                 Ok(Published {
                     addr,
@@ -328,7 +339,7 @@ impl Setup {
                     _proxy: None,
                 })
             }
-            Kind::BridgeProxy(b) => {
+            Kind::Bridge(b, Reach::Proxy) => {
                 let p = proxy::Proxy::start(server)?;
                 Ok(Published {
                     addr: p.addr,
@@ -365,14 +376,14 @@ impl Setup {
         match &self.kind {
             Kind::Bare => Ok(Vec::new()),
             Kind::Pinned(s) => s.verify(server_pids),
-            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => b.verify(server_pids),
+            Kind::Bridge(b, _) => b.verify(server_pids),
         }
     }
 
     /// The bridge, in `bridge-direct`, `bridge` and `bridge-proxy`.
     pub fn bridge(&self) -> Option<&bridge::Bridge> {
         match &self.kind {
-            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => Some(b),
+            Kind::Bridge(b, _) => Some(b),
             _ => None,
         }
     }
@@ -386,7 +397,7 @@ impl Setup {
                 pinned::list(&s.server),
                 pinned::list(&s.load)
             ),
-            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => format!(
+            Kind::Bridge(b, _) => format!(
                 "netns {} ({}) ↔ veth {} ↔ bridge {} ({}); nft table ip {}",
                 b.netns, b.ns_ip, b.veth_host, b.bridge, b.host_ip, b.table
             ),
@@ -397,7 +408,7 @@ impl Setup {
     pub fn teardown(&mut self) -> Vec<String> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner()).clear();
         match &mut self.kind {
-            Kind::BridgeDirect(b) | Kind::Bridge(b) | Kind::BridgeProxy(b) => b.teardown(),
+            Kind::Bridge(b, _) => b.teardown(),
             _ => Vec::new(),
         }
     }
