@@ -26,16 +26,18 @@ pub struct Subject {
     pub addr: SocketAddr,
 }
 
-static SHARED_PIDS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+/// The shared instances: pid and stderr log, to stop and remove at exit.
+static SHARED: std::sync::Mutex<Vec<(u32, std::path::PathBuf)>> = std::sync::Mutex::new(Vec::new());
 
 extern "C" fn kill_shared_servers() {
-    if let Ok(pids) = SHARED_PIDS.lock() {
-        for &pid in pids.iter() {
+    if let Ok(shared) = SHARED.lock() {
+        for (pid, stderr_log) in shared.iter() {
             // SAFETY: signalling children we started; the process is exiting.
             unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-                libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
+                libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+                libc::waitpid(*pid as libc::pid_t, std::ptr::null_mut(), 0);
             }
+            let _ = std::fs::remove_file(stderr_log);
         }
     }
 }
@@ -49,14 +51,13 @@ impl Subject {
     ) -> Subject {
         let addr = *cell.get_or_init(|| {
             let server = ServerProcess::start(bin, &with_db(args, db::shared()));
-            let mut pids = SHARED_PIDS.lock().unwrap();
-            if pids.is_empty() {
+            let mut shared = SHARED.lock().unwrap();
+            if shared.is_empty() {
                 // SAFETY: registering a plain extern "C" fn.
                 unsafe { libc::atexit(kill_shared_servers) };
             }
-            pids.push(server.pid());
             let addr = server.addr;
-            std::mem::forget(server);
+            shared.push(server.leak());
             addr
         });
         Subject { bin, args, addr }

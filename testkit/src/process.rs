@@ -117,6 +117,16 @@ impl ServerProcess {
         }
     }
 
+    /// Gives up ownership: the process is no longer killed on drop. Returns
+    /// its pid and stderr log, which the caller stops and removes.
+    pub fn leak(mut self) -> (u32, std::path::PathBuf) {
+        let pid = self.pid();
+        let log = std::mem::take(&mut self.stderr_log);
+        // Dropping a `Child` neither kills nor waits: the process lives on.
+        self.child = None;
+        (pid, log)
+    }
+
     /// SIGTERM, then wait for the exit.
     pub fn terminate(mut self, timeout: Duration) -> Option<ExitStatus> {
         self.signal(libc::SIGTERM);
