@@ -10,7 +10,7 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::{
-    find_program, free_port, run_dir, spawn_on_port, version_of, Availability, Entry, Env, Running,
+    find_program, free_port, run_dir, version_of, Availability, Entry, Env, OnPort, Running,
     StartCtx, SEED_WORKERS,
 };
 use crate::env::Placement;
@@ -59,14 +59,12 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         .env("XDG_DATA_HOME", dir.path())
         .env("XDG_CONFIG_HOME", dir.path());
     let versions = version_of(&bin, &["version"]).into_iter().collect();
-    spawn_on_port(
-        entry,
-        ctx,
-        placement,
+    OnPort {
         cmd,
         dir,
-        "frankenphp.log",
+        log: "frankenphp.log",
         port,
         versions,
-    )
+    }
+    .spawn(entry, ctx, placement)
 }

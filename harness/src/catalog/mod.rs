@@ -592,28 +592,42 @@ fn run_dir(name: &str) -> anyhow::Result<TempDir> {
     TempDir::new(&format!("benchlab-{name}-"))
 }
 
-/// Spawns `cmd`, a server already told to listen on `port` at the
-/// placement's address: pointed at the database as seen from there, placed,
-/// its output in `dir/log`. For the recipes that pick their port up front
-/// (Swoole, RoadRunner, FrankenPHP); readiness is [`wait_ready`]'s.
-#[allow(clippy::too_many_arguments)]
-fn spawn_on_port(
-    entry: &Entry,
-    ctx: &StartCtx,
-    placement: &crate::env::Placement,
-    mut cmd: Command,
+/// A server command already told to listen on `port` at the placement's
+/// address, with its run dir, its log's name there and the versions found:
+/// what the recipes that pick their port up front (Swoole, RoadRunner,
+/// FrankenPHP) prepare before [`OnPort::spawn`].
+struct OnPort {
+    cmd: Command,
     dir: TempDir,
-    log: &str,
+    log: &'static str,
     port: u16,
     versions: Vec<String>,
-) -> anyhow::Result<Running> {
-    if let Some(db) = ctx.db {
-        cmd.envs(placement.db(db)?.env());
+}
+
+impl OnPort {
+    /// Points it at the database as seen from the placement, places and
+    /// spawns it; readiness is [`wait_ready`]'s.
+    fn spawn(
+        mut self,
+        entry: &Entry,
+        ctx: &StartCtx,
+        placement: &crate::env::Placement,
+    ) -> anyhow::Result<Running> {
+        if let Some(db) = ctx.db {
+            self.cmd.envs(placement.db(db)?.env());
+        }
+        placement.apply(&mut self.cmd)?;
+        let log = self.dir.path().join(self.log);
+        let (child, _) = Child::spawn(&entry.name, self.cmd, &log, Stdout::Log)?;
+        let addr = SocketAddr::new(placement.listen_ip(), self.port);
+        Ok(Running::started(
+            entry,
+            addr,
+            self.versions,
+            child,
+            Some(self.dir),
+        ))
     }
-    placement.apply(&mut cmd)?;
-    let (child, _) = Child::spawn(&entry.name, cmd, &dir.path().join(log), Stdout::Log)?;
-    let addr = SocketAddr::new(placement.listen_ip(), port);
-    Ok(Running::started(entry, addr, versions, child, Some(dir)))
 }
 
 /// `nginx -p DIR -e DIR/nginx-error.log -c DIR/nginx.conf`.

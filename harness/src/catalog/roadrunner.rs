@@ -8,7 +8,7 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::{
-    find_program, free_port, run_dir, spawn_on_port, version_of, Availability, Entry, Env, Running,
+    find_program, free_port, run_dir, version_of, Availability, Entry, Env, OnPort, Running,
     StartCtx, SEED_DB_POOL,
 };
 use crate::env::Placement;
@@ -68,5 +68,12 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         .args(["-o", &worker])
         .env("DB_POOL", SEED_DB_POOL.to_string());
     let versions = version_of(&rr, &["--version"]).into_iter().collect();
-    spawn_on_port(entry, ctx, placement, cmd, dir, "rr.log", port, versions)
+    OnPort {
+        cmd,
+        dir,
+        log: "rr.log",
+        port,
+        versions,
+    }
+    .spawn(entry, ctx, placement)
 }

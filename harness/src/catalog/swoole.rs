@@ -7,7 +7,7 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::{
-    find_program, free_port, run_dir, spawn_on_port, version_of, Availability, Entry, Env, Running,
+    find_program, free_port, run_dir, version_of, Availability, Entry, Env, OnPort, Running,
     StartCtx, SEED_DB_POOL, SEED_WORKERS,
 };
 use crate::env::Placement;
@@ -68,14 +68,12 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     )
     .into_iter()
     .collect();
-    spawn_on_port(
-        entry,
-        ctx,
-        placement,
+    OnPort {
         cmd,
         dir,
-        "swoole.log",
+        log: "swoole.log",
         port,
         versions,
-    )
+    }
+    .spawn(entry, ctx, placement)
 }
