@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use harness::catalog::{self, http, Entry, Running, StartCtx};
+use harness::catalog::{self, Entry, Running, StartCtx};
 use harness::env::{bridge, pinned, Environment, Setup};
 use serde_json::Value;
 
@@ -65,13 +65,7 @@ fn leftovers(fragment: &str) -> Vec<String> {
 
 /// `GET /hello` on `running` answers 200 `Hello World`.
 fn assert_hello(running: &Running) {
-    let r = http::get(
-        running.addr,
-        &running.authority,
-        "/hello",
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let r = running.get("/hello", Duration::from_secs(5)).unwrap();
     assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello World"[..]));
 }
 
@@ -220,13 +214,7 @@ fn php_fpm_and_nginx_are_placed_whole() {
             }
         }
         setup.publish_kept(&mut running).unwrap();
-        let r = http::get(
-            running.addr,
-            &running.authority,
-            "/work",
-            Duration::from_secs(10),
-        )
-        .unwrap();
+        let r = running.get("/work", Duration::from_secs(10)).unwrap();
         let expected = workloads::expect("GET", "/work");
         workloads::verify(&expected, r.status, &r.header_refs(), &r.body)
             .unwrap_or_else(|m| panic!("{kind:?}: /work {m:?}"));

@@ -330,10 +330,16 @@ impl Running {
         }
     }
 
+    /// `GET target` on a fresh connection, with its `Host`.
+    pub fn get(&self, target: &str, timeout: Duration) -> std::io::Result<http::Response> {
+        http::get(self.addr, &self.authority, target, timeout)
+    }
+
     /// Its `/config` document, or why there is none (the status, the
     /// transport error or the JSON error, with the start of the body).
     pub fn config(&self) -> Result<workloads::ServerConfig, String> {
-        let r = http::get(self.addr, &self.authority, "/config", CONFIG_TIMEOUT)
+        let r = self
+            .get("/config", CONFIG_TIMEOUT)
             .map_err(|e| format!("GET /config: {e}"))?;
         let head = || String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned();
         if r.status != 200 {
@@ -470,13 +476,9 @@ impl Entry {
                 }
                 // Started elsewhere: it must answer, the contract is judged later.
                 let running = Running::external(&self.name, url)?;
-                http::get(
-                    running.addr,
-                    &running.authority,
-                    "/hello",
-                    Duration::from_secs(5),
-                )
-                .with_context(|| format!("{} ({url}) does not answer", self.name))?;
+                running
+                    .get("/hello", Duration::from_secs(5))
+                    .with_context(|| format!("{} ({url}) does not answer", self.name))?;
                 return Ok(running);
             }
         };
@@ -504,12 +506,7 @@ pub fn wait_ready(
             bail!("interrupted");
         }
         running.check_alive()?;
-        match http::get(
-            running.addr,
-            &running.authority,
-            "/hello",
-            Duration::from_secs(2),
-        ) {
+        match running.get("/hello", Duration::from_secs(2)) {
             Ok(r) if r.status == 200 && r.body == b"Hello World" => return Ok(()),
             Ok(r) => {
                 last = format!(

@@ -17,7 +17,7 @@ use super::progress::Progress;
 use super::results::{mean_sd, CurvePoint, LatencyDoc, Row, RunDoc, Summary};
 use super::sampler::{Sample, Sampler};
 use super::tools::{self, ToolRun};
-use crate::catalog::{http, Db, Entry, Env, Running, StartCtx};
+use crate::catalog::{Db, Entry, Env, Running, StartCtx};
 use crate::engine::{self, Control, End, Plan, Request, Stop};
 use crate::stats::{latency_histogram, FailureCounts, Percentiles};
 
@@ -67,13 +67,9 @@ impl Ctx<'_> {
 /// Checks `GET path` once against the contract: status, headers, body.
 pub fn preflight(running: &Running, path: &str) -> Result<(), String> {
     let expected = workloads::expect("GET", path);
-    let r = http::get(
-        running.addr,
-        &running.authority,
-        path,
-        Duration::from_secs(10),
-    )
-    .map_err(|e| format!("GET {path}: {e}"))?;
+    let r = running
+        .get(path, Duration::from_secs(10))
+        .map_err(|e| format!("GET {path}: {e}"))?;
     workloads::verify(&expected, r.status, &r.header_refs(), &r.body).map_err(|m| {
         let hint = if r.status == 503 {
             " (the server cannot reach its database)"
