@@ -121,6 +121,14 @@ impl AbReport {
         AbReport { text }
     }
 
+    /// ab completed `n` requests, none failed, none answered other than 2xx.
+    fn assert_clean(&self, n: u64, what: &str) {
+        let text = &self.text;
+        assert_eq!(self.field("Complete requests:"), Some(n), "{what}:\n{text}");
+        assert_eq!(self.field("Failed requests:"), Some(0), "{what}:\n{text}");
+        assert_eq!(self.field("Non-2xx responses:"), None, "{what}:\n{text}");
+    }
+
     /// The number after `label` (`"Failed requests:"`), if ab printed it.
     fn field(&self, label: &str) -> Option<u64> {
         self.text
@@ -142,13 +150,7 @@ fn apachebench_counts_no_failure(name: &str) {
             }
             let ab = AbReport::run(&args, &url);
             let (what, text) = (format!("{name} ab {args:?} {path}"), &ab.text);
-            assert_eq!(
-                ab.field("Complete requests:"),
-                Some(5000),
-                "{what}:\n{text}"
-            );
-            assert_eq!(ab.field("Failed requests:"), Some(0), "{what}:\n{text}");
-            assert_eq!(ab.field("Non-2xx responses:"), None, "{what}:\n{text}");
+            ab.assert_clean(5000, &what);
             if keepalive {
                 assert_eq!(
                     ab.field("Keep-Alive requests:"),
@@ -170,21 +172,10 @@ fn config_holds_under_concurrent_reads(name: &str) {
     let config = format!("http://{}/config", running.addr);
     let load = std::thread::spawn(move || AbReport::run(&["-c", "10", "-n", "20000"], &hello));
     let ab = AbReport::run(&["-c", "10", "-n", "2000"], &config);
-    let text = &ab.text;
-    assert_eq!(
-        ab.field("Complete requests:"),
-        Some(2000),
-        "{name}:\n{text}"
-    );
-    assert_eq!(ab.field("Failed requests:"), Some(0), "{name}:\n{text}");
-    assert_eq!(ab.field("Non-2xx responses:"), None, "{name}:\n{text}");
+    ab.assert_clean(2000, &format!("{name} /config"));
+    // The load beside it was not disturbed either.
     let hello = load.join().expect("the /hello load");
-    assert_eq!(
-        hello.field("Failed requests:"),
-        Some(0),
-        "{name}:\n{}",
-        hello.text
-    );
+    hello.assert_clean(20000, &format!("{name} /hello beside it"));
     let r = client::get(running.addr, "/config").unwrap();
     let cfg = workloads::ServerConfig::from_json(&r.body).unwrap();
     if name == "php-fpm" {
