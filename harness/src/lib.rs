@@ -29,14 +29,17 @@ pub mod calibrate;
 pub mod catalog;
 pub mod cli;
 pub mod compare;
+pub mod lab;
 pub mod engine;
 pub mod env;
 pub mod machine;
+pub mod procfs;
 pub mod report;
 pub mod run;
 pub mod servers_cmd;
 pub mod stats;
 pub mod target;
+pub mod units;
 pub mod verify;
 
 use std::process::ExitCode;

@@ -1,35 +1,111 @@
 //! `harness run`: command-line arguments → a [`Plan`] → the engine → a report.
 
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::cli::RunArgs;
 use crate::engine::{self, Check, Control, End, Pace, Plan, Request, Snapshot, Stop};
-use crate::report;
+use crate::report::{self, Format};
+use crate::units::parse_duration;
 use crate::target::Target;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Stopping: -n stops after exactly N requests (successes and failures; the
+report's count equals N), -d after a duration; with neither, -d 10s. With -n,
+-d is a hard bound (default 10m). Every request is bounded by --timeout.
+
+Pacing: by default each connection sends its next request as soon as the
+previous response is complete (closed loop, like wrk and ab). Closed-loop
+latency hides a server's stalls (coordinated omission): while it stalls, no
+requests are sent. --rate R sends R requests per second on a fixed schedule
+(open loop, like wrk2 -R) and counts latency from each request's intended
+send time, so stalls show in the percentiles.
+
+Verification: when the path is a contract endpoint (/hello, /cpu?n=N, /db,
+/work, /sleep?ms=M, ...), every response's status and body are compared with
+the contract's, and a mismatch is a failure: a server answering 200 with an
+error body does not look faster. Other paths: any 2xx passes. --no-verify:
+only the status class is checked.
+
+Latency counts from the request's write (keep-alive), its connect
+(--no-keepalive: connect time is also reported apart) or its intended send
+time (--rate). Only successful requests enter the latency histogram.
+
+Examples:
+  harness run http://127.0.0.1:8082/hello -c 100 -d 10s
+  harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab
+  harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000
+  harness run http://127.0.0.1:8082/hello -d 5s --format json --hist run.hgrm > run.json
+  harness run http://example.test/ --no-verify -H 'Accept: text/html'")]
+pub struct RunArgs {
+    /// The URL to load: http://host[:port]/path[?query].
+    pub url: String,
+
+    /// Connections kept open (or, with --no-keepalive, requests in flight).
+    #[arg(short = 'c', long, default_value_t = 50, value_name = "N")]
+    pub connections: usize,
+
+    /// Stop after exactly this many requests.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub requests: Option<u64>,
+
+    /// Stop after this long (10s, 500ms, 2m; a bare number is seconds).
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Keep connections alive (the default; accepted for ab compatibility).
+    #[arg(short = 'k', long, overrides_with = "no_keepalive")]
+    pub keepalive: bool,
+
+    /// A new connection per request, as ab does without -k.
+    #[arg(long)]
+    pub no_keepalive: bool,
+
+    /// Engine threads (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Open loop: this many requests per second in total, latency from the
+    /// intended send times.
+    #[arg(long, value_name = "REQ_PER_S")]
+    pub rate: Option<f64>,
+
+    /// A request without a complete response after this long fails.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Load for this long first, without counting.
+    #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Duration,
+
+    /// The request method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
+
+    /// An extra request header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+
+    /// How the report is printed on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Also write the latency distribution in HdrHistogram's .hgrm format.
+    #[arg(long, value_name = "FILE")]
+    pub hist: Option<PathBuf>,
+
+    /// Do not compare bodies with the contract's: only the status class.
+    #[arg(long)]
+    pub no_verify: bool,
+}
 
 /// The hard bound of a `-n` run without `-d`.
 const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(600);
-
-/// How responses to `method path` are judged: the contract's exact status
-/// and body for its endpoints; any 2xx for other paths or with `--no-verify`.
-pub fn check_for(method: &str, path: &str, verify: bool) -> Check {
-    if !verify || workloads::route(method, path).is_err() {
-        return Check::Success;
-    }
-    let expected = workloads::expect(method, path);
-    match expected.exact_body() {
-        Some(body) => Check::Exact {
-            status: expected.status,
-            body: Arc::from(body),
-        },
-        None => Check::Status(expected.status),
-    }
-}
 
 /// The plan for `args`.
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
@@ -53,7 +129,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         &headers,
         keepalive,
     );
-    let check = check_for(&method, &target.path, !args.no_verify);
+    let check = Check::for_request(&method, &target.path, !args.no_verify);
     let mut plan = Plan::new(&target.url, target.addr, request, check);
     plan.connections = args.connections;
     if let Some(t) = args.threads {
@@ -189,17 +265,17 @@ mod tests {
 
     #[test]
     fn contract_paths_are_checked_exactly() {
-        match check_for("GET", "/hello", true) {
+        match Check::for_request("GET", "/hello", true) {
             Check::Exact { status, body } => {
                 assert_eq!((status, &*body), (200, &b"Hello World"[..]))
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(check_for("GET", "/config", true), Check::Status(200));
-        assert_eq!(check_for("GET", "/index.html", true), Check::Success);
-        assert_eq!(check_for("POST", "/hello", true), Check::Success);
-        assert_eq!(check_for("GET", "/hello", false), Check::Success);
-        match check_for("HEAD", "/work", true) {
+        assert_eq!(Check::for_request("GET", "/config", true), Check::Status(200));
+        assert_eq!(Check::for_request("GET", "/index.html", true), Check::Success);
+        assert_eq!(Check::for_request("POST", "/hello", true), Check::Success);
+        assert_eq!(Check::for_request("GET", "/hello", false), Check::Success);
+        match Check::for_request("HEAD", "/work", true) {
             Check::Exact { body, .. } => assert!(body.is_empty()),
             other => panic!("{other:?}"),
         }

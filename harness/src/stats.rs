@@ -458,6 +458,20 @@ impl SinkInner {
     }
 }
 
+/// Mean and sample standard deviation.
+pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    if xs.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    if xs.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,5 +554,14 @@ mod tests {
         assert!(points[0].p99_us >= 100 && points[0].max_us >= 4950);
         assert_eq!(points[1].requests, 1);
         assert_eq!(points[2].requests, 0);
+    }
+
+    #[test]
+    fn mean_and_sd() {
+        assert_eq!(mean_sd(&[]), (0.0, 0.0));
+        assert_eq!(mean_sd(&[5.0]), (5.0, 0.0));
+        let (m, sd) = mean_sd(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert!((m - 5.0).abs() < 1e-9);
+        assert!((sd - 2.138).abs() < 1e-3);
     }
 }

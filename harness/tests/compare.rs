@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::catalog::procfs;
+use harness::procfs;
 use harness::compare::results::{
     ContractCheck, CurvePoint, Database, Fairness, LatencyDoc, Machine, Results, Row, RowFailure,
     RunDoc, ServerDoc, Settings, Summary, WorkloadDoc,
@@ -350,7 +350,7 @@ fn leftovers(sid: i32, marker: &str) -> Vec<String> {
         };
         let Some(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
-            .and_then(|t| harness::catalog::procfs::parse_stat(&t))
+            .and_then(|t| harness::procfs::parse_stat(&t))
         else {
             continue;
         };

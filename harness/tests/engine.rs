@@ -76,7 +76,7 @@ fn head_requests_read_no_body() {
     let server = TestServer::start(Behaviour::Hello);
     let mut p = plan(&server.url("/hello"), |p| p.stop = Stop::Count(200));
     p.request = Request::encode("HEAD", "/hello", "t", &[], true);
-    p.check = harness::run::check_for("HEAD", "/hello", true);
+    p.check = harness::engine::Check::for_request("HEAD", "/hello", true);
     let r = run(&p);
     assert_eq!(r.stats.ok, 200, "{:?}", r.stats.failures);
     assert_eq!(r.stats.body_bytes, 0);
@@ -130,7 +130,7 @@ fn a_db_error_answered_with_200_is_a_failure() {
     assert_eq!(r.ok_per_s(), 0.0);
     // --no-verify: only the status class.
     let mut p = plan(&server.url("/work"), |p| p.stop = Stop::Count(100));
-    p.check = harness::run::check_for("GET", "/work", false);
+    p.check = harness::engine::Check::for_request("GET", "/work", false);
     assert_eq!(run(&p).stats.ok, 100);
 }
 

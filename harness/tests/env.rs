@@ -192,7 +192,7 @@ fn php_fpm_and_nginx_are_placed_whole() {
     for kind in kinds {
         let setup = Setup::build(kind, Some(db.port)).unwrap();
         let mut running = entry.start_placed(&ctx, &setup.placement()).unwrap();
-        let tree = catalog::procfs::tree(&running.pids());
+        let tree = harness::procfs::tree(&running.pids());
         // nginx master + worker(s), php-fpm master + 20 workers
         assert!(tree.len() >= 23, "{kind:?}: {} processes", tree.len());
         // verify() also checks the caller is on the load's CPUs: a thread
@@ -324,7 +324,7 @@ fn interrupt_calibrate(signal: libc::c_int, times: usize) {
         assert!(!leftovers(id).is_empty(), "a SIGKILL leaves the bridge");
         // What it started and no one stopped: the database, by its session.
         let sid = child.id() as i32;
-        for p in harness::catalog::procfs::all()
+        for p in harness::procfs::all()
             .iter()
             .filter(|p| p.session == sid)
         {

@@ -226,7 +226,7 @@ pub fn plan(url: &str, tune: impl FnOnce(&mut Plan)) -> Plan {
         url,
         target.addr,
         Request::encode("GET", &target.path, &target.authority, &[], true),
-        harness::run::check_for("GET", &target.path, true),
+        harness::engine::Check::for_request("GET", &target.path, true),
     );
     p.connections = 8;
     p.threads = 2;

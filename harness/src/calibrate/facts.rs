@@ -1,98 +1,11 @@
 //! What the machine is and what else it is doing: CPU, cores, governor,
 //! kernel, memory, load, steal time, timer resolution, perf counters, the
-//! scheduler's autogroups; and [`CpuMeter`], which charges a run's CPU time
-//! (from /proc/stat) to the run's own processes or to everything else
-//! ("contamination").
+//! scheduler's autogroups. What a run's CPU went to is [`crate::lab::meter`]'s.
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::procfs;
+use crate::procfs::{self, proc_stat, CpuTicks};
 use crate::machine;
-
-/// `/proc/stat`'s first line, in clock ticks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CpuTicks {
-    /// user + nice + system + irq + softirq (guest time is inside user).
-    /// irq and softirq belong here: a task's stime in `/proc/PID/stat`
-    /// includes the interrupts served on its time, which `/proc/stat` files
-    /// under irq/softirq, not system. On loopback load that is a third of
-    /// the run's CPU: without it the run's own ticks exceed "busy" and what
-    /// other processes took reads as 0.
-    pub busy: u64,
-    pub steal: u64,
-    /// Every field but guest/guest_nice (already in user/nice).
-    pub total: u64,
-}
-
-/// Parses the `cpu ` line of `/proc/stat`.
-pub fn parse_proc_stat(text: &str) -> Option<CpuTicks> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    let f = |i: usize| v.get(i).copied().unwrap_or(0);
-    // user nice system idle iowait irq softirq steal guest guest_nice
-    Some(CpuTicks {
-        busy: f(0) + f(1) + f(2) + f(5) + f(6),
-        steal: f(7),
-        total: (0..8).map(f).sum(),
-    })
-}
-
-pub fn proc_stat() -> CpuTicks {
-    std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|t| parse_proc_stat(&t))
-        .unwrap_or_default()
-}
-
-/// CPU ticks of the run's own processes: this process (every thread: the
-/// load generator, the proxy), the server's tree, the database.
-fn own_ticks(server_pids: &[u32], db_pid: Option<u32>) -> u64 {
-    let mut roots: Vec<u32> = server_pids.to_vec();
-    roots.extend(db_pid);
-    let me = procfs::stat(std::process::id() as i32).map_or(0, |s| s.cpu_ticks);
-    me + procfs::tree(&roots)
-        .iter()
-        .map(|s| s.cpu_ticks)
-        .sum::<u64>()
-}
-
-/// Started before a run, read after it.
-pub struct CpuMeter {
-    machine: CpuTicks,
-    own: u64,
-}
-
-/// What a run's CPU went to, in % of the whole machine (all cores).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuShare {
-    /// user + nice + system of processes outside the run.
-    pub outside_cpu_pct: f64,
-    pub steal_pct: f64,
-}
-
-impl CpuMeter {
-    pub fn start(server_pids: &[u32], db_pid: Option<u32>) -> CpuMeter {
-        CpuMeter {
-            machine: proc_stat(),
-            own: own_ticks(server_pids, db_pid),
-        }
-    }
-
-    pub fn finish(&self, server_pids: &[u32], db_pid: Option<u32>) -> CpuShare {
-        let now = proc_stat();
-        let own = own_ticks(server_pids, db_pid).saturating_sub(self.own);
-        let total = now.total.saturating_sub(self.machine.total).max(1) as f64;
-        let busy = now.busy.saturating_sub(self.machine.busy);
-        CpuShare {
-            outside_cpu_pct: 100.0 * busy.saturating_sub(own) as f64 / total,
-            steal_pct: 100.0 * now.steal.saturating_sub(self.machine.steal) as f64 / total,
-        }
-    }
-}
 
 /// Whether `perf` hardware counters can be used.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -265,65 +178,6 @@ pub fn after(facts: &mut Facts, start: CpuTicks) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn proc_stat_parses() {
-        let t = "cpu  100 5 50 1000 10 3 7 20 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n";
-        let c = parse_proc_stat(t).unwrap();
-        assert_eq!(c.busy, 165);
-        assert_eq!(c.steal, 20);
-        assert_eq!(c.total, 1195);
-        assert!(parse_proc_stat("nothing").is_none());
-        assert!(proc_stat().total > 0);
-    }
-
-    /// The run's own ticks must fit in the machine's busy ticks when the
-    /// CPUs are saturated (as in every measured run) by loopback TCP, which
-    /// is a third softirq: else contamination reads 0. (Measured here: own
-    /// 280 ticks; user+nice+system 169; with irq+softirq 286.)
-    #[test]
-    fn saturating_loopback_traffic_of_our_own_fits_in_busy() {
-        use std::io::{Read, Write};
-        use std::net::{TcpListener, TcpStream};
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::Arc;
-        use std::time::Duration;
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
-        for _ in 0..2 {
-            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            threads.push(std::thread::spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                let mut b = vec![0u8; 64 * 1024];
-                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
-            }));
-            let stop = stop.clone();
-            threads.push(std::thread::spawn(move || {
-                let mut c = TcpStream::connect(addr).unwrap();
-                let chunk = vec![b'x'; 16 * 1024];
-                while !stop.load(Ordering::Relaxed) {
-                    c.write_all(&chunk).unwrap();
-                }
-            }));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        let (busy_start, own_start) = (proc_stat().busy, own_ticks(&[], None));
-        std::thread::sleep(Duration::from_millis(1500));
-        let (busy, own) = (
-            proc_stat().busy - busy_start,
-            own_ticks(&[], None) - own_start,
-        );
-        stop.store(true, Ordering::Relaxed);
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert!(own > 50, "too little traffic to tell: {own} ticks");
-        // Slack for tick sampling (NOHZ idle misses some busy ticks when a
-        // CPU is not saturated): 1/8 and two ticks per core. The old
-        // definition missed by half.
-        assert!(own <= busy + own / 8 + 4, "own {own} ticks > busy {busy}");
-    }
 
     #[test]
     fn facts_are_read_and_we_share_our_own_group() {

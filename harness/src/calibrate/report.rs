@@ -111,8 +111,7 @@ pub struct EnvWorkload {
 pub struct EnvDoc {
     pub name: String,
     pub description: String,
-    /// `measured`, `not_available`, `failed` or `interrupted`.
-    pub status: String,
+    pub status: EnvStatus,
     pub reason: Option<String>,
     /// What was built (addresses, CPU sets).
     pub detail: Option<String>,
@@ -121,12 +120,54 @@ pub struct EnvDoc {
     pub workloads: Vec<EnvWorkload>,
 }
 
+/// What became of an environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvStatus {
+    Measured,
+    /// It cannot be built here (`reason` says why).
+    NotAvailable,
+    /// Building it failed.
+    Failed,
+    Interrupted,
+}
+
+impl EnvStatus {
+    pub fn words(self) -> &'static str {
+        match self {
+            EnvStatus::Measured => "measured",
+            EnvStatus::NotAvailable => "not available",
+            EnvStatus::Failed => "failed",
+            EnvStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Contamination {
     pub runs: u64,
     pub outside_cpu_pct_mean: f64,
     pub outside_cpu_pct_max: f64,
     pub note: String,
+}
+
+impl Contamination {
+    /// The summary of every measured run's outside CPU %.
+    pub fn of(outside: &[f64]) -> Contamination {
+        Contamination {
+            runs: outside.len() as u64,
+            outside_cpu_pct_mean: if outside.is_empty() {
+                0.0
+            } else {
+                outside.iter().sum::<f64>() / outside.len() as f64
+            },
+            outside_cpu_pct_max: outside.iter().copied().fold(0.0, f64::max),
+            note: "user+nice+system+irq+softirq time of /proc/stat not charged to the harness, \
+                   the servers' process trees or the database, in % of all cores (kernel \
+                   threads such as ksoftirqd count as outside)"
+                .into(),
+        }
+    }
 }
 
 fn rps(x: f64) -> String {
@@ -261,11 +302,11 @@ pub fn text(c: &Calibration) -> String {
         "env", "workload", "server", "req/s (± sd)", "× bare", "route"
     );
     for e in &c.environments {
-        if e.status != "measured" {
+        if e.status != EnvStatus::Measured {
             o += &format!(
                 "  {:<14} {}: {}\n",
                 e.name,
-                e.status.replace('_', " "),
+                e.status.words(),
                 e.reason.as_deref().unwrap_or("")
             );
             continue;

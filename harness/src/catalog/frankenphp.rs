@@ -13,7 +13,7 @@ use super::{
     find_program, free_port, run_dir, version_of, Availability, Entry, Env, OnPort, Running,
     StartCtx, SEED_WORKERS,
 };
-use crate::env::Placement;
+use super::Placement;
 
 pub fn availability(env: &Env) -> Availability {
     let Some(bin) = find_program(&["frankenphp"]) else {

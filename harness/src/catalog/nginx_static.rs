@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 
 use super::supervise::{Child, Stdout};
 use super::{find_program, free_port, run_dir, version_of, Availability, Entry, Running, StartCtx};
-use crate::env::Placement;
+use super::Placement;
 
 pub fn availability() -> Availability {
     match find_program(&["nginx"]) {

@@ -9,7 +9,7 @@ use super::{
     find_program, run_dir, version_of, wait_announce, Availability, Entry, Env, Running, StartCtx,
     SEED_DB_POOL,
 };
-use crate::env::Placement;
+use super::Placement;
 
 pub fn availability(env: &Env) -> Availability {
     let Some(node) = find_program(&["node", "nodejs"]) else {

@@ -11,7 +11,7 @@ use super::{
     find_program, free_port, run_dir, version_of, Availability, Entry, Env, OnPort, Running,
     StartCtx, SEED_DB_POOL,
 };
-use crate::env::Placement;
+use super::Placement;
 
 pub fn availability(env: &Env) -> Availability {
     let Some(rr) = find_program(&["rr"]) else {

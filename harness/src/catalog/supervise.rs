@@ -73,7 +73,7 @@ pub fn unregister_pid(pid: u32) {
 fn group_alive(pgid: i32) -> bool {
     // SAFETY: kill(2) with signal 0 only checks.
     let any = unsafe { libc::kill(-pgid, 0) == 0 };
-    any && !super::procfs::group_members(pgid).is_empty()
+    any && !crate::procfs::group_members(pgid).is_empty()
 }
 
 fn signal_group(pgid: i32, sig: libc::c_int) {

@@ -10,7 +10,7 @@ use super::{
     find_program, free_port, run_dir, version_of, Availability, Entry, Env, OnPort, Running,
     StartCtx, SEED_DB_POOL, SEED_WORKERS,
 };
-use crate::env::Placement;
+use super::Placement;
 
 pub fn availability(env: &Env) -> Availability {
     let Some(php) = find_program(&["php8.2", "php"]) else {

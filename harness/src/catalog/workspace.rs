@@ -31,7 +31,7 @@ pub fn start(
     binary: &str,
     workers: u32,
     db_pool: u32,
-    placement: &crate::env::Placement,
+    placement: &crate::catalog::Placement,
 ) -> anyhow::Result<Running> {
     let (path, debug) = ctx.env.workspace_binary(binary).ok_or_else(|| {
         anyhow::anyhow!("{binary} is not built (cargo build --release -p {binary})")

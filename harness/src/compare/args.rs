@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::cli::parse_duration;
+use crate::units::parse_duration;
 
 /// What drives the load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

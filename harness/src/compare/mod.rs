@@ -19,7 +19,7 @@ pub mod progress;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod sampler;
+
 pub mod tools;
 
 use std::path::{Path, PathBuf};
@@ -31,7 +31,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::catalog::embedded::Embedded;
-use crate::catalog::{self, procfs, supervise, Availability, Db, Entry, Env};
+use crate::catalog::{self, supervise, Availability, Db, Entry, Env};
+use crate::procfs;
 use args::{CompareArgs, LoadTool, ReportArgs};
 use plan::Workload;
 use results::{ContractCheck, Database, Results, ServerDoc, Settings, WorkloadDoc};
@@ -238,7 +239,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let interrupt = Arc::new(AtomicBool::new(false));
     supervise::install_signal_handlers(interrupt.clone())?;
     crate::machine::raise_nofile();
-    let started_utc = results::now_utc();
+    let started_utc = crate::units::now_utc();
     let machine = results::machine();
 
     // What can run here.
@@ -462,7 +463,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         schema: results::SCHEMA.into(),
         harness_version: env!("CARGO_PKG_VERSION").into(),
         started_utc,
-        finished_utc: results::now_utc(),
+        finished_utc: crate::units::now_utc(),
         interrupted,
         command: std::env::args().collect(),
         settings: Settings {

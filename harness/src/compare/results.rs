@@ -265,49 +265,6 @@ impl Results {
     }
 }
 
-/// Mean and sample standard deviation.
-pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
-    if xs.is_empty() {
-        return (0.0, 0.0);
-    }
-    let n = xs.len() as f64;
-    let mean = xs.iter().sum::<f64>() / n;
-    if xs.len() < 2 {
-        return (mean, 0.0);
-    }
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, var.sqrt())
-}
-
-/// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Now, as [`utc`].
-pub fn now_utc() -> String {
-    utc(std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()))
-}
-
 /// The facts of this machine.
 pub fn machine() -> Machine {
     use crate::machine;
@@ -318,7 +275,7 @@ pub fn machine() -> Machine {
         os: machine::os(),
         memory_bytes: machine::memory_bytes(),
         load_avg_1m: machine::load_avg().first().copied().unwrap_or(0.0),
-        sched_autogroup_enabled: crate::catalog::procfs::sched_autogroup_enabled(),
+        sched_autogroup_enabled: crate::procfs::sched_autogroup_enabled(),
         scheduling: "every server process is a process-group leader in the harness's session \
                      (no setsid: nginx runs with daemon off, php-fpm's setsid fails), so it \
                      shares the harness's scheduler autogroup"
@@ -332,23 +289,3 @@ pub fn machine() -> Machine {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_formats_known_instants() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(1_796_092_200), "2026-12-01T02:30:00Z");
-    }
-
-    #[test]
-    fn mean_and_sd() {
-        assert_eq!(mean_sd(&[]), (0.0, 0.0));
-        assert_eq!(mean_sd(&[5.0]), (5.0, 0.0));
-        let (m, sd) = mean_sd(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
-        assert!((m - 5.0).abs() < 1e-9);
-        assert!((sd - 2.138).abs() < 1e-3);
-    }
-}

@@ -14,12 +14,12 @@ use hdrhistogram::Histogram;
 use super::args::{CompareArgs, LoadTool};
 use super::plan::Workload;
 use super::progress::Progress;
-use super::results::{mean_sd, CurvePoint, LatencyDoc, Row, RunDoc, Summary};
-use super::sampler::{Sample, Sampler};
+use super::results::{CurvePoint, LatencyDoc, Row, RunDoc, Summary};
+use crate::lab::meter::{Meter as Sampler, Sample};
 use super::tools::{self, ToolRun};
 use crate::catalog::{Db, Entry, Env, Running, StartCtx};
-use crate::engine::{self, Control, End, Plan, Request, Stop};
-use crate::stats::{latency_histogram, FailureCounts, Percentiles};
+use crate::engine::{self, Check, Control, End, Plan, Request, Stop};
+use crate::stats::{latency_histogram, mean_sd, FailureCounts, Percentiles};
 
 /// Percentiles of the latency curves.
 pub const CURVE: [f64; 14] = [
@@ -130,7 +130,7 @@ fn plan(
         &url,
         running.addr,
         request,
-        crate::run::check_for("GET", &w.path, true),
+        Check::for_request("GET", &w.path, true),
     );
     p.connections = c;
     p.threads = ctx.threads;

@@ -58,6 +58,22 @@ pub enum Check {
 }
 
 impl Check {
+    /// How responses to `method path` are judged: the contract's exact status
+    /// and body for its endpoints; any 2xx for other paths or with `--no-verify`.
+    pub fn for_request(method: &str, path: &str, verify: bool) -> Check {
+        if !verify || workloads::route(method, path).is_err() {
+            return Check::Success;
+        }
+        let expected = workloads::expect(method, path);
+        match expected.exact_body() {
+            Some(body) => Check::Exact {
+                status: expected.status,
+                body: Arc::from(body),
+            },
+            None => Check::Status(expected.status),
+        }
+    }
+
     #[inline]
     pub(crate) fn status_ok(&self, status: u16) -> bool {
         match self {

@@ -527,7 +527,7 @@ impl Bridge {
             .lines()
             .filter_map(|p| p.trim().parse().ok())
             .collect();
-        let tree = crate::catalog::procfs::tree(server_pids);
+        let tree = crate::procfs::tree(server_pids);
         if tree.is_empty() {
             bail!("no server process to verify");
         }

@@ -11,8 +11,9 @@
 //! errors and panics; on a signal the catalog's emergency cleanup
 //! ([`crate::catalog::supervise`]) calls [`bridge::teardown_all`].
 //!
-//! A server is placed by a [`Placement`] (which network namespace, which
-//! CPUs, which address to listen on, where its database is), applied to its
+//! A server is placed by a [`crate::catalog::Placement`] (which network
+//! namespace, which CPUs, which address to listen on, where its database
+//! is) that [`Setup::placement`] makes and the recipes apply to their
 //! `Command` before the spawn; the load generator's side of `pinned` is
 //! [`Setup::pin_load`], and [`Setup::publish`] turns the server's address
 //! into the one the load goes to (the DNAT port, or the proxy's).
@@ -21,13 +22,12 @@ pub mod bridge;
 pub mod pinned;
 pub mod proxy;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::unix::process::CommandExt;
+use std::net::SocketAddr;
 use std::process::Command;
 
 use anyhow::{bail, Context};
 
-use crate::catalog::{Db, Running};
+use crate::catalog::{Placement, Running};
 
 /// One environment of `--env`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -146,79 +146,6 @@ pub fn docker_answers() -> Result<(), String> {
     {
         Ok(o) if o.status.success() => Ok(()),
         Ok(_) | Err(_) => Err("no Docker engine answers (`docker info` fails)".into()),
-    }
-}
-
-/// Where a server's processes run and listen.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Placement {
-    /// A network namespace name (`/run/netns/NAME`) to enter before exec.
-    pub netns: Option<String>,
-    /// CPUs the server's processes may run on.
-    pub cpus: Option<Vec<usize>>,
-    /// The address to listen on (default 127.0.0.1).
-    pub listen_ip: Option<Ipv4Addr>,
-    /// The database host as seen from inside (the bridge's host address).
-    pub db_host: Option<String>,
-}
-
-impl Placement {
-    pub fn is_default(&self) -> bool {
-        *self == Placement::default()
-    }
-
-    pub fn listen_ip(&self) -> IpAddr {
-        IpAddr::V4(self.listen_ip.unwrap_or(Ipv4Addr::LOCALHOST))
-    }
-
-    /// The database as the placed server reaches it.
-    pub fn db(&self, db: &Db) -> anyhow::Result<Db> {
-        match &self.db_host {
-            None => Ok(db.clone()),
-            Some(host) => Db::parse(&format!(
-                "mysql://{}:{}@{}:{}/{}",
-                db.user, db.password, host, db.port, db.name
-            )),
-        }
-    }
-
-    /// Makes `cmd` enter the namespace and the CPU set in the child, between
-    /// fork and exec (the pid is the server's own: no `ip netns exec`).
-    pub fn apply(&self, cmd: &mut Command) -> anyhow::Result<()> {
-        let ns = match &self.netns {
-            Some(name) => {
-                let path = format!("/run/netns/{name}");
-                Some(
-                    std::fs::File::open(&path)
-                        .with_context(|| format!("cannot open the network namespace {path}"))?,
-                )
-            }
-            None => None,
-        };
-        let set = self.cpus.as_deref().map(pinned::cpu_set).transpose()?;
-        if ns.is_none() && set.is_none() {
-            return Ok(());
-        }
-        // SAFETY: the closure only makes two syscalls (async-signal-safe) on
-        // values prepared before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                use std::os::fd::AsRawFd;
-                if let Some(f) = &ns {
-                    if libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                if let Some(set) = &set {
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0
-                    {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-        Ok(())
     }
 }
 
@@ -433,22 +360,5 @@ mod tests {
         for e in Environment::ALL {
             assert_eq!(Environment::parse(e.name()).unwrap(), e);
         }
-    }
-
-    #[test]
-    fn a_placement_rewrites_the_database_host() {
-        let db = Db::parse("mysql://bench:pw@127.0.0.1:3307/bench").unwrap();
-        let p = Placement {
-            db_host: Some("198.18.4.1".into()),
-            ..Placement::default()
-        };
-        let d = p.db(&db).unwrap();
-        assert_eq!((d.host.as_str(), d.port), ("198.18.4.1", 3307));
-        assert_eq!(d.password, "pw");
-        assert!(Placement::default().is_default());
-        assert_eq!(
-            Placement::default().listen_ip(),
-            IpAddr::V4(Ipv4Addr::LOCALHOST)
-        );
     }
 }

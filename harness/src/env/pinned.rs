@@ -9,6 +9,8 @@
 
 use anyhow::{bail, Context};
 
+use crate::catalog::cpu_set;
+
 /// Disjoint CPU sets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Split {
@@ -40,7 +42,7 @@ impl Split {
     /// Every process of the tree on the server's CPUs, this thread on the load's.
     pub fn verify(&self, server_pids: &[u32]) -> anyhow::Result<Vec<String>> {
         let mut seen = Vec::new();
-        for s in crate::catalog::procfs::tree(server_pids) {
+        for s in crate::procfs::tree(server_pids) {
             let cpus = cpus_allowed(&format!("/proc/{}/status", s.pid))
                 .with_context(|| format!("cannot read the CPUs of server process {}", s.pid))?;
             if cpus != self.server {
@@ -70,24 +72,6 @@ impl Split {
             list(&self.load)
         )])
     }
-}
-
-/// A `cpu_set_t` holding `cpus`.
-pub fn cpu_set(cpus: &[usize]) -> anyhow::Result<libc::cpu_set_t> {
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    if cpus.is_empty() {
-        bail!("an empty CPU set");
-    }
-    for &c in cpus {
-        if c >= max {
-            bail!("CPU {c} is out of range");
-        }
-        // SAFETY: c < CPU_SETSIZE, checked above.
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
-    Ok(set)
 }
 
 /// The CPUs the calling thread may run on.

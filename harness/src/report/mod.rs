@@ -8,9 +8,23 @@ pub mod json;
 pub mod markdown;
 pub mod text;
 
-use crate::cli::Format;
 use crate::engine::{Check, Pace, RunResult, Stop};
 use crate::stats::{FailureCounts, Percentiles};
+
+/// How a report is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A compact human summary.
+    Text,
+    /// ApacheBench's report layout (ab 2.3).
+    Ab,
+    /// The versioned JSON document (harness/schema/run.schema.json).
+    Json,
+    /// One header line and one row.
+    Csv,
+    /// A Markdown table.
+    Markdown,
+}
 
 /// The report of `result` in `format`.
 pub fn render(format: Format, result: &RunResult) -> String {

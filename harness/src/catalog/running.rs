@@ -1,0 +1,173 @@
+//! A started server: where it answers, its processes (stopped last to
+//! first, also on drop), its `/config`, and [`wait_ready`].
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+
+use super::supervise::{self, Child, TempDir};
+use super::{http, Entry};
+
+
+/// How long a server may take to render `/config` (PHP's first request
+/// compiles the script; a loaded 2-core machine stretches that).
+const CONFIG_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A started server: its address, its processes, its run dir.
+pub struct Running {
+    pub name: String,
+    pub addr: SocketAddr,
+    /// The `Host` header to send.
+    pub authority: String,
+    /// Runtime versions found at start (`nginx 1.22.1`, `node v20.20.2`).
+    pub versions: Vec<String>,
+    /// Things the report should say (a debug build, a port retry).
+    pub notes: Vec<String>,
+    /// Stopped last to first.
+    pub(super) children: Vec<Child>,
+    pub(super) dir: Option<TempDir>,
+}
+
+impl Running {
+    /// A server started elsewhere.
+    pub fn external(name: &str, url: &str) -> anyhow::Result<Running> {
+        let t = crate::target::Target::parse(url)?;
+        Ok(Running {
+            name: name.to_string(),
+            addr: t.addr,
+            authority: t.authority,
+            versions: Vec::new(),
+            notes: Vec::new(),
+            children: Vec::new(),
+            dir: None,
+        })
+    }
+
+    /// A server the harness started as one `child` answering on `addr`
+    /// (also its `Host`), with its run dir.
+    pub(super) fn started(
+        entry: &Entry,
+        addr: SocketAddr,
+        versions: Vec<String>,
+        child: Child,
+        dir: Option<TempDir>,
+    ) -> Running {
+        Running {
+            name: entry.name.clone(),
+            addr,
+            authority: addr.to_string(),
+            versions,
+            notes: Vec::new(),
+            children: vec![child],
+            dir,
+        }
+    }
+
+    /// `GET target` on a fresh connection, with its `Host`.
+    pub fn get(&self, target: &str, timeout: Duration) -> std::io::Result<http::Response> {
+        http::get(self.addr, &self.authority, target, timeout)
+    }
+
+    /// Its `/config` document, or why there is none (the status, the
+    /// transport error or the JSON error, with the start of the body).
+    pub fn config(&self) -> Result<workloads::ServerConfig, String> {
+        let r = self
+            .get("/config", CONFIG_TIMEOUT)
+            .map_err(|e| format!("GET /config: {e}"))?;
+        let head = || String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned();
+        if r.status != 200 {
+            return Err(format!("GET /config answered {}: {}", r.status, head()));
+        }
+        workloads::ServerConfig::from_json(&r.body)
+            .map_err(|e| format!("GET /config: not a settings document ({e}): {}", head()))
+    }
+
+    /// The process ids of its children (each the leader of its group).
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::pid).collect()
+    }
+
+    /// Whether we started (and so can sample) its processes.
+    pub fn managed(&self) -> bool {
+        !self.children.is_empty()
+    }
+
+    /// An error if a child has exited, with its log.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        for c in &mut self.children {
+            if let Some(status) = c.exited() {
+                bail!(
+                    "{} exited ({status}); its log ends with:\n{}",
+                    c.what,
+                    c.log_tail(15)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The last lines of every child's log.
+    pub fn logs(&self) -> String {
+        self.children
+            .iter()
+            .map(|c| format!("--- {}:\n{}", c.what, c.log_tail(15)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Stops every child (last started first) and removes the run dir.
+    /// Returns notes (a child that had to be killed).
+    pub fn stop(&mut self) -> Vec<String> {
+        let mut notes = Vec::new();
+        while let Some(mut c) = self.children.pop() {
+            notes.extend(c.stop(supervise::STOP_TIMEOUT));
+        }
+        self.dir = None;
+        notes
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Polls `GET /hello` until it answers `200 Hello World`, a child dies,
+/// the run is interrupted or `timeout` passes.
+pub fn wait_ready(
+    running: &mut Running,
+    interrupt: &AtomicBool,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut last;
+    loop {
+        if interrupt.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        running.check_alive()?;
+        match running.get("/hello", Duration::from_secs(2)) {
+            Ok(r) if r.status == 200 && r.body == b"Hello World" => return Ok(()),
+            Ok(r) => {
+                last = format!(
+                    "/hello answered {} {:?}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                )
+            }
+            Err(e) => last = format!("/hello: {e}"),
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "{} was not ready within {timeout:?} ({last})\n{}",
+                running.name,
+                running.logs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+

@@ -1,0 +1,110 @@
+//! The lab layer: what every measuring command (`compare`, `calibrate`, and
+//! the commands to come) stands on, so that each command is a short
+//! description of *what* it measures.
+//!
+//! A [`Lab`] is one session: Ctrl-C handling (the run stops, every child is
+//! stopped in order, the database removed), the place the servers are
+//! found, the database every server of the session shares ([`database`]),
+//! and [`Lab::start`], which starts a catalog entry, places it in an
+//! environment, checks that the placement took and publishes it. Beside it:
+//! [`select`] picks entries from the catalog, [`load`] plans a closed-loop
+//! load on a started server, [`meter`] charges a run's CPU time.
+//!
+//! Arrows point one way: commands → lab → catalog / env / engine → contract.
+
+pub mod database;
+pub mod load;
+pub mod meter;
+pub mod select;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::catalog::{self, supervise, Db, Entry, Running, StartCtx};
+use crate::env::Setup;
+use database::Database;
+
+/// One measuring session.
+pub struct Lab {
+    /// Where the servers' binaries and `compose/` are found.
+    pub paths: catalog::Env,
+    /// Set by the first SIGINT/SIGTERM: stop what runs, report what was measured.
+    pub interrupt: Arc<AtomicBool>,
+    /// The database of the session (none until [`Lab::start_database`]).
+    pub database: Database,
+}
+
+/// A server started, placed and published by [`Lab::start`].
+pub struct Started {
+    /// Its `addr` is where the load goes (the published address).
+    pub running: Running,
+    /// How the load reaches it, in words (`127.0.0.1:P → DNAT → …`).
+    pub route: String,
+    /// What the placement check verified, in words.
+    pub checks: Vec<String>,
+}
+
+impl Lab {
+    /// Opens a session: the signal handlers, the open-files limit (raised
+    /// for the servers and the load alike), where the servers are found.
+    pub fn open(repo_dir: Option<&Path>) -> anyhow::Result<Lab> {
+        let interrupt = Arc::new(AtomicBool::new(false));
+        supervise::install_signal_handlers(interrupt.clone())?;
+        crate::machine::raise_nofile();
+        Ok(Lab {
+            paths: catalog::Env::discover(repo_dir),
+            interrupt,
+            database: Database::none(),
+        })
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.load(Ordering::Relaxed)
+    }
+
+    /// `--mysql-url` if given, else a private MariaDB started here (one
+    /// retry: `mariadb-install-db` shares /tmp with whatever else runs).
+    /// Without MariaDB installed the session has no database, and says why.
+    pub fn start_database(
+        &mut self,
+        mysql_url: Option<&str>,
+        say: &dyn Fn(&str),
+    ) -> anyhow::Result<()> {
+        self.database = Database::start(mysql_url, &self.interrupt, say)?;
+        Ok(())
+    }
+
+    pub fn db(&self) -> Option<&Db> {
+        self.database.db.as_ref()
+    }
+
+    /// Starts `entry` (placed in `setup`'s environment, if any) and waits
+    /// until its `/hello` answers; then checks that every process of it is
+    /// where the placement says, and publishes it as the environment
+    /// reaches servers (a DNAT'd port, a userland proxy).
+    pub fn start(&self, entry: &Entry, setup: Option<&Setup>) -> anyhow::Result<Started> {
+        let ctx = StartCtx {
+            env: &self.paths,
+            db: self.db(),
+            interrupt: &self.interrupt,
+        };
+        let Some(setup) = setup else {
+            let running = entry.start(&ctx)?;
+            let route = format!("{} (loopback)", running.addr);
+            return Ok(Started {
+                running,
+                route,
+                checks: Vec::new(),
+            });
+        };
+        let mut running = entry.start_placed(&ctx, &setup.placement())?;
+        let checks = setup.verify(&running.pids())?;
+        let route = setup.publish_kept(&mut running)?;
+        Ok(Started {
+            running,
+            route,
+            checks,
+        })
+    }
+}
