@@ -10,8 +10,8 @@ use anyhow::{bail, Context};
 
 use crate::engine::{self, Check, Control, End, Pace, Plan, Request, Snapshot, Stop};
 use crate::report::{self, Format};
-use crate::units::parse_duration;
 use crate::target::Target;
+use crate::units::parse_duration;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -271,8 +271,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(Check::for_request("GET", "/config", true), Check::Status(200));
-        assert_eq!(Check::for_request("GET", "/index.html", true), Check::Success);
+        assert_eq!(
+            Check::for_request("GET", "/config", true),
+            Check::Status(200)
+        );
+        assert_eq!(
+            Check::for_request("GET", "/index.html", true),
+            Check::Success
+        );
         assert_eq!(Check::for_request("POST", "/hello", true), Check::Success);
         assert_eq!(Check::for_request("GET", "/hello", false), Check::Success);
         match Check::for_request("HEAD", "/work", true) {

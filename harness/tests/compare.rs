@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::procfs;
 use harness::compare::results::{
     ContractCheck, CurvePoint, Database, Fairness, LatencyDoc, Machine, Results, Row, RowFailure,
-    RunDoc, ServerDoc, Settings, Summary, WorkloadDoc,
+    RowStatus, RunDoc, ServerDoc, ServerStatus, Settings, Summary, WorkloadDoc,
 };
+use harness::procfs;
 use harness::stats::FailureCounts;
 use serde_json::Value;
 
@@ -114,7 +114,7 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
     assert_eq!(results.rows.len(), 4);
     for r in &results.rows {
         let s = r.summary.as_ref().expect("summary");
-        assert_eq!(r.status, "ok", "{r:?}");
+        assert_eq!(r.status, RowStatus::Ok, "{r:?}");
         assert_eq!(s.failed, 0, "{} {}: {:?}", r.server, r.workload, s.failures);
         assert_eq!(r.runs.len(), 2);
         assert!(s.rps_mean > 0.0 && s.p50_us > 0);
@@ -278,7 +278,12 @@ fn the_default_compare_runs_every_server_installed_here() {
             .iter()
             .find(|s| s.name == name)
             .unwrap_or_else(|| panic!("{name} is not in the catalog"));
-        assert_eq!(s.status, "ran", "{name}: {:?}\n{stderr}", s.reason);
+        assert_eq!(
+            s.status,
+            ServerStatus::Ran,
+            "{name}: {:?}\n{stderr}",
+            s.reason
+        );
         if name != "nginx-static" {
             let c = s.contract.as_ref().expect("a contract check");
             assert!(c.rows >= 40 && c.failed.is_empty(), "{name}: {c:?}");
@@ -295,7 +300,7 @@ fn the_default_compare_runs_every_server_installed_here() {
                 .find(|r| r.server == name && r.workload == *w)
                 .unwrap_or_else(|| panic!("no {name} {w} row:\n{stdout}"));
             let summary = row.summary.as_ref().expect("a summary");
-            assert_eq!(row.status, "ok", "{row:?}");
+            assert_eq!(row.status, RowStatus::Ok, "{row:?}");
             assert!(
                 summary.failed == 0 && summary.rps_mean > 0.0,
                 "{name} {w}: {summary:?}"
@@ -307,14 +312,20 @@ fn the_default_compare_runs_every_server_installed_here() {
     for s in &results.servers {
         if !expected.contains(&s.name) {
             assert!(
-                s.status == "ran" || (s.status == "skipped" && s.reason.is_some()),
+                s.status == ServerStatus::Ran
+                    || (s.status == ServerStatus::Skipped && s.reason.is_some()),
                 "{s:?}"
             );
         }
     }
     assert_eq!(
         results.rows.len(),
-        2 * results.servers.iter().filter(|s| s.status == "ran").count() - 1,
+        2 * results
+            .servers
+            .iter()
+            .filter(|s| s.status == ServerStatus::Ran)
+            .count()
+            - 1,
         "hello and work for each server but nginx-static"
     );
 }
@@ -469,7 +480,7 @@ fn synthetic() -> Results {
         name: name.into(),
         model: "worker-pool".into(),
         language: "rust".into(),
-        status: "ran".into(),
+        status: ServerStatus::Ran,
         reason: None,
         detail: Some("/bin/x".into()),
         config: None,
@@ -532,7 +543,7 @@ fn synthetic() -> Results {
             connections: 100,
             tool: "harness".into(),
             bodies_verified: true,
-            status: "ok".into(),
+            status: RowStatus::Ok,
             error: None,
             runs: vec![run.clone(), run],
             summary: Some(Summary {
@@ -699,7 +710,7 @@ fn the_html_report_renders_in_headless_chromium() {
     let mut results = synthetic();
     let mut skipped = results.servers[0].clone();
     skipped.name = "swoole".into();
-    skipped.status = "skipped".into();
+    skipped.status = ServerStatus::Skipped;
     skipped.reason = Some("`php -m` does not list swoole; to run it: pecl install swoole (6.x) and enable it, or run compose/ with Docker and pass --target swoole=http://127.0.0.1:9501".into());
     skipped.detail = None;
     results.servers.push(skipped);
@@ -827,7 +838,7 @@ fn a_server_answering_200_with_a_db_error_is_reported_not_benchmarked() {
         &std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(r.rows[0].status, "failed");
+    assert_eq!(r.rows[0].status, RowStatus::Failed);
     assert!(
         r.rows[0]
             .error

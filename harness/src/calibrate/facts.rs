@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::procfs::{self, proc_stat, CpuTicks};
 use crate::machine;
+use crate::procfs::{self, proc_stat, CpuTicks};
 
 /// Whether `perf` hardware counters can be used.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -142,9 +142,9 @@ pub fn ceilings(ctx: &mut Ctx, entries: &[Entry]) -> Vec<Ceiling> {
                     }
                     let (connections, threads, duration) =
                         (ctx.args.connections, ctx.threads, ctx.args.duration);
-                    let r = ctx.warm(&running, path, threads).and_then(|()| {
-                        ctx.measure(&running, path, connections, threads, duration)
-                    });
+                    let r = ctx
+                        .warm(&running, path, threads)
+                        .and_then(|()| ctx.measure(&running, path, connections, threads, duration));
                     match r {
                         Ok(run) => {
                             ctx.say(&format!("ceiling {} {path}: {:.0} req/s", e.name, run.rps));

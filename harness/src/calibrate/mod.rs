@@ -162,7 +162,10 @@ impl CalibrateArgs {
 pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     args.validate()?;
     let envs = args.environments()?;
-    let (entries, env_entries) = (select::named(&args.servers)?, select::named(&args.env_servers)?);
+    let (entries, env_entries) = (
+        select::named(&args.servers)?,
+        select::named(&args.env_servers)?,
+    );
     let mut lab = Lab::open(args.repo_dir.as_deref())?;
     let started_utc = crate::units::now_utc();
     let (mut machine, ticks0) = facts::before();
@@ -173,7 +176,10 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         bail!("none of --env-servers can run here: {}", notes.join("; "));
     }
     if entries.is_empty() {
-        bail!("none of the reference servers can run here: {}", notes.join("; "));
+        bail!(
+            "none of the reference servers can run here: {}",
+            notes.join("; ")
+        );
     }
     lab.start_database(args.mysql_url.as_deref(), &say)?;
     let mut ctx = Ctx {
@@ -184,7 +190,11 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         processes: vec![facts::member("harness", std::process::id() as i32)],
         notes,
     };
-    ctx.processes.extend(lab.database.pid().map(|p| facts::member("mariadbd", p as i32)));
+    ctx.processes.extend(
+        lab.database
+            .pid()
+            .map(|p| facts::member("mariadbd", p as i32)),
+    );
     ctx.say(&eta(&args, &lab, &envs, entries.len(), env_entries.len()));
 
     let ceilings = measure::ceilings(&mut ctx, &entries);
@@ -192,22 +202,11 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let best_work = measure::best(&ceilings, &entries, |c| c.work_rps);
     let (noise, floors_doc) = measure::noise_and_floors(&mut ctx, best_hello.as_ref());
     let db_doc = measure::database(&ctx);
-    // Environments: the fastest reference server per workload, or each of
-    // --env-servers on every workload it serves.
-    let plan: Vec<(&str, Entry)> = if env_entries.is_empty() {
-        [("/hello", best_hello), ("/work", best_work)]
-            .into_iter()
-            .filter_map(|(p, e)| Some((p, e?)))
-            .collect()
-    } else {
-        measure::workloads(&lab)
-            .into_iter()
-            .flat_map(|(_, path)| {
-                env_entries.iter().filter(move |e| e.serves(path)).map(move |e| (path, e.clone()))
-            })
-            .collect()
-    };
-    let mut env_docs: Vec<_> = envs.iter().map(|&e| measure::environment(&mut ctx, e, &plan)).collect();
+    let plan = env_plan(&lab, &env_entries, best_hello, best_work);
+    let mut env_docs: Vec<_> = envs
+        .iter()
+        .map(|&e| measure::environment(&mut ctx, e, &plan))
+        .collect();
     apply_ratios(&mut env_docs);
     let interrupted = ctx.interrupted();
     let (outside, processes, notes, threads) = (ctx.outside, ctx.processes, ctx.notes, ctx.threads);
@@ -233,11 +232,43 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         notes,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&doc).context("cannot encode the document")?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).context("cannot encode the document")?
+        );
     } else {
         print!("{}", report::text(&doc));
     }
-    Ok(if interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// What each environment measures: the fastest reference server per
+/// workload, or each of `--env-servers` on every workload it serves.
+fn env_plan(
+    lab: &Lab,
+    env_entries: &[Entry],
+    best_hello: Option<Entry>,
+    best_work: Option<Entry>,
+) -> Vec<(&'static str, Entry)> {
+    if env_entries.is_empty() {
+        return [("/hello", best_hello), ("/work", best_work)]
+            .into_iter()
+            .filter_map(|(p, e)| Some((p, e?)))
+            .collect();
+    }
+    measure::workloads(lab)
+        .into_iter()
+        .flat_map(|(_, path)| {
+            env_entries
+                .iter()
+                .filter(move |e| e.serves(path))
+                .map(move |e| (path, e.clone()))
+        })
+        .collect()
 }
 
 /// The entries that can run here; a note for each that cannot.
@@ -253,7 +284,13 @@ fn runnable_here(lab: &Lab, entries: Vec<Entry>, notes: &mut Vec<String>) -> Vec
 }
 
 /// How long the calibration will take, in a line.
-fn eta(args: &CalibrateArgs, lab: &Lab, envs: &[Environment], servers: usize, env_servers: usize) -> String {
+fn eta(
+    args: &CalibrateArgs,
+    lab: &Lab,
+    envs: &[Environment],
+    servers: usize,
+    env_servers: usize,
+) -> String {
     let measured_envs = envs.iter().filter(|e| e.availability().is_ok()).count();
     let per_run = (args.duration + Duration::from_millis(100)).as_secs_f64();
     let warmup = args.warmup.as_secs_f64();

@@ -62,4 +62,3 @@ pub fn user_and_group() -> (String, String) {
         (user, group)
     }
 }
-

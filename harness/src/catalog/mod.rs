@@ -223,11 +223,7 @@ impl Entry {
     /// address to listen on, the database as seen from there; every process
     /// of the server, nginx and php-fpm alike, enters them before exec) and
     /// waits until its `/hello` answers the contract.
-    pub fn start_placed(
-        &self,
-        ctx: &StartCtx,
-        placement: &Placement,
-    ) -> anyhow::Result<Running> {
+    pub fn start_placed(&self, ctx: &StartCtx, placement: &Placement) -> anyhow::Result<Running> {
         let mut running = match &self.recipe {
             Recipe::Workspace {
                 binary,

@@ -6,8 +6,8 @@
 use anyhow::{bail, Context};
 
 use super::supervise::{Child, Stdout};
-use super::{find_program, free_port, run_dir, version_of, Availability, Entry, Running, StartCtx};
 use super::Placement;
+use super::{find_program, free_port, run_dir, version_of, Availability, Entry, Running, StartCtx};
 
 pub fn availability() -> Availability {
     match find_program(&["nginx"]) {

@@ -5,11 +5,11 @@
 use std::process::Command;
 
 use super::supervise::{Child, Stdout};
+use super::Placement;
 use super::{
     find_program, run_dir, version_of, wait_announce, Availability, Entry, Env, Running, StartCtx,
     SEED_DB_POOL,
 };
-use super::Placement;
 
 pub fn availability(env: &Env) -> Availability {
     let Some(node) = find_program(&["node", "nodejs"]) else {

@@ -23,11 +23,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::supervise::{Child, Stdout, TempDir};
+use super::Placement;
 use super::{
     find_program, free_port, is_root, run_dir, user_and_group, version_of, wait_ready,
     Availability, Entry, Env, Running, StartCtx, READY_TIMEOUT,
 };
-use super::Placement;
 
 const FPM_NAMES: &[&str] = &["php-fpm8.2", "php-fpm"];
 const INSTALL: &str = "apt-get install php8.2-fpm php8.2-mysql php8.2-opcache nginx-light";

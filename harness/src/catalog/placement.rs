@@ -103,7 +103,6 @@ pub fn cpu_set(cpus: &[usize]) -> anyhow::Result<libc::cpu_set_t> {
     Ok(set)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

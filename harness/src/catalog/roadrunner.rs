@@ -7,11 +7,11 @@ use std::process::Command;
 
 use anyhow::Context;
 
+use super::Placement;
 use super::{
     find_program, free_port, run_dir, version_of, Availability, Entry, Env, OnPort, Running,
     StartCtx, SEED_DB_POOL,
 };
-use super::Placement;
 
 pub fn availability(env: &Env) -> Availability {
     let Some(rr) = find_program(&["rr"]) else {

@@ -10,7 +10,6 @@ use anyhow::bail;
 use super::supervise::{self, Child, TempDir};
 use super::{http, Entry};
 
-
 /// How long a server may take to render `/config` (PHP's first request
 /// compiles the script; a loaded 2-core machine stretches that).
 const CONFIG_TIMEOUT: Duration = Duration::from_secs(10);
@@ -170,4 +169,3 @@ pub fn wait_ready(
         std::thread::sleep(Duration::from_millis(50));
     }
 }
-

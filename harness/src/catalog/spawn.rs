@@ -105,4 +105,3 @@ pub(super) fn wait_announce(
         }
     }
 }
-

@@ -5,49 +5,20 @@
 
 use workloads::ServerConfig;
 
-use super::results::{Fairness, ServerDoc};
+use super::results::{Fairness, ServerDoc, ServerStatus};
 
-fn opt<T: ToString>(v: &Option<T>) -> String {
-    v.as_ref().map_or("—".into(), T::to_string)
-}
-
-/// The side-by-side table (plain text, aligned).
+/// The side-by-side table (plain text, aligned), as the terminal shows it.
 pub fn table(servers: &[ServerDoc]) -> String {
-    let mut rows = vec![[
-        "server",
-        "runtime",
-        "workers",
-        "db_pool",
-        "opcache",
-        "jit",
-        "debug",
-        "autogroup",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for s in servers.iter().filter(|s| s.status == "ran") {
-        let c = s.config.as_ref();
-        rows.push(vec![
-            s.name.clone(),
-            c.map_or("(no /config)".into(), |c| c.runtime.clone()),
-            c.map_or("—".into(), |c| opt(&c.workers)),
-            c.map_or("—".into(), |c| opt(&c.db_pool)),
-            c.map_or("—".into(), |c| opt(&c.opcache)),
-            c.map_or("—".into(), |c| opt(&c.jit)),
-            c.map_or("—".into(), |c| c.debug.to_string()),
-            match s.same_autogroup {
-                Some(true) => "harness's".into(),
-                Some(false) => "OWN (unfair)".into(),
-                None => "—".into(),
-            },
-        ]);
-    }
+    let rows = super::report::settings::rows(servers, super::report::settings::View::Terminal);
     super::report::table::align(&rows, &[])
 }
 
 /// The warnings for `servers`, and the DB connection budget.
 pub fn audit(servers: &[ServerDoc], db_max_connections: Option<u64>) -> Fairness {
-    let ran: Vec<&ServerDoc> = servers.iter().filter(|s| s.status == "ran").collect();
+    let ran: Vec<&ServerDoc> = servers
+        .iter()
+        .filter(|s| s.status == ServerStatus::Ran)
+        .collect();
     let configs: Vec<(&str, &ServerConfig)> = ran
         .iter()
         .filter_map(|s| s.config.as_ref().map(|c| (s.name.as_str(), c)))
@@ -150,7 +121,7 @@ mod tests {
             name: name.into(),
             model: "m".into(),
             language: "l".into(),
-            status: "ran".into(),
+            status: ServerStatus::Ran,
             reason: None,
             detail: Some("x".into()),
             config: Some(ServerConfig {

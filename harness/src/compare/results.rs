@@ -91,8 +91,7 @@ pub struct ServerDoc {
     pub name: String,
     pub model: String,
     pub language: String,
-    /// `ran`, `failed` (did not start or verify) or `skipped` (cannot run here, or not reached).
-    pub status: String,
+    pub status: ServerStatus,
     pub reason: Option<String>,
     /// What was started (binary, command) or the URL of a --target.
     pub detail: Option<String>,
@@ -108,6 +107,39 @@ pub struct ServerDoc {
     /// results written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<ContractCheck>,
+}
+
+/// What became of a server in a comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerStatus {
+    /// Started and loaded (its rows say how each cell went).
+    Ran,
+    /// Did not start, or did not answer the contract.
+    Failed,
+    /// Cannot run here, or not reached (interrupted); `reason` says which.
+    Skipped,
+}
+
+impl ServerStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerStatus::Ran => "ran",
+            ServerStatus::Failed => "failed",
+            ServerStatus::Skipped => "skipped",
+        }
+    }
+}
+
+/// How one row (server × workload × c) went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RowStatus {
+    Ok,
+    /// Not measured, or not to the end: `error` says why.
+    Failed,
+    /// Ctrl-C stopped it: its runs so far are kept.
+    Interrupted,
 }
 
 /// `harness verify` over a server: how many rows, which failed and why.
@@ -171,7 +203,7 @@ pub struct Row {
     /// engine); ab checks status and length only, wrk the status only.
     pub bodies_verified: bool,
     /// `ok`, `failed` (did not start, did not verify, or a run broke) or `interrupted`.
-    pub status: String,
+    pub status: RowStatus,
     pub error: Option<String>,
     pub runs: Vec<RunDoc>,
     pub summary: Option<Summary>,
@@ -276,9 +308,10 @@ pub fn machine() -> Machine {
         memory_bytes: machine::memory_bytes(),
         load_avg_1m: machine::load_avg().first().copied().unwrap_or(0.0),
         sched_autogroup_enabled: crate::procfs::sched_autogroup_enabled(),
-        scheduling: "every server process is a process-group leader in the harness's session \
-                     (no setsid: nginx runs with daemon off, php-fpm's setsid fails), so it \
-                     shares the harness's scheduler autogroup"
+        scheduling: "every server process is started as a process-group leader in the \
+                     harness's session (no setsid: nginx runs with daemon off, php-fpm's setsid \
+                     fails); whether each server's processes stayed in the harness's scheduler \
+                     autogroup is measured per server (the autogroup column)"
             .into(),
         harness_build: if cfg!(debug_assertions) {
             "debug"
@@ -288,4 +321,3 @@ pub fn machine() -> Machine {
         .into(),
     }
 }
-

@@ -5,8 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -14,11 +12,14 @@ use hdrhistogram::Histogram;
 use super::args::{CompareArgs, LoadTool};
 use super::plan::Workload;
 use super::progress::Progress;
-use super::results::{CurvePoint, LatencyDoc, Row, RunDoc, Summary};
-use crate::lab::meter::{Meter as Sampler, Sample};
+use super::results::{CurvePoint, LatencyDoc, Row, RowStatus, RunDoc, Summary};
 use super::tools::{self, ToolRun};
-use crate::catalog::{Db, Entry, Env, Running, StartCtx};
-use crate::engine::{self, Check, Control, End, Plan, Request, Stop};
+use crate::catalog::{Entry, Running};
+use crate::engine::{self, Control, End, Plan};
+use crate::env::Setup;
+use crate::lab::load::{self, Shape};
+use crate::lab::meter::Sample;
+use crate::lab::Lab;
 use crate::stats::{latency_histogram, mean_sd, FailureCounts, Percentiles};
 
 /// Percentiles of the latency curves.
@@ -28,38 +29,29 @@ pub const CURVE: [f64; 14] = [
 
 /// What every cell shares.
 pub struct Ctx<'a> {
-    pub env: &'a Env,
-    pub db: Option<&'a Db>,
-    pub db_pid: Option<u32>,
-    pub interrupt: &'a Arc<AtomicBool>,
+    pub lab: &'a Lab,
     pub args: &'a CompareArgs,
     pub threads: usize,
     pub progress: &'a Progress,
     /// For the load tools' output.
     pub scratch: &'a Path,
     /// `--env` other than bare: where servers are placed and how they are reached.
-    pub setup: Option<&'a crate::env::Setup>,
+    pub setup: Option<&'a Setup>,
 }
 
 impl Ctx<'_> {
     fn interrupted(&self) -> bool {
-        self.interrupt.load(Ordering::Relaxed)
+        self.lab.interrupted()
     }
 
+    /// Starts `entry` placed and published in the run's environment.
     pub fn start(&self, entry: &Entry) -> anyhow::Result<Running> {
-        let ctx = StartCtx {
-            env: self.env,
-            db: self.db,
-            interrupt: self.interrupt,
-        };
-        match self.setup {
-            None => entry.start(&ctx),
-            Some(setup) => {
-                let mut running = entry.start_placed(&ctx, &setup.placement())?;
-                setup.verify(&running.pids())?;
-                setup.publish_kept(&mut running)?;
-                Ok(running)
-            }
+        Ok(self.lab.start(entry, self.setup)?.running)
+    }
+
+    fn control(&self) -> Control {
+        Control {
+            interrupt: self.lab.interrupt.clone(),
         }
     }
 }
@@ -89,7 +81,7 @@ fn empty_row(entry: &Entry, w: &Workload, c: usize, tool: LoadTool) -> Row {
         connections: c as u64,
         tool: tool.name().to_string(),
         bodies_verified: tool == LoadTool::Harness,
-        status: "ok".into(),
+        status: RowStatus::Ok,
         error: None,
         runs: Vec::new(),
         summary: None,
@@ -100,45 +92,29 @@ fn empty_row(entry: &Entry, w: &Workload, c: usize, tool: LoadTool) -> Row {
 /// A row for a cell that was not run: its check failed before loading.
 pub fn failed_row(entry: &Entry, w: &Workload, c: usize, tool: LoadTool, error: String) -> Row {
     let mut row = empty_row(entry, w, c, tool);
-    row.status = "failed".into();
+    row.status = RowStatus::Failed;
     row.error = Some(error);
     row
 }
 
 fn fail(mut row: Row, ctx: &Ctx, error: String) -> Row {
     row.status = if ctx.interrupted() {
-        "interrupted"
+        RowStatus::Interrupted
     } else {
-        "failed"
-    }
-    .into();
+        RowStatus::Failed
+    };
     row.error = Some(error);
     row
 }
 
-fn plan(
-    ctx: &Ctx,
-    running: &Running,
-    w: &Workload,
-    c: usize,
-    length: Duration,
-) -> anyhow::Result<Plan> {
-    let keepalive = !ctx.args.no_keepalive;
-    let url = format!("http://{}{}", running.authority, w.path);
-    let request = Request::encode("GET", &w.path, &running.authority, &[], keepalive);
-    let mut p = Plan::new(
-        &url,
-        running.addr,
-        request,
-        Check::for_request("GET", &w.path, true),
-    );
-    p.connections = c;
-    p.threads = ctx.threads;
-    p.keepalive = keepalive;
-    p.timeout = ctx.args.timeout;
-    p.stop = Stop::Duration(length);
-    p.max_duration = length;
-    Ok(p)
+fn plan(ctx: &Ctx, running: &Running, w: &Workload, c: usize, length: Duration) -> Plan {
+    let shape = Shape {
+        connections: c,
+        threads: ctx.threads,
+        keepalive: !ctx.args.no_keepalive,
+        timeout: ctx.args.timeout,
+    };
+    load::plan(running, &w.path, &shape, length)
 }
 
 /// Runs one cell; also returns notes for the server's entry.
@@ -168,15 +144,13 @@ fn load(
     if let Err(e) = preflight(running, &w.path) {
         return (fail(row, ctx, e), notes);
     }
-    let control = Control {
-        interrupt: ctx.interrupt.clone(),
-    };
+    let control = ctx.control();
     if !ctx.args.warmup.is_zero() {
         let mut bar = ctx
             .progress
             .run(format!("{label} warm-up"), ctx.args.warmup);
-        let warm = plan(ctx, running, w, c, ctx.args.warmup)
-            .and_then(|p| Ok(engine::run(&p, &control, &mut |s| bar.update(s))?));
+        let p = plan(ctx, running, w, c, ctx.args.warmup);
+        let warm = engine::run(&p, &control, &mut |s| bar.update(s));
         match warm {
             Ok(r) => bar.finish(&format!(
                 "{} req/s, {} failed",
@@ -198,13 +172,13 @@ fn load(
         let mut bar = ctx
             .progress
             .run(format!("{label} run {i}/{runs}"), ctx.args.duration);
-        let sampler = running
-            .managed()
-            .then(|| Sampler::start(running.pids(), ctx.db_pid));
-        let outcome = match tool {
-            LoadTool::Harness => plan(ctx, running, w, c, ctx.args.duration)
-                .and_then(|p| Ok(engine::run(&p, &control, &mut |s| bar.update(s))?))
-                .map(Ok),
+        let (outcome, sample) = load::metered(running, ctx.lab.database.pid(), || match tool {
+            LoadTool::Harness => {
+                let p = plan(ctx, running, w, c, ctx.args.duration);
+                engine::run(&p, &control, &mut |s| bar.update(s))
+                    .map(Ok)
+                    .map_err(anyhow::Error::from)
+            }
             _ => tools::run(
                 tool,
                 &format!("http://{}{}", running.authority, w.path),
@@ -214,11 +188,10 @@ fn load(
                 !ctx.args.no_keepalive,
                 ctx.args.timeout,
                 ctx.scratch,
-                ctx.interrupt,
+                &ctx.lab.interrupt,
             )
             .map(Err),
-        };
-        let sample = sampler.map(Sampler::finish);
+        });
         let doc = match outcome {
             Ok(Ok(result)) => {
                 let _ = merged.add(&result.stats.latency_us);
@@ -261,7 +234,7 @@ fn load(
     row.summary = summarize(&row.runs, &merged, tool);
     row.latency_curve = curve(&row.runs, &merged, tool);
     if ctx.interrupted() {
-        row.status = "interrupted".into();
+        row.status = RowStatus::Interrupted;
     }
     (row, notes)
 }

@@ -40,7 +40,11 @@ pub fn plan(running: &Running, path: &str, shape: &Shape, length: Duration) -> P
 /// Runs `load` while [`Meter`] watches the server's process tree (when the
 /// harness started it: a `--target` has none to watch), `db_pid` and the
 /// rest of the machine.
-pub fn metered<T>(running: &Running, db_pid: Option<u32>, load: impl FnOnce() -> T) -> (T, Option<Sample>) {
+pub fn metered<T>(
+    running: &Running,
+    db_pid: Option<u32>,
+    load: impl FnOnce() -> T,
+) -> (T, Option<Sample>) {
     let meter = running
         .managed()
         .then(|| Meter::start(running.pids(), db_pid));

@@ -201,10 +201,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(200));
         let (busy_start, own_start) = (proc_stat().busy, self_cpu_ticks());
         std::thread::sleep(Duration::from_millis(1500));
-        let (busy, own) = (
-            proc_stat().busy - busy_start,
-            self_cpu_ticks() - own_start,
-        );
+        let (busy, own) = (proc_stat().busy - busy_start, self_cpu_ticks() - own_start);
         stop.store(true, Ordering::Relaxed);
         for t in threads {
             t.join().unwrap();

@@ -11,10 +11,9 @@ pub fn named(names: &[String]) -> anyhow::Result<Vec<Entry>> {
     let all = catalog::catalog();
     let mut out: Vec<Entry> = Vec::new();
     for n in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let e = all
-            .iter()
-            .find(|e| e.name == n)
-            .with_context(|| format!("unknown server {n:?}; the catalog has: {}", names_of(&all)))?;
+        let e = all.iter().find(|e| e.name == n).with_context(|| {
+            format!("unknown server {n:?}; the catalog has: {}", names_of(&all))
+        })?;
         if !out.contains(e) {
             out.push(e.clone());
         }
@@ -122,6 +121,10 @@ mod tests {
         let names: Vec<&str> = both.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["node", "swoole"]);
         assert_eq!(both[1].model, "external");
-        assert!(servers_and_targets(&[], &strings(&["node=http://127.0.0.1:1", "node=http://127.0.0.1:2"])).is_err());
+        assert!(servers_and_targets(
+            &[],
+            &strings(&["node=http://127.0.0.1:1", "node=http://127.0.0.1:2"])
+        )
+        .is_err());
     }
 }

@@ -5,7 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::super::results::{Results, Row};
+use super::super::results::{Results, Row, RowStatus};
 
 const W: u32 = 860;
 const H: u32 = 380;
@@ -63,7 +63,7 @@ fn ok_rows<'a>(results: &'a Results, workload: &str, c: u64) -> Vec<&'a Row> {
             r.workload == workload
                 && r.connections == c
                 && r.summary.is_some()
-                && r.status != "failed"
+                && r.status != RowStatus::Failed
         })
         .collect()
 }
@@ -228,7 +228,7 @@ pub fn sweep(results: &Results, workload: &str) -> Option<String> {
         let mut v: Vec<(f64, f64)> = results
             .rows
             .iter()
-            .filter(|r| r.workload == workload && r.server == name && r.status != "failed")
+            .filter(|r| r.workload == workload && r.server == name && r.status != RowStatus::Failed)
             .filter_map(|r| Some((r.connections as f64, r.summary.as_ref()?.rps_mean)))
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0));

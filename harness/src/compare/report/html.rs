@@ -2,7 +2,8 @@
 //! JavaScript, nothing fetched): the table, the charts, every server's
 //! settings and the fairness warnings, the machine.
 
-use super::super::results::Results;
+use super::super::results::{Results, RowStatus};
+use super::settings::{self, View};
 use super::{charts, table};
 
 pub fn escape(s: &str) -> String {
@@ -87,7 +88,11 @@ pub fn render(results: &Results) -> String {
     body.push_str("<h2>Results</h2>\n");
     let mut rows = vec![table::HEADER.map(String::from).to_vec()];
     rows.extend(table::cells(results));
-    let failed: Vec<bool> = results.rows.iter().map(|r| r.status == "failed").collect();
+    let failed: Vec<bool> = results
+        .rows
+        .iter()
+        .map(|r| r.status == RowStatus::Failed)
+        .collect();
     body.push_str(&html_table(&rows, 4, &failed));
     body.push_str("<div class=\"note\"><ul>\n");
     for line in table::footnotes(results, true).lines() {
@@ -125,44 +130,7 @@ pub fn render(results: &Results) -> String {
     }
 
     body.push_str("<h2>Settings of each server (<code>/config</code>)</h2>\n");
-    let mut cfg = vec![[
-        "server",
-        "model",
-        "language",
-        "status",
-        "runtime",
-        "workers",
-        "db_pool",
-        "opcache",
-        "jit",
-        "debug",
-        "own autogroup",
-        "versions",
-        "started",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for sv in &results.servers {
-        let c = sv.config.as_ref();
-        let o = |v: Option<String>| v.unwrap_or_else(|| "—".into());
-        cfg.push(vec![
-            sv.name.clone(),
-            sv.model.clone(),
-            sv.language.clone(),
-            // The reason is in the notes under the results table.
-            sv.status.clone(),
-            o(c.map(|c| c.runtime.clone())),
-            o(c.and_then(|c| c.workers).map(|v| v.to_string())),
-            o(c.and_then(|c| c.db_pool).map(|v| v.to_string())),
-            o(c.and_then(|c| c.opcache).map(|v| v.to_string())),
-            o(c.and_then(|c| c.jit.clone())),
-            o(c.map(|c| c.debug.to_string())),
-            o(sv.same_autogroup
-                .map(|same| if same { "no" } else { "YES" }.to_string())),
-            sv.versions.join(", "),
-            o(sv.detail.clone()),
-        ]);
-    }
+    let cfg = settings::rows(&results.servers, View::Report);
     body.push_str(&html_table(&cfg, 99, &[]));
     body.push_str(&format!(
         "<p class=\"note\">DB pools: {} in total (servers run one at a time); database max_connections: {}. \

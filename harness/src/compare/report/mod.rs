@@ -4,6 +4,7 @@
 
 pub mod charts;
 pub mod html;
+pub mod settings;
 pub mod table;
 
 use std::path::Path;
@@ -15,12 +16,18 @@ use super::results::Results;
 /// Writes results.json, report.md and report.html into `dir`.
 pub fn write_all(dir: &Path, results: &Results) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let write = |name: &str, text: String| {
-        let p = dir.join(name);
-        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
-    };
-    write("results.json", results.to_json())?;
-    write("report.md", table::markdown(results))?;
-    write("report.html", html::render(results))?;
-    Ok(())
+    write(dir, "results.json", results.to_json())?;
+    write_reports(dir, results)
+}
+
+/// Writes report.md and report.html into `dir`, from `results` alone (what
+/// `harness report` re-renders).
+pub fn write_reports(dir: &Path, results: &Results) -> anyhow::Result<()> {
+    write(dir, "report.md", table::markdown(results))?;
+    write(dir, "report.html", html::render(results))
+}
+
+fn write(dir: &Path, name: &str, text: String) -> anyhow::Result<()> {
+    let p = dir.join(name);
+    std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
 }

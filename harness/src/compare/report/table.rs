@@ -1,7 +1,7 @@
 //! The side-by-side table, like the seed benchmarks' "key metrics
 //! comparison": on the terminal (aligned text) and in report.md (Markdown).
 
-use super::super::results::{Results, Row};
+use super::super::results::{Results, Row, RowStatus, ServerStatus};
 use crate::report::{bytes, latency, thousands};
 
 /// The table's header.
@@ -37,7 +37,7 @@ fn row_cells(r: &Row, results: &Results) -> Vec<String> {
         r.connections.to_string(),
     ];
     match &r.summary {
-        Some(s) if r.status != "failed" => {
+        Some(s) if r.status != RowStatus::Failed => {
             let sd = if results.settings.runs > 1 || r.runs.len() > 1 {
                 format!(" ± {}", thousands(s.rps_sd.round() as u64))
             } else {
@@ -177,7 +177,7 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
                 r.server, r.workload, r.connections
             ));
         }
-        if r.status == "failed" {
+        if r.status == RowStatus::Failed {
             if let Some(e) = &r.error {
                 line(&format!(
                     "{} {} c={}: {}",
@@ -190,11 +190,11 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
         }
     }
     for s in &results.servers {
-        if s.status != "ran" {
+        if s.status != ServerStatus::Ran {
             line(&format!(
                 "{} {}: {}",
                 s.name,
-                s.status,
+                s.status.name(),
                 s.reason.as_deref().unwrap_or("").replace('\n', " ")
             ));
         }
@@ -284,26 +284,7 @@ pub fn markdown(results: &Results) -> String {
     out.push('\n');
     out.push_str(&footnotes(results, true));
     out.push_str("\n## Settings of each server (`/config`)\n\n");
-    let mut cfg = vec![[
-        "server", "model", "runtime", "workers", "db_pool", "opcache", "jit", "debug", "versions",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for sv in results.servers.iter().filter(|s| s.status == "ran") {
-        let c = sv.config.as_ref();
-        let o = |v: Option<String>| v.unwrap_or_else(|| "—".into());
-        cfg.push(vec![
-            sv.name.clone(),
-            sv.model.clone(),
-            o(c.map(|c| c.runtime.clone())),
-            o(c.and_then(|c| c.workers).map(|v| v.to_string())),
-            o(c.and_then(|c| c.db_pool).map(|v| v.to_string())),
-            o(c.and_then(|c| c.opcache).map(|v| v.to_string())),
-            o(c.and_then(|c| c.jit.clone())),
-            o(c.map(|c| c.debug.to_string())),
-            sv.versions.join(", "),
-        ]);
-    }
+    let cfg = super::settings::rows(&results.servers, super::settings::View::Report);
     out.push_str(&md_table(&cfg));
     if !results.fairness.warnings.is_empty() {
         out.push_str("\nFairness warnings:\n\n");
