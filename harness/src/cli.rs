@@ -40,7 +40,7 @@ pub enum Command {
     /// Start every server that can run here, load each the same way, print one table.
     Compare(crate::compare::args::CompareArgs),
     /// The catalog: every server `compare` can start, and whether it can run here.
-    Servers(crate::compare::args::ServersArgs),
+    Servers(crate::servers_cmd::ServersArgs),
     /// Re-render report.md and report.html of a comparison from its results.json.
     Report(crate::compare::args::ReportArgs),
     /// Measure the machine and each environment (bare, pinned, bridge, proxy) before comparing.

@@ -11,7 +11,13 @@ pub fn read(path: &str) -> String {
 
 /// `model name` of /proc/cpuinfo.
 pub fn cpu_model() -> String {
-    read("/proc/cpuinfo")
+    model_name(&read("/proc/cpuinfo"))
+}
+
+/// `model name` of a /proc/cpuinfo text, `unknown` without one (some
+/// architectures name it otherwise).
+fn model_name(cpuinfo: &str) -> String {
+    cpuinfo
         .lines()
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split_once(':'))
@@ -70,7 +76,14 @@ mod tests {
 
     #[test]
     fn the_facts_are_read() {
-        assert!(!cpu_model().is_empty());
+        assert_eq!(
+            model_name("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n"),
+            "Intel(R) Xeon(R) CPU @ 2.20GHz"
+        );
+        assert_eq!(model_name("processor\t: 0\n"), "unknown");
+        if read("/proc/cpuinfo").contains("model name") {
+            assert_ne!(cpu_model(), "unknown");
+        }
         assert!(!kernel().is_empty());
         assert!(memory_bytes() > 0);
         assert_eq!(load_avg().len(), 3);

@@ -2,11 +2,25 @@
 //! start, its model and language, whether it can run here, and if not why
 //! and what to install.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::catalog::{self, Availability, Env};
-use crate::compare::args::ServersArgs;
-use crate::compare::report::table::align;
+use crate::report::align;
+
+#[derive(Debug, clap::Args, Clone)]
+#[command(after_help = "\
+Lists every server `harness compare` knows: its concurrency model and
+language, whether it can run on this machine, and if not, why and what to
+install. Servers started elsewhere are loaded with --target NAME=URL.
+
+Example:
+  harness servers")]
+pub struct ServersArgs {
+    /// The repository (compose/ and target/).
+    #[arg(long, value_name = "DIR")]
+    pub repo_dir: Option<PathBuf>,
+}
 
 /// The catalog as a table.
 pub fn render(env: &Env) -> String {

@@ -6,6 +6,7 @@ mod compare;
 mod compose_stacks;
 mod engine;
 mod env;
+mod layers;
 mod reference;
 mod util;
 mod verify;

@@ -137,8 +137,11 @@ fn sleep_overshoot_us() -> f64 {
 /// The facts read before the run (`load_avg_after`, `steal_pct_during` and
 /// `autogroups` are filled in at the end).
 pub fn before() -> (Facts, CpuTicks) {
-    // SAFETY: sysconf has no preconditions.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+    // SAFETY: sysconf has no preconditions; it answers -1 when it cannot tell.
+    let online = match unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } {
+        n if n > 0 => n as u32,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    };
     let cpus_allowed = crate::env::pinned::current_thread_cpus()
         .map(|c| crate::env::pinned::list(&c))
         .unwrap_or_default();
@@ -182,7 +185,16 @@ mod tests {
     #[test]
     fn facts_are_read_and_we_share_our_own_group() {
         let (f, _) = before();
-        assert!(f.cores_online >= 1);
+        // Online CPUs are among the present ones /proc/cpuinfo lists.
+        let present = machine::read("/proc/cpuinfo")
+            .lines()
+            .filter(|l| l.starts_with("processor"))
+            .count() as u32;
+        assert!(
+            (1..=present.max(1)).contains(&f.cores_online),
+            "{} online of {present}",
+            f.cores_online
+        );
         assert!(f.timer_resolution_ns > 0);
         let me = std::process::id() as i32;
         let g = autogroups(&[member("a", me), member("b", me)]);

@@ -342,6 +342,9 @@ fn measure_in(
         error: None,
     };
     let result = (|| -> anyhow::Result<()> {
+        // pinned: this thread (and the engine's, which inherit it) on the
+        // load generator's CPUs before the placement check looks at it.
+        let _pin = setup.pin_load()?;
         let mut started = ctx.start(entry, Some(setup))?;
         w.route = started.route.clone();
         for c in started.checks.drain(..) {
@@ -353,7 +356,6 @@ fn measure_in(
             (None, Some(cpus)) => cpus.len(),
             _ => ctx.threads,
         };
-        let _pin = setup.pin_load()?;
         let running = &started.running;
         ctx.warm(running, path, threads)?;
         for _ in 0..ctx.args.runs {

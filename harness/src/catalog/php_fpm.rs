@@ -82,16 +82,19 @@ pub fn render(
         .replace("@APP_DIR@", &app_dir.display().to_string())
         .replace("@USER@", &user)
         .replace("@GROUP@", &group);
-    if let Some(i) = out.find('@') {
-        let rest = &out[i + 1..];
-        if let Some(end) = rest.find('@') {
-            let name = &rest[..end];
-            if !name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') {
-                bail!("unrendered placeholder @{name}@");
-            }
-        }
+    if let Some(name) = placeholders(&out).next() {
+        bail!("unrendered placeholder @{name}@");
     }
     Ok(out)
+}
+
+/// Every `@NAME@` (upper case and `_`) in `text`, wherever it stands.
+fn placeholders(text: &str) -> impl Iterator<Item = &str> {
+    let at: Vec<usize> = text.match_indices('@').map(|(i, _)| i).collect();
+    let names: Vec<&str> = at.windows(2).map(|w| &text[w[0] + 1..w[1]]).collect();
+    names.into_iter().filter(|name| {
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+    })
 }
 
 fn nginx_version(nginx: &Path) -> Option<String> {
@@ -278,8 +281,16 @@ mod tests {
         assert!(out.contains("listen 127.0.0.1:1;"));
         assert!(!out.contains("@USER@"));
         assert!(render("x @NEW_THING@ y", Path::new("/w"), "", Path::new("/a")).is_err());
-        // e-mail-like text is not a placeholder
+        // e-mail-like text is not a placeholder, and does not hide one after it
         render("a@b.c", Path::new("/w"), "", Path::new("/a")).unwrap();
+        assert!(render("a@b.c @NEW@", Path::new("/w"), "", Path::new("/a")).is_err());
+        assert!(render(
+            "@PREFIX@ then @LATER@",
+            Path::new("/w"),
+            "",
+            Path::new("/a")
+        )
+        .is_err());
     }
 
     #[test]
@@ -288,8 +299,17 @@ mod tests {
         let dir = env.compose().join("php-fpm");
         for f in ["php-fpm.conf", "nginx.conf"] {
             let t = std::fs::read_to_string(dir.join(f)).unwrap();
+            assert!(
+                placeholders(&t).count() > 0,
+                "{f} has no placeholder to render"
+            );
             let out = render(&t, Path::new("/w"), "127.0.0.1:1", &dir).unwrap();
-            assert!(!out.contains('@') || !out.contains("@PREFIX@"), "{f}");
+            assert_eq!(
+                placeholders(&out).collect::<Vec<_>>(),
+                Vec::<&str>::new(),
+                "{f}"
+            );
+            assert!(out.contains("/w"), "{f}: the prefix was not rendered in");
         }
     }
 }

@@ -148,20 +148,6 @@ pub struct CompareArgs {
 
 #[derive(Debug, Args, Clone)]
 #[command(after_help = "\
-Lists every server `harness compare` knows: its concurrency model and
-language, whether it can run on this machine, and if not, why and what to
-install. Servers started elsewhere are loaded with --target NAME=URL.
-
-Example:
-  harness servers")]
-pub struct ServersArgs {
-    /// The repository (compose/ and target/).
-    #[arg(long, value_name = "DIR")]
-    pub repo_dir: Option<PathBuf>,
-}
-
-#[derive(Debug, Args, Clone)]
-#[command(after_help = "\
 Re-renders report.md and report.html of a comparison from its
 results.json, and prints the table.
 

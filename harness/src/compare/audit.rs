@@ -10,7 +10,7 @@ use super::results::{Fairness, ServerDoc, ServerStatus};
 /// The side-by-side table (plain text, aligned), as the terminal shows it.
 pub fn table(servers: &[ServerDoc]) -> String {
     let rows = super::report::settings::rows(servers, super::report::settings::View::Terminal);
-    super::report::table::align(&rows, &[])
+    crate::report::align(&rows, &[])
 }
 
 /// The warnings for `servers`, and the DB connection budget.

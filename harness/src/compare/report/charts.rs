@@ -7,6 +7,14 @@ use plotters::prelude::*;
 
 use super::super::results::{Results, Row, RowStatus};
 
+/// Text for HTML and SVG (XML) alike.
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 const W: u32 = 860;
 const H: u32 = 380;
 
@@ -36,7 +44,7 @@ fn svg(draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> DrawResult) -> Stri
         Ok(()) => out,
         Err(e) => format!(
             "<p class=\"error\">chart failed: {}</p>",
-            super::html::escape(&e.to_string())
+            escape(&e.to_string())
         ),
     }
 }

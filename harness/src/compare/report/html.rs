@@ -3,15 +3,9 @@
 //! settings and the fairness warnings, the machine.
 
 use super::super::results::{Results, RowStatus};
+use super::charts::{self, escape};
 use super::settings::{self, View};
-use super::{charts, table};
-
-pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use super::table;
 
 const CSS: &str = "
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }

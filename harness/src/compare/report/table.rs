@@ -2,7 +2,7 @@
 //! comparison": on the terminal (aligned text) and in report.md (Markdown).
 
 use super::super::results::{Results, Row, RowStatus, ServerStatus};
-use crate::report::{bytes, latency, thousands};
+use crate::report::{align, bytes, latency, thousands};
 
 /// The table's header.
 pub const HEADER: [&str; 13] = [
@@ -66,47 +66,6 @@ fn row_cells(r: &Row, results: &Results) -> Vec<String> {
         }
     }
     v
-}
-
-/// Aligned plain text with a rule under the header (first row).
-pub fn align(rows: &[Vec<String>], right: &[usize]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width = |c: usize| {
-        rows.iter()
-            .filter(|r| !(r.len() > c + 1 && r[c].starts_with("FAILED")))
-            .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..cols).map(width).collect();
-    let mut out = String::new();
-    for (i, row) in rows.iter().enumerate() {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            let w = widths[c];
-            let pad = w.saturating_sub(cell.chars().count());
-            if c > 0 {
-                line.push_str("  ");
-            }
-            if right.contains(&c) {
-                line.push_str(&" ".repeat(pad));
-                line.push_str(cell);
-            } else if c + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-        if i == 0 {
-            let total: usize = widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1);
-            out.push_str(&"-".repeat(total));
-            out.push('\n');
-        }
-    }
-    out
 }
 
 /// The terminal table.
