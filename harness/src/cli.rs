@@ -35,7 +35,7 @@ pub struct Cli {
 pub enum Command {
     /// Load one URL and report throughput, latency percentiles and failures.
     Run(crate::run::RunArgs),
-    /// Check a server against every row of the contract (DESIGN.md §2).
+    /// Check a server against every row of the contract (docs/ARCHITECTURE.md §2).
     Verify(VerifyArgs),
     /// Start every server that can run here, load each the same way, print one table.
     Compare(crate::compare::args::CompareArgs),

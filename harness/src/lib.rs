@@ -1,4 +1,4 @@
-//! `harness`: the benchmark lab's load generator (DESIGN.md §4).
+//! `harness`: the benchmark lab's load generator (docs/ARCHITECTURE.md §4).
 //!
 //! - `harness run URL`: an ab/wrk-style load test. Per-thread mio event loops
 //!   ([`engine`]), exact counts (`-n`), bounded runs (`-d`, `--timeout`),

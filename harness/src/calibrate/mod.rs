@@ -1,4 +1,4 @@
-//! `harness calibrate` (DESIGN.md §6): what this machine and environment
+//! `harness calibrate` (docs/ARCHITECTURE.md §6): what this machine and environment
 //! cost, before any server comparison is believed.
 //!
 //! 1. Machine facts ([`facts`]): CPU, cores, governor, kernel, memory, load

@@ -1,4 +1,4 @@
-//! The catalog of servers `harness compare` can start (DESIGN.md §5).
+//! The catalog of servers `harness compare` can start (docs/ARCHITECTURE.md §5).
 //!
 //! Each [`Entry`] is a recipe: can it run here ([`Entry::availability`]),
 //! how to start it on a free port and know it is ready ([`Entry::start`]:

@@ -1,4 +1,4 @@
-//! `harness compare`: the lab's main job (DESIGN.md §4, §5). Every selected
+//! `harness compare`: the lab's main job (docs/ARCHITECTURE.md §4, §5). Every selected
 //! server that can run here is started by the [`lab`](crate::lab),
 //! its `/config` read and audited for fairness ([`audit`]), then each
 //! server × workload × concurrency cell is run by [`runner`]: start,

@@ -1,4 +1,4 @@
-//! Environments a server is measured in (DESIGN.md §6): `bare` loopback,
+//! Environments a server is measured in (docs/ARCHITECTURE.md §6): `bare` loopback,
 //! `pinned` CPU sets, a Docker-like `bridge` (network namespace + veth +
 //! Linux bridge + DNAT from 127.0.0.1), `bridge-direct` (the same reached
 //! at the namespace's address, no NAT: what the DNAT adds is the difference)

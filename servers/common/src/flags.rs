@@ -1,4 +1,4 @@
-//! Flags every reference server takes (DESIGN.md §3).
+//! Flags every reference server takes (docs/ARCHITECTURE.md §3).
 
 use std::net::SocketAddr;
 

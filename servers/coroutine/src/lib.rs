@@ -1,4 +1,4 @@
-//! The coroutine reference server (DESIGN.md §3): the Swoole-with-coroutine-
+//! The coroutine reference server (docs/ARCHITECTURE.md §3): the Swoole-with-coroutine-
 //! hooks model. M:N stackful coroutines ([`may`]) on `--workers` worker
 //! threads (default: the number of cores), one coroutine per connection. The
 //! CPU work runs in the coroutine, on whichever worker thread carries it; a

@@ -1,4 +1,4 @@
-//! `event-loop`: the Node.js model (DESIGN.md §3).
+//! `event-loop`: the Node.js model (docs/ARCHITECTURE.md §3).
 //!
 //! One single-threaded event loop per `--workers` (default 1, like one
 //! Node.js process; N is a Node cluster): each loop is a tokio

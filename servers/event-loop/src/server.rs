@@ -87,7 +87,7 @@ async fn serve(
     Ok(())
 }
 
-/// hyper's HTTP/1 settings for the contract (DESIGN.md §2).
+/// hyper's HTTP/1 settings for the contract (docs/ARCHITECTURE.md §2).
 fn builder() -> http1::Builder {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())

@@ -1,4 +1,4 @@
-//! The worker-pool reference server: the nginx + PHP-FPM shape (DESIGN.md §3).
+//! The worker-pool reference server: the nginx + PHP-FPM shape (docs/ARCHITECTURE.md §3).
 //!
 //! A front ([`front`]: one tokio `current_thread` event loop, like one nginx
 //! worker) owns every client connection, parses requests with the shared
