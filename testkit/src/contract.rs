@@ -215,20 +215,29 @@ pub fn database_down_is_503_then_recovers(s: &Subject) {
 }
 
 pub fn sigterm_finishes_in_flight_and_exits_0(s: &Subject) {
+    const TARGET: &str = "/sleep?ms=2000";
     let mut server = s.start_own(db::shared());
     let addr = server.addr;
     let mut c = Conn::connect(addr).unwrap();
-    c.send_request("GET", "/sleep?ms=1000").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    c.send_request("GET", TARGET).unwrap();
+    // In flight means read by the server: wait for that state rather than
+    // for a head start in time. A request not yet read could rightly be
+    // dropped with the listening socket.
+    let client_addr = c.local_addr().unwrap();
+    wait_until_read(addr, client_addr, Duration::from_secs(30));
+    assert!(
+        !c.has_data(),
+        "{TARGET} was answered before SIGTERM could be sent: nothing to test"
+    );
     server.signal(libc::SIGTERM);
     let resp = c
         .read_response(false)
         .expect("the in-flight request is answered");
     check_response(
         &resp,
-        &expect("GET", "/sleep?ms=1000"),
+        &expect("GET", TARGET),
         "GET",
-        "/sleep?ms=1000 during shutdown",
+        &format!("{TARGET} during shutdown"),
     );
     let status = server
         .wait_exit(Duration::from_secs(15))
@@ -238,6 +247,61 @@ pub fn sigterm_finishes_in_flight_and_exits_0(s: &Subject) {
         client::get(addr, "/hello").is_err(),
         "still answering after exit"
     );
+}
+
+/// Waits until the server end of the connection `server`↔`client` is
+/// established and its receive queue is empty: the server process has read
+/// everything the client sent. Panics after `within`.
+///
+/// Sound where a delay is not: on loopback the bytes reach the server's
+/// socket at once, and its `rx_queue` in `/proc/net/tcp` (bytes received
+/// but not yet read by the application) drops to 0 only when the server
+/// reads them, however busy the machine is.
+fn wait_until_read(server: SocketAddr, client: SocketAddr, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        match unread_bytes(server, client) {
+            Ok(Some(0)) => return,
+            Ok(_) => {}
+            Err(e) => panic!("cannot read the socket table: {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not read the request within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The receive queue of the server's established socket for the connection
+/// from `client`, per `/proc/net/tcp{,6}`; `None` while there is none.
+fn unread_bytes(server: SocketAddr, client: SocketAddr) -> std::io::Result<Option<u64>> {
+    let table = if server.is_ipv4() {
+        "/proc/net/tcp"
+    } else {
+        "/proc/net/tcp6"
+    };
+    let text = std::fs::read_to_string(table)?;
+    Ok(text
+        .lines()
+        .skip(1)
+        .find_map(|line| rx_queue(line, server.port(), client.port())))
+}
+
+/// From one line of `/proc/net/tcp`: the rx_queue of an ESTABLISHED socket
+/// with this local and remote port.
+fn rx_queue(line: &str, local_port: u16, remote_port: u16) -> Option<u64> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let port = |addr: &str| {
+        addr.rsplit_once(':')
+            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+    };
+    const ESTABLISHED: &str = "01";
+    if f.len() < 5 || port(f[1])? != local_port || port(f[2])? != remote_port || f[3] != ESTABLISHED
+    {
+        return None;
+    }
+    u64::from_str_radix(f[4].split_once(':')?.1, 16).ok()
 }
 
 /// Generates the contract's `#[test]`s for a server binary: one that runs
@@ -281,7 +345,7 @@ macro_rules! __contract_cases {
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
 
     use super::*;
 
@@ -324,5 +388,34 @@ mod tests {
             !msg.contains("\nGET /hello:"),
             "GET /hello is answered right: {msg}"
         );
+    }
+
+    #[test]
+    fn parses_a_proc_net_tcp_line() {
+        let line = "   3: 0100007F:1F90 0100007F:C350 01 00000000:0000001A 00:00000000 00000000  1000        0 12345 1 0000000000000000 20 4 30 10 -1";
+        assert_eq!(rx_queue(line, 0x1F90, 0xC350), Some(26));
+        assert_eq!(rx_queue(line, 0xC350, 0x1F90), None, "the other end");
+        let listening = line.replace(" 01 ", " 0A ");
+        assert_eq!(rx_queue(&listening, 0x1F90, 0xC350), None);
+    }
+
+    #[test]
+    fn unread_bytes_drop_to_zero_when_the_server_reads() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = listener.local_addr().unwrap();
+        let mut client = TcpStream::connect(server).unwrap();
+        let client_addr = client.local_addr().unwrap();
+        client.write_all(b"0123456789").unwrap();
+        // Not accepted, not read: the bytes wait in the server's socket.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while unread_bytes(server, client_addr).unwrap() != Some(10) {
+            assert!(Instant::now() < deadline, "the 10 bytes never showed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (mut accepted, _) = listener.accept().unwrap();
+        assert_eq!(unread_bytes(server, client_addr).unwrap(), Some(10));
+        accepted.read_exact(&mut [0u8; 10]).unwrap();
+        assert_eq!(unread_bytes(server, client_addr).unwrap(), Some(0));
+        wait_until_read(server, client_addr, Duration::from_secs(1));
     }
 }

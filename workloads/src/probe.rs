@@ -74,6 +74,11 @@ impl Conn {
         })
     }
 
+    /// This end's address: with the server's, it names the connection.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
     /// How long [`Conn::read_response`] waits for a response.
     pub fn set_read_timeout(&mut self, t: Duration) -> io::Result<()> {
         self.stream.set_read_timeout(Some(t))?;
