@@ -1,15 +1,16 @@
-//! The contract suite (DESIGN.md §2): every row, every bad input, the
-//! database stopped and restarted, SIGTERM. Each function is one test;
-//! [`contract_tests!`](crate::contract_tests) turns them into `#[test]`s for
-//! a server binary. Responses are judged by `workloads::verify`.
+//! The contract suite (DESIGN.md §2): every row of [`workloads::contract`]
+//! (the list `harness verify` runs too), then what rows cannot express: the
+//! database stopped and restarted, a stalled request, SIGTERM. Each function
+//! is one test; [`contract_tests!`](crate::contract_tests) turns them into
+//! `#[test]`s for a server binary.
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use workloads::{expect, Expected};
+use workloads::{contract, expect, Expected};
 
-use crate::client::{self, samples, Conn, RawResponse};
+use crate::client::{self, Conn, RawResponse};
 use crate::{db, ServerProcess};
 
 /// How long the servers wait for a stalled request head (slowloris) before
@@ -75,6 +76,59 @@ fn with_db<'a>(args: &[&'a str], url: &'a str) -> Vec<&'a str> {
     v
 }
 
+/// How long each step of a row (connect, write, read) may wait.
+const ROW_TIMEOUT: Duration = client::READ_TIMEOUT;
+
+/// Every row of [`workloads::contract::rows`], in order; fails with each
+/// failing row's name, why the contract has it, what differed and what came.
+pub fn every_row(s: &Subject) {
+    let rows = contract::rows();
+    let failures: Vec<String> = rows
+        .iter()
+        .filter_map(|row| {
+            let e = row.run(s.addr, ROW_TIMEOUT).err()?;
+            let got = e
+                .response()
+                .map(|r| {
+                    format!(
+                        "\n    got:  {} {:?} {:?}",
+                        r.status,
+                        headers_debug(r),
+                        r.body_str()
+                    )
+                })
+                .unwrap_or_default();
+            Some(format!("{}: {e}\n    why:  {}{got}", row.name, row.why))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} contract rows fail:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
+}
+
+/// Beyond the contract's `/config` row: a Rust reference server reports
+/// its worker count and database pool (PHP stacks may not know theirs).
+pub fn config_reports_workers_and_db_pool(s: &Subject) {
+    let resp = check(s.addr, "GET", "/config");
+    let cfg = workloads::ServerConfig::from_json(&resp.body).expect("verified /config parses");
+    assert!(
+        !cfg.server.is_empty() && !cfg.model.is_empty() && !cfg.runtime.is_empty(),
+        "{cfg:?}"
+    );
+    assert!(
+        cfg.workers.is_some_and(|w| w > 0),
+        "workers must be reported: {cfg:?}"
+    );
+    assert!(
+        cfg.db_pool.is_some_and(|p| p > 0),
+        "db_pool must be reported: {cfg:?}"
+    );
+}
+
 /// Requests `method target` on a fresh connection and verifies the answer.
 fn check(addr: SocketAddr, method: &str, target: &str) -> RawResponse {
     let resp = client::request(addr, method, target)
@@ -99,218 +153,6 @@ fn headers_debug(resp: &RawResponse) -> Vec<String> {
         .iter()
         .map(|(n, v)| format!("{n}: {}", String::from_utf8_lossy(v)))
         .collect()
-}
-
-pub fn hello(s: &Subject) {
-    check(s.addr, "GET", "/");
-    check(s.addr, "GET", "/hello");
-}
-
-pub fn cpu(s: &Subject) {
-    for t in ["/cpu", "/cpu?n=1", "/cpu?n=250000"] {
-        check(s.addr, "GET", t);
-    }
-}
-
-pub fn db(s: &Subject) {
-    for t in ["/db", "/db?sleep_ms=30", "/db?sleep_ms=0"] {
-        check(s.addr, "GET", t);
-    }
-}
-
-pub fn db_conn_new(s: &Subject) {
-    for t in ["/db?conn=new", "/db?sleep_ms=5&conn=new"] {
-        check(s.addr, "GET", t);
-    }
-}
-
-pub fn work(s: &Subject) {
-    for t in ["/work", "/work?n=10", "/work?n=1000"] {
-        check(s.addr, "GET", t);
-    }
-}
-
-pub fn work_conn_new(s: &Subject) {
-    check(s.addr, "GET", "/work?conn=new");
-}
-
-pub fn sleep_waits(s: &Subject) {
-    let t0 = Instant::now();
-    check(s.addr, "GET", "/sleep?ms=50");
-    assert!(
-        t0.elapsed() >= Duration::from_millis(50),
-        "answered in {:?}",
-        t0.elapsed()
-    );
-    check(s.addr, "GET", "/sleep?ms=0");
-}
-
-pub fn config(s: &Subject) {
-    let resp = check(s.addr, "GET", "/config");
-    let cfg = workloads::ServerConfig::from_json(&resp.body).expect("verified /config parses");
-    assert!(
-        !cfg.server.is_empty() && !cfg.model.is_empty() && !cfg.runtime.is_empty(),
-        "{cfg:?}"
-    );
-    assert!(
-        cfg.workers.is_some_and(|w| w > 0),
-        "workers must be reported: {cfg:?}"
-    );
-    assert!(
-        cfg.db_pool.is_some_and(|p| p > 0),
-        "db_pool must be reported: {cfg:?}"
-    );
-}
-
-pub fn head_has_headers_and_no_body(s: &Subject) {
-    for &t in samples::HEAD_TARGETS {
-        let head = check(s.addr, "HEAD", t);
-        let get = client::get(s.addr, t).unwrap();
-        assert_eq!(head.status, get.status, "HEAD {t}");
-        assert_eq!(
-            head.header("content-length"),
-            get.header("content-length"),
-            "HEAD {t} must announce the GET length"
-        );
-    }
-}
-
-pub fn not_found(s: &Subject) {
-    for t in samples::NOT_FOUND_TARGETS {
-        check(s.addr, "GET", t);
-    }
-}
-
-pub fn method_not_allowed(s: &Subject) {
-    for &(m, t) in samples::WRONG_METHODS {
-        let mut c = Conn::connect(s.addr).unwrap();
-        c.send(format!("{m} {t} HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n").as_bytes())
-            .unwrap();
-        let resp = c.read_response(false).unwrap();
-        check_response(&resp, &expect(m, t), m, t);
-        let allow = resp
-            .header("allow")
-            .unwrap_or_else(|| panic!("{m} {t}: 405 without Allow"));
-        assert!(allow.contains("GET"), "Allow: {allow}");
-    }
-}
-
-pub fn bad_query_values(s: &Subject) {
-    for t in samples::BAD_QUERY_TARGETS {
-        check(s.addr, "GET", t);
-    }
-}
-
-fn expect_error_and_close(s: &Subject, raw: &[u8], status: u16) {
-    let mut c = Conn::connect(s.addr).unwrap();
-    c.send(raw).unwrap();
-    let resp = c.read_response(false).unwrap_or_else(|e| {
-        panic!(
-            "no answer to {:?}: {e}",
-            String::from_utf8_lossy(&raw[..raw.len().min(60)])
-        )
-    });
-    assert_eq!(
-        resp.status,
-        status,
-        "{:?}: {}",
-        String::from_utf8_lossy(&raw[..raw.len().min(60)]),
-        resp.body_str()
-    );
-    assert!(
-        c.is_closed(Duration::from_secs(5)),
-        "connection left open after {status}"
-    );
-}
-
-pub fn malformed_request_is_400_and_closed(s: &Subject) {
-    expect_error_and_close(s, b"GARBAGE\r\n\r\n", 400);
-    expect_error_and_close(s, b"GET /hello HTTP/1.1\r\nBad Header Line\r\n\r\n", 400);
-    expect_error_and_close(s, b"GET /hello HTTP/9.9\r\nHost: t\r\n\r\n", 400);
-}
-
-pub fn oversized_head_is_431_and_closed(s: &Subject) {
-    let mut raw = b"GET /hello HTTP/1.1\r\nHost: t\r\nX-Big: ".to_vec();
-    raw.extend(std::iter::repeat_n(b'a', 9000));
-    raw.extend_from_slice(b"\r\n\r\n");
-    expect_error_and_close(s, &raw, 431);
-}
-
-pub fn http10_without_keep_alive_is_closed(s: &Subject) {
-    let mut c = Conn::connect(s.addr).unwrap();
-    c.send(b"GET /hello HTTP/1.0\r\n\r\n").unwrap();
-    let resp = c.read_response(false).unwrap();
-    check_response(&resp, &expect("GET", "/hello"), "GET", "/hello (HTTP/1.0)");
-    assert!(
-        c.is_closed(Duration::from_secs(5)),
-        "HTTP/1.0 without keep-alive must be closed"
-    );
-}
-
-pub fn http10_keep_alive_is_kept(s: &Subject) {
-    let mut c = Conn::connect(s.addr).unwrap();
-    for _ in 0..3 {
-        c.send(b"GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-            .unwrap();
-        let resp = c.read_response(false).unwrap();
-        check_response(
-            &resp,
-            &expect("GET", "/hello"),
-            "GET",
-            "/hello (HTTP/1.0 keep-alive)",
-        );
-        assert!(
-            resp.header("connection")
-                .is_some_and(|v| v.eq_ignore_ascii_case("keep-alive")),
-            "ApacheBench -k needs `Connection: keep-alive`, got {:?}",
-            resp.header("connection")
-        );
-    }
-}
-
-pub fn keep_alive_serves_many(s: &Subject) {
-    let mut c = Conn::connect(s.addr).unwrap();
-    for t in ["/hello", "/cpu?n=3", "/db", "/work", "/nope", "/hello"] {
-        let resp = c.request("GET", t).unwrap();
-        check_response(&resp, &expect("GET", t), "GET", t);
-    }
-    let resp = c.request("HEAD", "/hello").unwrap();
-    check_response(&resp, &expect("HEAD", "/hello"), "HEAD", "/hello");
-    let resp = c.request("GET", "/hello").unwrap();
-    check_response(&resp, &expect("GET", "/hello"), "GET", "/hello after HEAD");
-}
-
-pub fn pipelined_requests_in_order(s: &Subject) {
-    let targets = samples::PIPELINED_TARGETS;
-    let mut raw = Vec::new();
-    for t in targets {
-        raw.extend_from_slice(format!("GET {t} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
-    }
-    let mut c = Conn::connect(s.addr).unwrap();
-    c.send(&raw).unwrap();
-    for t in targets {
-        let resp = c
-            .read_response(false)
-            .unwrap_or_else(|e| panic!("pipelined {t}: {e}"));
-        check_response(&resp, &expect("GET", t), "GET", t);
-    }
-}
-
-pub fn date_is_fresh(s: &Subject) {
-    let resp = client::get(s.addr, "/hello").unwrap();
-    let date = resp.header("date").expect("Date");
-    let t = parse_http_date(date);
-    let skew = SystemTime::now()
-        .duration_since(t)
-        .unwrap_or_else(|e| e.duration());
-    assert!(
-        skew <= Duration::from_secs(2),
-        "Date {date} is {skew:?} off"
-    );
-}
-
-fn parse_http_date(s: &str) -> SystemTime {
-    workloads::parse_http_date(s).unwrap_or_else(|| panic!("bad Date {s}"))
 }
 
 pub fn stalled_request_is_dropped(s: &Subject) {
@@ -373,20 +215,29 @@ pub fn database_down_is_503_then_recovers(s: &Subject) {
 }
 
 pub fn sigterm_finishes_in_flight_and_exits_0(s: &Subject) {
+    const TARGET: &str = "/sleep?ms=2000";
     let mut server = s.start_own(db::shared());
     let addr = server.addr;
     let mut c = Conn::connect(addr).unwrap();
-    c.send_request("GET", "/sleep?ms=1000").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    c.send_request("GET", TARGET).unwrap();
+    // In flight means read by the server: wait for that state rather than
+    // for a head start in time. A request not yet read could rightly be
+    // dropped with the listening socket.
+    let client_addr = c.local_addr().unwrap();
+    wait_until_read(addr, client_addr, Duration::from_secs(30));
+    assert!(
+        !c.has_data(),
+        "{TARGET} was answered before SIGTERM could be sent: nothing to test"
+    );
     server.signal(libc::SIGTERM);
     let resp = c
         .read_response(false)
         .expect("the in-flight request is answered");
     check_response(
         &resp,
-        &expect("GET", "/sleep?ms=1000"),
+        &expect("GET", TARGET),
         "GET",
-        "/sleep?ms=1000 during shutdown",
+        &format!("{TARGET} during shutdown"),
     );
     let status = server
         .wait_exit(Duration::from_secs(15))
@@ -398,7 +249,65 @@ pub fn sigterm_finishes_in_flight_and_exits_0(s: &Subject) {
     );
 }
 
-/// Generates one `#[test]` per contract row for a server binary:
+/// Waits until the server end of the connection `server`↔`client` is
+/// established and its receive queue is empty: the server process has read
+/// everything the client sent. Panics after `within`.
+///
+/// Sound where a delay is not: on loopback the bytes reach the server's
+/// socket at once, and its `rx_queue` in `/proc/net/tcp` (bytes received
+/// but not yet read by the application) drops to 0 only when the server
+/// reads them, however busy the machine is.
+fn wait_until_read(server: SocketAddr, client: SocketAddr, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        match unread_bytes(server, client) {
+            Ok(Some(0)) => return,
+            Ok(_) => {}
+            Err(e) => panic!("cannot read the socket table: {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not read the request within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The receive queue of the server's established socket for the connection
+/// from `client`, per `/proc/net/tcp{,6}`; `None` while there is none.
+fn unread_bytes(server: SocketAddr, client: SocketAddr) -> std::io::Result<Option<u64>> {
+    let table = if server.is_ipv4() {
+        "/proc/net/tcp"
+    } else {
+        "/proc/net/tcp6"
+    };
+    let text = std::fs::read_to_string(table)?;
+    Ok(text
+        .lines()
+        .skip(1)
+        .find_map(|line| rx_queue(line, server.port(), client.port())))
+}
+
+/// From one line of `/proc/net/tcp`: the rx_queue of an ESTABLISHED socket
+/// with this local and remote port.
+fn rx_queue(line: &str, local_port: u16, remote_port: u16) -> Option<u64> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let port = |addr: &str| {
+        addr.rsplit_once(':')
+            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+    };
+    const ESTABLISHED: &str = "01";
+    if f.len() < 5 || port(f[1])? != local_port || port(f[2])? != remote_port || f[3] != ESTABLISHED
+    {
+        return None;
+    }
+    u64::from_str_radix(f[4].split_once(':')?.1, 16).ok()
+}
+
+/// Generates the contract's `#[test]`s for a server binary: one that runs
+/// every row of [`workloads::contract`], and the tests that are not rows
+/// (`/config`'s Rust-only fields, a stalled request, the database down,
+/// SIGTERM):
 ///
 /// ```ignore
 /// testkit::contract_tests!(env!("CARGO_BIN_EXE_coroutine"), "--workers", "2");
@@ -413,13 +322,8 @@ macro_rules! contract_tests {
                 $crate::contract::Subject::shared(&ADDR, $bin, ARGS)
             }
             $crate::__contract_cases!(
-                hello, cpu, db, db_conn_new, work, work_conn_new, sleep_waits, config,
-                head_has_headers_and_no_body, not_found, method_not_allowed, bad_query_values,
-                malformed_request_is_400_and_closed, oversized_head_is_431_and_closed,
-                http10_without_keep_alive_is_closed, http10_keep_alive_is_kept,
-                keep_alive_serves_many, pipelined_requests_in_order, date_is_fresh,
-                stalled_request_is_dropped, database_down_is_503_then_recovers,
-                sigterm_finishes_in_flight_and_exits_0
+                every_row, config_reports_workers_and_db_pool, stalled_request_is_dropped,
+                database_down_is_503_then_recovers, sigterm_finishes_in_flight_and_exits_0
             );
         }
     };
@@ -436,4 +340,82 @@ macro_rules! __contract_cases {
             }
         )*
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// Answers every request on a connection with `200 Hello World`, then closes.
+    fn hello_everywhere() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let _ = conn.read(&mut [0u8; 64 * 1024]);
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\nServer: t\r\nDate: Mon, 30 Nov 2026 01:57:30 GMT\r\n\
+                          Content-Type: text/plain\r\nContent-Length: 11\r\nConnection: close\r\n\r\n\
+                          Hello World",
+                    );
+                });
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_failing_row_fails_with_its_name_why_and_answer() {
+        let subject = Subject {
+            bin: "unused",
+            args: &[],
+            addr: hello_everywhere(),
+        };
+        let panic = std::panic::catch_unwind(|| every_row(&subject)).unwrap_err();
+        let msg = panic.downcast_ref::<String>().expect("a formatted message");
+        assert!(
+            msg.contains(
+                "GET /nope: status 200, expected 404\n    why:  only the contract's paths exist"
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("\n    got:  200 "), "{msg}");
+        assert!(
+            !msg.contains("\nGET /hello:"),
+            "GET /hello is answered right: {msg}"
+        );
+    }
+
+    #[test]
+    fn parses_a_proc_net_tcp_line() {
+        let line = "   3: 0100007F:1F90 0100007F:C350 01 00000000:0000001A 00:00000000 00000000  1000        0 12345 1 0000000000000000 20 4 30 10 -1";
+        assert_eq!(rx_queue(line, 0x1F90, 0xC350), Some(26));
+        assert_eq!(rx_queue(line, 0xC350, 0x1F90), None, "the other end");
+        let listening = line.replace(" 01 ", " 0A ");
+        assert_eq!(rx_queue(&listening, 0x1F90, 0xC350), None);
+    }
+
+    #[test]
+    fn unread_bytes_drop_to_zero_when_the_server_reads() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = listener.local_addr().unwrap();
+        let mut client = TcpStream::connect(server).unwrap();
+        let client_addr = client.local_addr().unwrap();
+        client.write_all(b"0123456789").unwrap();
+        // Not accepted, not read: the bytes wait in the server's socket.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while unread_bytes(server, client_addr).unwrap() != Some(10) {
+            assert!(Instant::now() < deadline, "the 10 bytes never showed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (mut accepted, _) = listener.accept().unwrap();
+        assert_eq!(unread_bytes(server, client_addr).unwrap(), Some(10));
+        accepted.read_exact(&mut [0u8; 10]).unwrap();
+        assert_eq!(unread_bytes(server, client_addr).unwrap(), Some(0));
+        wait_until_read(server, client_addr, Duration::from_secs(1));
+    }
 }

@@ -6,8 +6,9 @@
 //! - [`process::ServerProcess`]: a server binary on a free port, stopped on drop.
 //! - [`client`]: the raw HTTP/1 client that shows exactly what a server sent
 //!   (`workloads::probe`, which `harness verify` uses too).
-//! - [`contract`] and [`contract_tests!`]: the contract suite (DESIGN.md §2),
-//!   one `#[test]` per row, judged by `workloads::verify`.
+//! - [`contract`] and [`contract_tests!`]: the contract suite (DESIGN.md §2):
+//!   every row of `workloads::contract`, then the database down, a stalled
+//!   request and SIGTERM.
 
 pub use workloads::probe as client;
 pub mod contract;

@@ -7,6 +7,13 @@
 //! [`start`], run the [`Action`] in their own runtime (a database query, a
 //! timer) and encode the [`Response`].
 //!
+//! [`contract`] is the one list of the contract's rows (each a request or
+//! short exchange, its expected answer, and why), which `harness verify` and
+//! every Rust server's `testkit::contract_tests!` run. Adding a route
+//! touches this crate (the path in [`PATHS`] and [`route`], [`start`],
+//! [`expect`], a row in [`contract::rows`]) and the servers, nothing else:
+//! see [`contract`].
+//!
 //! ```
 //! use workloads::{route, start, Action};
 //! let r = route("GET", "/cpu?n=1000").unwrap();
@@ -17,6 +24,7 @@
 //! ```
 
 mod config;
+pub mod contract;
 mod endpoint;
 pub mod probe;
 mod response;
@@ -24,7 +32,7 @@ mod verify;
 
 pub use config::ServerConfig;
 pub use endpoint::{
-    route, ConnMode, Endpoint, Rejection, Route, CPU_N_DEFAULT, CPU_N_MAX, SLEEP_MS_MAX,
+    route, ConnMode, Endpoint, Rejection, Route, CPU_N_DEFAULT, CPU_N_MAX, PATHS, SLEEP_MS_MAX,
 };
 pub use response::{finish, slept, start, Action, AfterQuery, Body, Query, Response, ALLOW};
 pub use verify::{expect, verify, verify_headers, Expected, ExpectedBody, Mismatch};

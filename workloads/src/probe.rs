@@ -1,60 +1,12 @@
 //! A raw, blocking HTTP/1 client for judging a server: it sends exactly the
 //! bytes it is given and reports exactly what came back, including whether
-//! the server closed. `harness verify` and the test suites (through
-//! `testkit::client`) use it; [`RawResponse::verify`] applies [`crate::verify`].
+//! the server closed. [`crate::contract`] runs its rows over it, and the
+//! servers' own tests use it through `testkit::client`;
+//! [`RawResponse::verify`] applies [`crate::verify`].
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-
-/// Request targets that exercise the contract's rows, shared by `harness
-/// verify` and the test suites so both probe the same cases.
-pub mod samples {
-    /// HEAD of these: the GET status and headers, no body.
-    pub const HEAD_TARGETS: &[&str] = &[
-        "/",
-        "/hello",
-        "/cpu?n=10",
-        "/db",
-        "/work",
-        "/config",
-        "/nope",
-    ];
-    /// 404: paths that are not the contract's.
-    pub const NOT_FOUND_TARGETS: &[&str] =
-        &["/nope", "/hello/", "/hello/x", "/HELLO", "/index.php"];
-    /// 405: a contract path with a method other than GET or HEAD.
-    pub const WRONG_METHODS: &[(&str, &str)] = &[
-        ("POST", "/hello"),
-        ("PUT", "/work"),
-        ("DELETE", "/"),
-        ("PATCH", "/db"),
-    ];
-    /// 400: query values out of range, not integers, or missing.
-    pub const BAD_QUERY_TARGETS: &[&str] = &[
-        "/cpu?n=abc",
-        "/cpu?n=0",
-        "/cpu?n=10000001",
-        "/cpu?n=-5",
-        "/work?n=1.5",
-        "/db?sleep_ms=10001",
-        "/db?conn=sometimes",
-        "/sleep?ms=-1",
-        "/sleep",
-    ];
-    /// Written in one go on one connection: answered in order, the slow
-    /// one first, then the rest including a 404 and a 400.
-    pub const PIPELINED_TARGETS: &[&str] = &[
-        "/sleep?ms=30",
-        "/hello",
-        "/cpu?n=5",
-        "/db",
-        "/work?n=7",
-        "/nope",
-        "/cpu?n=abc",
-        "/",
-    ];
-}
 
 /// How long a caller waits for any single response unless it sets another bound.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -120,6 +72,11 @@ impl Conn {
             buf: Vec::new(),
             read_timeout: io,
         })
+    }
+
+    /// This end's address: with the server's, it names the connection.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
     }
 
     /// How long [`Conn::read_response`] waits for a response.
