@@ -1,11 +1,7 @@
 //! The command line (clap derive). Flags follow ab, wrk and oha where they
 //! agree: `-c`, `-n`, `-d`, `-k`, `-m`, `-H`.
 
-use std::time::Duration;
-
-use clap::{Args, Parser, Subcommand};
-
-use crate::units::parse_duration;
+use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -36,7 +32,7 @@ pub enum Command {
     /// Load one URL and report throughput, latency percentiles and failures.
     Run(crate::run::RunArgs),
     /// Check a server against every row of the contract (docs/ARCHITECTURE.md §2).
-    Verify(VerifyArgs),
+    Verify(crate::verify::VerifyArgs),
     /// Start every server that can run here, load each the same way, print one table.
     Compare(crate::compare::args::CompareArgs),
     /// The catalog: every server `compare` can start, and whether it can run here.
@@ -47,31 +43,12 @@ pub enum Command {
     Calibrate(crate::calibrate::CalibrateArgs),
 }
 
-#[derive(Debug, Args)]
-#[command(after_help = "\
-Sends one request per contract row (every endpoint, HEAD, 404, 405, bad
-query values, a malformed request, an oversized header, HTTP/1.0 with and
-without keep-alive, keep-alive reuse, pipelining) and judges each answer
-with workloads::verify. Prints PASS or FAIL per row, with what differed.
-Exits non-zero if any row fails. /db and /work rows need the server's
-database to be up.
-
-Example:
-  harness verify http://127.0.0.1:8082")]
-pub struct VerifyArgs {
-    /// The server: http://host:port (a path, if any, is ignored).
-    pub target: String,
-
-    /// How long each row waits for its answer.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
-    pub timeout: Duration,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::Format;
     use clap::CommandFactory;
+    use std::time::Duration;
 
     #[test]
     fn cli_is_consistent_and_parses_the_issue_examples() {

@@ -1,38 +1,35 @@
-//! `harness verify`: every row of the contract (DESIGN.md §2), as listed and
+//! `harness verify`: every row of the contract (docs/ARCHITECTURE.md §2), as listed and
 //! run by [`workloads::contract`]. Prints PASS/FAIL per row with what
 //! differed; the exit code is non-zero if any row fails.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::cli::VerifyArgs;
+use crate::lab::contract::check_all;
 use crate::target::Target;
+use crate::units::parse_duration;
 
-pub use workloads::contract::{rows, Exchange, Row};
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Sends one request per contract row (every endpoint, HEAD, 404, 405, bad
+query values, a malformed request, an oversized header, HTTP/1.0 with and
+without keep-alive, keep-alive reuse, pipelining) and judges each answer
+with workloads::verify. Prints PASS or FAIL per row, with what differed.
+Exits non-zero if any row fails. /db and /work rows need the server's
+database to be up.
 
-/// A row's verdict: `Err` holds the one-line reason.
-#[derive(Clone, Debug)]
-pub struct Verdict {
-    pub name: String,
-    pub result: Result<(), String>,
-}
+Example:
+  harness verify http://127.0.0.1:8082")]
+pub struct VerifyArgs {
+    /// The server: http://host:port (a path, if any, is ignored).
+    pub target: String,
 
-/// Runs every row against `addr`.
-pub fn check_all(addr: SocketAddr, timeout: Duration) -> Vec<Verdict> {
-    check(addr, timeout, rows())
-}
-
-/// Runs `rows` against `addr`, in order.
-pub fn check(addr: SocketAddr, timeout: Duration, rows: Vec<Row>) -> Vec<Verdict> {
-    rows.into_iter()
-        .map(|row| Verdict {
-            result: row.run(addr, timeout).map_err(|e| e.to_string()),
-            name: row.name,
-        })
-        .collect()
+    /// How long each row waits for its answer.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Duration,
 }
 
 /// The `verify` command.

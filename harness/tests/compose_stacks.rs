@@ -39,7 +39,7 @@ fn start(name: &str, db_url: &str) -> Running {
 
 fn every_contract_row_passes(name: &str) {
     let running = start(name, testkit::db::shared());
-    let verdicts = harness::verify::check_all(running.addr, Duration::from_secs(30));
+    let verdicts = harness::lab::contract::check_all(running.addr, Duration::from_secs(30));
     assert!(verdicts.len() >= 40, "only {} rows", verdicts.len());
     let failed: Vec<String> = verdicts
         .iter()

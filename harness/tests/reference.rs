@@ -27,7 +27,7 @@ fn event_loop() -> Subject {
 #[test]
 fn verify_passes_every_row_against_the_event_loop_server() {
     let server = event_loop();
-    let verdicts = harness::verify::check_all(server.addr, Duration::from_secs(10));
+    let verdicts = harness::lab::contract::check_all(server.addr, Duration::from_secs(10));
     let failed: Vec<String> = verdicts
         .iter()
         .filter_map(|v| v.result.as_ref().err().map(|e| format!("{}: {e}", v.name)))

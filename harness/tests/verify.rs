@@ -8,7 +8,8 @@ use crate::util::{harness_bin, Behaviour, TestServer};
 fn verify_fails_the_rows_a_wrong_server_gets_wrong() {
     // Answers everything with 200 Hello World.
     let server = TestServer::start(Behaviour::Hello);
-    let verdicts = harness::verify::check_all(server.addr, std::time::Duration::from_secs(2));
+    let verdicts =
+        harness::lab::contract::check_all(server.addr, std::time::Duration::from_secs(2));
     let get = |name: &str| {
         verdicts
             .iter()

@@ -360,11 +360,11 @@ fn finish(args: &CompareArgs, results: &mut Results) -> anyhow::Result<ExitCode>
 /// the right answer).
 fn check_contract(ctx: &runner::Ctx, running: &crate::catalog::Running) -> ContractCheck {
     let has_db = ctx.lab.db().is_some();
-    let rows: Vec<_> = crate::verify::rows()
+    let rows: Vec<_> = workloads::contract::rows()
         .into_iter()
         .filter(|r| has_db || !r.needs_db())
         .collect();
-    let contract = ContractCheck::from_verdicts(&crate::verify::check(
+    let contract = ContractCheck::from_verdicts(&crate::lab::contract::check(
         running.addr,
         Duration::from_secs(5),
         rows,

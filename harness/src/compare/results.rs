@@ -161,7 +161,7 @@ pub struct RowFailure {
 }
 
 impl ContractCheck {
-    pub fn from_verdicts(verdicts: &[crate::verify::Verdict]) -> ContractCheck {
+    pub fn from_verdicts(verdicts: &[crate::lab::contract::Verdict]) -> ContractCheck {
         let failed: Vec<RowFailure> = verdicts
             .iter()
             .filter_map(|v| {

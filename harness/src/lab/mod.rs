@@ -12,6 +12,7 @@
 //!
 //! Arrows point one way: commands → lab → catalog / env / engine → contract.
 
+pub mod contract;
 pub mod database;
 pub mod load;
 pub mod meter;
