@@ -13,6 +13,9 @@
 //! one `read` (plus a share of an `epoll_wait`): the next request is written
 //! as soon as the previous response is complete, on a socket registered once
 //! for both directions, so there is no `epoll_ctl` per request.
+//!
+//! Over 500 lines on purpose: the plan, the judging of a response and the
+//! result are the engine's one interface, kept in one place.
 
 mod conn;
 mod http;

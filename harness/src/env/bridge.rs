@@ -23,6 +23,9 @@
 //! Teardown is idempotent (each object removed if present), runs on drop,
 //! and every live bridge is registered so that the catalog's emergency
 //! cleanup on a signal removes it too ([`teardown_all`]).
+//!
+//! Over 500 lines on purpose: one lifecycle (build, publish, verify,
+//! tear down, sweep a dead run's leftovers) that must stay symmetric.
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -1,3 +1,10 @@
+//! One MySQL connection over a `may` socket: the handshake and
+//! authentication (mysql_native_password, caching_sha2_password), text
+//! queries with a scalar result, ping, and the packet framing under them;
+//! every read and write yields the coroutine, never the thread.
+//!
+//! Over 500 lines on purpose: one protocol state machine, read top to bottom.
+
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;

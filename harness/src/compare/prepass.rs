@@ -1,0 +1,97 @@
+//! The pre-pass of a comparison: each runnable server started once, its
+//! `/config` read, its processes' scheduler autogroup checked, the whole
+//! contract run (`harness verify`), each workload's own answer checked, and
+//! stopped, before anything is loaded.
+
+use std::time::Duration;
+
+use super::plan::Workload;
+use super::results::{ContractCheck, ServerDoc, ServerStatus};
+use super::runner;
+use crate::catalog::{Entry, Running};
+use crate::procfs;
+
+/// `harness verify` over a started server, printed as it goes. Without a
+/// database in the run, the rows that need one are left out (503 is then
+/// the right answer).
+fn check_contract(ctx: &runner::Ctx, running: &Running) -> ContractCheck {
+    let has_db = ctx.lab.db().is_some();
+    let rows: Vec<_> = workloads::contract::rows()
+        .into_iter()
+        .filter(|r| has_db || !r.needs_db())
+        .collect();
+    let contract = ContractCheck::from_verdicts(&crate::lab::contract::check(
+        running.addr,
+        Duration::from_secs(5),
+        rows,
+    ));
+    ctx.progress.line(&format!(
+        "  contract (harness verify): {}/{} rows pass{}{}",
+        contract.passed,
+        contract.rows,
+        if has_db {
+            ""
+        } else {
+            " (no database in this run: its rows not checked)"
+        },
+        contract
+            .failed
+            .iter()
+            .map(|f| format!("\n    FAIL {}: {}", f.row, f.why))
+            .collect::<String>()
+    ));
+    contract
+}
+
+/// The pre-pass: start each runnable server once, read its `/config`,
+/// check its scheduler placement, the contract and each workload's answer,
+/// stop it. Returns per server the workloads that failed their check.
+pub fn run(
+    ctx: &runner::Ctx,
+    entries: &[Entry],
+    docs: &mut [ServerDoc],
+    workloads: &[Workload],
+) -> Vec<Vec<(String, String)>> {
+    let mut failed = vec![Vec::new(); entries.len()];
+    let own_group = procfs::effective_autogroup(std::process::id() as i32);
+    for (i, e) in entries.iter().enumerate() {
+        if docs[i].status != ServerStatus::Ran || ctx.lab.interrupted() {
+            continue;
+        }
+        ctx.progress.line(&format!("starting {} ...", e.name));
+        let mut running = match ctx.start(e) {
+            Ok(r) => r,
+            Err(err) => {
+                docs[i].status = ServerStatus::Failed;
+                docs[i].reason = Some(format!("did not start: {err:#}"));
+                continue;
+            }
+        };
+        docs[i].versions = running.versions.clone();
+        docs[i].notes.extend(running.notes.iter().cloned());
+        docs[i].config = match running.config() {
+            Ok(c) => Some(c),
+            Err(why) => {
+                docs[i].notes.push(format!("{}: {why}", e.name));
+                None
+            }
+        };
+        if e.serves_whole_contract() {
+            docs[i].contract = Some(check_contract(ctx, &running));
+        }
+        if running.managed() {
+            let tree = procfs::tree(&running.pids());
+            docs[i].same_autogroup = own_group.as_ref().map(|own| {
+                tree.iter()
+                    .all(|s| !matches!(procfs::effective_autogroup(s.pid), Some(g) if g != *own))
+            });
+        }
+        for w in workloads.iter().filter(|w| e.serves(&w.path)) {
+            if let Err(msg) = runner::preflight(&running, &w.path) {
+                failed[i].push((w.name.clone(), msg));
+            }
+        }
+        docs[i].notes.extend(running.stop());
+    }
+    failed
+}
