@@ -41,6 +41,8 @@ pub enum Command {
     Report(crate::compare::args::ReportArgs),
     /// Measure the machine and each environment (bare, pinned, bridge, proxy) before comparing.
     Calibrate(crate::calibrate::CalibrateArgs),
+    /// Redo a published benchmark (swoole-vs-node, docker-vs-bare): its figures beside ours.
+    Reproduce(crate::reproduce::ReproduceArgs),
 }
 
 #[cfg(test)]

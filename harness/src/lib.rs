@@ -35,6 +35,7 @@ pub mod lab;
 pub mod machine;
 pub mod procfs;
 pub mod report;
+pub mod reproduce;
 pub mod run;
 pub mod servers_cmd;
 pub mod stats;
@@ -55,5 +56,6 @@ pub fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Servers(args) => servers_cmd::run(args),
         Command::Report(args) => compare::report(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Reproduce(args) => reproduce::run(args),
     }
 }

@@ -11,7 +11,14 @@ use std::path::{Path, PathBuf};
 /// lower neighbours, never one above it, and commands never use each other.
 const LAYERS: &[&[&str]] = &[
     &["cli"],
-    &["run", "verify", "servers_cmd", "compare", "calibrate"],
+    &[
+        "run",
+        "verify",
+        "servers_cmd",
+        "compare",
+        "calibrate",
+        "reproduce",
+    ],
     &["lab"],
     &["env"],
     &["catalog"],

@@ -23,6 +23,9 @@ pub struct Placement {
     pub listen_ip: Option<Ipv4Addr>,
     /// The database host as seen from inside (the bridge's host address).
     pub db_host: Option<String>,
+    /// Variables its processes get beyond the database's (a reproduction's
+    /// switches, such as the seed's error bodies).
+    pub env: Vec<(String, String)>,
 }
 
 impl Placement {
@@ -48,6 +51,7 @@ impl Placement {
     /// Makes `cmd` enter the namespace and the CPU set in the child, between
     /// fork and exec (the pid is the server's own: no `ip netns exec`).
     pub fn apply(&self, cmd: &mut Command) -> anyhow::Result<()> {
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let ns = match &self.netns {
             Some(name) => {
                 let path = format!("/run/netns/{name}");

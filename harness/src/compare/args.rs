@@ -3,30 +3,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+
+pub use crate::lab::tools::LoadTool;
 
 use crate::units::parse_duration;
-
-/// What drives the load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LoadTool {
-    /// The built-in engine: every response checked against the contract.
-    Harness,
-    /// ApacheBench (`ab`), single-threaded, checks only status and length.
-    Ab,
-    /// wrk, one thread per core, checks only the status.
-    Wrk,
-}
-
-impl LoadTool {
-    pub fn name(self) -> &'static str {
-        match self {
-            LoadTool::Harness => "harness",
-            LoadTool::Ab => "ab",
-            LoadTool::Wrk => "wrk",
-        }
-    }
-}
 
 #[derive(Debug, Args, Clone)]
 #[command(after_help = "\

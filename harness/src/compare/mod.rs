@@ -20,7 +20,6 @@ pub mod progress;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,7 +28,7 @@ use anyhow::{bail, Context};
 
 use crate::catalog::{supervise, Entry};
 use crate::env::{Environment, Setup};
-use crate::lab::{database, select, Lab};
+use crate::lab::{select, tools, Lab};
 use args::{CompareArgs, LoadTool, ReportArgs};
 use plan::Workload;
 use results::{Database, Results, RowStatus, ServerDoc, ServerStatus, Settings, WorkloadDoc};
@@ -92,7 +91,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let rows = run_cells(&ctx, &entries, &mut docs, &preflight_failures, cells);
     let interrupted = lab.interrupted();
     drop((setup, scratch));
-    let database = database_doc(&lab.database);
+    let database = Database::of(&lab.database);
     drop(lab);
 
     let baseline = pick_baseline(&args, &docs);
@@ -288,15 +287,6 @@ fn eta(args: &CompareArgs, cells: usize) -> String {
         args.warmup.as_secs_f64(),
         args.load_tool.name(),
     )
-}
-
-fn database_doc(db: &database::Database) -> Database {
-    Database {
-        kind: db.kind.name().into(),
-        url: db.redacted_url(),
-        version: db.version.clone(),
-        max_connections: db.max_connections,
-    }
 }
 
 fn settings(

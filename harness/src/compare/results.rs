@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::{FailureCounts, SecondPoint};
 
+pub use crate::lab::record::{
+    machine, ContractCheck, Database, Machine, RowFailure, ServerDoc, ServerStatus,
+};
+
 /// The schema identifier; bumped on any incompatible change.
 pub const SCHEMA: &str = "harness.compare/1";
 
@@ -56,82 +60,6 @@ pub struct WorkloadDoc {
     pub path: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Machine {
-    pub cpu_model: String,
-    pub cores: u32,
-    pub kernel: String,
-    pub os: String,
-    pub memory_bytes: u64,
-    pub load_avg_1m: f64,
-    /// `kernel.sched_autogroup_enabled` (null: the kernel has no autogroups).
-    pub sched_autogroup_enabled: Option<bool>,
-    /// How the servers were placed for the scheduler.
-    pub scheduling: String,
-    /// The harness's own build profile (`release` or `debug`).
-    pub harness_build: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Database {
-    /// `embedded` (a private MariaDB the harness started), `external`
-    /// (--mysql-url) or `none` (no workload needed one).
-    pub kind: String,
-    /// The URL, password hidden.
-    pub url: Option<String>,
-    pub version: Option<String>,
-    pub max_connections: Option<u64>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerDoc {
-    pub name: String,
-    pub model: String,
-    pub language: String,
-    pub status: ServerStatus,
-    pub reason: Option<String>,
-    /// What was started (binary, command) or the URL of a --target.
-    pub detail: Option<String>,
-    /// Its `/config`, as read before loading.
-    pub config: Option<workloads::ServerConfig>,
-    /// Runtime versions found at start (`nginx 1.22.1`).
-    pub versions: Vec<String>,
-    /// Every process of its tree was in the harness's scheduler autogroup;
-    /// `None` where autogroups are not in effect (or for servers started elsewhere).
-    pub same_autogroup: Option<bool>,
-    pub notes: Vec<String>,
-    /// Every row of `harness verify`, run once before loading (absent in
-    /// results written before it existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contract: Option<ContractCheck>,
-}
-
-/// What became of a server in a comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServerStatus {
-    /// Started and loaded (its rows say how each cell went).
-    Ran,
-    /// Did not start, or did not answer the contract.
-    Failed,
-    /// Cannot run here, or not reached (interrupted); `reason` says which.
-    Skipped,
-}
-
-impl ServerStatus {
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerStatus::Ran => "ran",
-            ServerStatus::Failed => "failed",
-            ServerStatus::Skipped => "skipped",
-        }
-    }
-}
-
-/// How one row (server × workload × c) went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RowStatus {
@@ -145,40 +73,6 @@ pub enum RowStatus {
 /// `harness verify` over a server: how many rows, which failed and why.
 /// A failing row is reported; only a workload whose own answer fails is
 /// kept from being loaded.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ContractCheck {
-    pub rows: u32,
-    pub passed: u32,
-    pub failed: Vec<RowFailure>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RowFailure {
-    pub row: String,
-    pub why: String,
-}
-
-impl ContractCheck {
-    pub fn from_verdicts(verdicts: &[crate::lab::contract::Verdict]) -> ContractCheck {
-        let failed: Vec<RowFailure> = verdicts
-            .iter()
-            .filter_map(|v| {
-                v.result.as_ref().err().map(|why| RowFailure {
-                    row: v.name.clone(),
-                    why: why.clone(),
-                })
-            })
-            .collect();
-        ContractCheck {
-            rows: verdicts.len() as u32,
-            passed: (verdicts.len() - failed.len()) as u32,
-            failed,
-        }
-    }
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fairness {
@@ -294,30 +188,5 @@ impl Results {
 
     pub fn from_json(text: &str) -> Result<Results, serde_json::Error> {
         serde_json::from_str(text)
-    }
-}
-
-/// The facts of this machine.
-pub fn machine() -> Machine {
-    use crate::machine;
-    Machine {
-        cpu_model: machine::cpu_model(),
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        kernel: machine::kernel(),
-        os: machine::os(),
-        memory_bytes: machine::memory_bytes(),
-        load_avg_1m: machine::load_avg().first().copied().unwrap_or(0.0),
-        sched_autogroup_enabled: crate::procfs::sched_autogroup_enabled(),
-        scheduling: "every server process is started as a process-group leader in the \
-                     harness's session (no setsid: nginx runs with daemon off, php-fpm's setsid \
-                     fails); whether each server's processes stayed in the harness's scheduler \
-                     autogroup is measured per server (the autogroup column)"
-            .into(),
-        harness_build: if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        }
-        .into(),
     }
 }

@@ -13,12 +13,12 @@ use super::args::{CompareArgs, LoadTool};
 use super::plan::Workload;
 use super::progress::Progress;
 use super::results::{CurvePoint, LatencyDoc, Row, RowStatus, RunDoc, Summary};
-use super::tools::{self, ToolRun};
 use crate::catalog::{Entry, Running};
 use crate::engine::{self, Control, End, Plan};
 use crate::env::Setup;
 use crate::lab::load::{self, Shape};
 use crate::lab::meter::Sample;
+use crate::lab::tools::{self, ToolRun};
 use crate::lab::Lab;
 use crate::stats::{latency_histogram, mean_sd, FailureCounts, Percentiles};
 
@@ -184,6 +184,7 @@ fn load(
                 &format!("http://{}{}", running.authority, w.path),
                 c,
                 ctx.args.duration,
+                None,
                 ctx.threads,
                 !ctx.args.no_keepalive,
                 ctx.args.timeout,

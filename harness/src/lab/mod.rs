@@ -16,13 +16,15 @@ pub mod contract;
 pub mod database;
 pub mod load;
 pub mod meter;
+pub mod record;
 pub mod select;
+pub mod tools;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::catalog::{self, supervise, Db, Entry, Running, StartCtx};
+use crate::catalog::{self, supervise, Db, Entry, Placement, Running, StartCtx};
 use crate::env::Setup;
 use database::Database;
 
@@ -85,11 +87,7 @@ impl Lab {
     /// where the placement says, and publishes it as the environment
     /// reaches servers (a DNAT'd port, a userland proxy).
     pub fn start(&self, entry: &Entry, setup: Option<&Setup>) -> anyhow::Result<Started> {
-        let ctx = StartCtx {
-            env: &self.paths,
-            db: self.db(),
-            interrupt: &self.interrupt,
-        };
+        let ctx = self.start_ctx();
         let Some(setup) = setup else {
             let running = entry.start(&ctx)?;
             let route = format!("{} (loopback)", running.addr);
@@ -107,5 +105,19 @@ impl Lab {
             route,
             checks,
         })
+    }
+
+    /// Starts `entry` on loopback with `placement`'s changes (its database
+    /// host, extra variables) and waits until its `/hello` answers.
+    pub fn start_with(&self, entry: &Entry, placement: &Placement) -> anyhow::Result<Running> {
+        entry.start_placed(&self.start_ctx(), placement)
+    }
+
+    fn start_ctx(&self) -> StartCtx<'_> {
+        StartCtx {
+            env: &self.paths,
+            db: self.db(),
+            interrupt: &self.interrupt,
+        }
     }
 }

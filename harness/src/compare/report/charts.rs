@@ -2,23 +2,11 @@
 //! rendered by the browser): RPS bars with error bars per workload, latency
 //! percentile curves on log scales, RPS against concurrency when sweeping.
 
-use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::super::results::{Results, Row, RowStatus};
-
-/// Text for HTML and SVG (XML) alike.
-pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-const W: u32 = 860;
-const H: u32 = 380;
-
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
+pub use crate::report::svg::escape;
+use crate::report::svg::{builder, svg};
 
 /// The color of server `name` (stable across the charts of one report).
 fn color(results: &Results, name: &str) -> RGBColor {
@@ -29,38 +17,6 @@ fn color(results: &Results, name: &str) -> RGBColor {
         .unwrap_or(0);
     let c = Palette99::pick(i).to_rgba();
     RGBColor(c.0, c.1, c.2)
-}
-
-fn svg(draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> DrawResult) -> String {
-    let mut out = String::new();
-    let res = {
-        let root = SVGBackend::with_string(&mut out, (W, H)).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| e.to_string().into())
-            .and_then(|()| draw(&root))
-            .and_then(|()| root.present().map_err(|e| e.to_string().into()))
-    };
-    match res {
-        Ok(()) => out,
-        Err(e) => format!(
-            "<p class=\"error\">chart failed: {}</p>",
-            escape(&e.to_string())
-        ),
-    }
-}
-
-/// A chart on `root` in the report's layout: the caption, room for both
-/// axes' labels.
-fn builder<'a, 'b>(
-    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
-    caption: String,
-) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
-    let mut b = ChartBuilder::on(root);
-    b.caption(caption, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(80);
-    b
 }
 
 fn ok_rows<'a>(results: &'a Results, workload: &str, c: u64) -> Vec<&'a Row> {

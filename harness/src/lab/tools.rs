@@ -1,5 +1,5 @@
-//! ApacheBench and wrk as load tools (`--load-tool ab|wrk`): the same runs
-//! driven by the tools the seed benchmarks used, their output parsed into
+//! ApacheBench and wrk as load tools (`compare --load-tool ab|wrk`,
+//! `reproduce`): the same runs driven by the tools the seed benchmarks used, their output parsed into
 //! the same numbers, as a cross-check of the built-in engine. Neither checks
 //! bodies (ab compares each body's length with the first one's; wrk counts
 //! non-2xx only): the report says so.
@@ -11,10 +11,30 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::args::LoadTool;
 use crate::catalog::supervise::{log_tail, Child, Stdout};
 use crate::catalog::{find_program, version_of};
 use crate::stats::FailureCounts;
+
+/// What drives the load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadTool {
+    /// The built-in engine: every response checked against the contract.
+    Harness,
+    /// ApacheBench (`ab`), single-threaded, checks only status and length.
+    Ab,
+    /// wrk, one thread per core, checks only the status.
+    Wrk,
+}
+
+impl LoadTool {
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadTool::Harness => "harness",
+            LoadTool::Ab => "ab",
+            LoadTool::Wrk => "wrk",
+        }
+    }
+}
 
 /// What a tool run reported.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -28,6 +48,9 @@ pub struct ToolRun {
     pub percentiles_us: Vec<(f64, u64)>,
     pub mean_us: f64,
     pub max_us: u64,
+    /// ab's `Document Length` (the first response's body size): what the
+    /// run timed, as ab saw it.
+    pub document_length_bytes: Option<u64>,
 }
 
 impl ToolRun {
@@ -73,14 +96,16 @@ pub fn version(tool: LoadTool) -> Option<String> {
     }
 }
 
-/// One run of `tool` against `url`; the process is supervised like a server
-/// (killed on Ctrl-C) and its output kept in `dir`.
+/// One run of `tool` against `url` for `duration` (or, for ab, exactly
+/// `requests` requests with `duration` as the bound); the process is
+/// supervised like a server (killed on Ctrl-C) and its output kept in `dir`.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     tool: LoadTool,
     url: &str,
     connections: usize,
     duration: Duration,
+    requests: Option<u64>,
     threads: usize,
     keepalive: bool,
     timeout: Duration,
@@ -94,12 +119,16 @@ pub fn run(
         LoadTool::Ab => {
             // -t implies -n 50000: give it room for the whole duration
             // (ab allocates per request; untouched pages cost nothing).
-            let n = (secs * 400_000).max(100_000);
-            cmd.arg("-q")
-                .args(["-c", &connections.to_string()])
-                .args(["-t", &secs.to_string()])
-                .args(["-n", &n.to_string()])
-                .args(["-s", &timeout.as_secs().max(1).to_string()]);
+            cmd.arg("-q").args(["-c", &connections.to_string()]);
+            match requests {
+                Some(n) => cmd.args(["-n", &n.to_string()]),
+                None => {
+                    let n = (secs * 400_000).max(100_000);
+                    cmd.args(["-t", &secs.to_string()])
+                        .args(["-n", &n.to_string()])
+                }
+            };
+            cmd.args(["-s", &timeout.as_secs().max(1).to_string()]);
             if keepalive {
                 cmd.arg("-k");
             }
@@ -225,6 +254,7 @@ pub fn parse_ab(text: &str) -> Option<ToolRun> {
         percentiles_us,
         mean_us: mean_ms * 1000.0,
         max_us,
+        document_length_bytes: field(text, "Document Length:").and_then(first_number),
     })
 }
 
@@ -307,6 +337,7 @@ pub fn parse_wrk(text: &str) -> Option<ToolRun> {
         percentiles_us,
         mean_us,
         max_us,
+        document_length_bytes: None,
     })
 }
 
@@ -379,6 +410,7 @@ Transfer/sec:      2.50MB
         assert_eq!(r.percentile(50.0), 11_000);
         assert_eq!(r.percentile(99.0), 27_000);
         assert_eq!(r.max_us, 61_000);
+        assert_eq!(r.document_length_bytes, Some(27));
         assert!(parse_ab("garbage").is_none());
     }
 

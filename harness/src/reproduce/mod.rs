@@ -1,0 +1,444 @@
+//! `harness reproduce`: the two published benchmarks this lab redoes, one
+//! command each, their figures printed beside ours with the conditions of
+//! each side named ([`seeds`]), and each of their claims judged from our
+//! numbers ([`findings`]).
+//!
+//! - `swoole-vs-node` (seed B): hello world under `ab -c 100 -n 5000`, as
+//!   the seed ran it (no keep-alive), as it should run (`ab -k`), and by the
+//!   built-in engine with every body checked; ab's Document Length shown.
+//! - `docker-vs-bare` (seed A): `/work` on php-fpm, Swoole (RoadRunner,
+//!   FrankenPHP when present) × bare, pinned, bridge, bridge-proxy, by
+//!   `ab -c 100 -t T` and the engine side by side; then the seed's own
+//!   failure mode: the database host unresolvable and the seed's error
+//!   handling (HTTP 200 with an error body), which ab counts as success.
+//!
+//! Both stand on the [`lab`](crate::lab) and write results.json,
+//! report.md and report.html like `compare`.
+
+pub mod document;
+pub mod findings;
+mod measure;
+pub mod report;
+pub mod seeds;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+
+use crate::catalog::{supervise, Entry, Placement};
+use crate::env::{Environment, Setup};
+use crate::lab::record::{self, Database, ServerDoc, ServerStatus};
+use crate::lab::{select, Lab};
+use crate::units::parse_duration;
+use document::{Cell, Reproduction, SCHEMA};
+use measure::{Length, Tool};
+
+#[derive(Debug, Args)]
+pub struct ReproduceArgs {
+    #[command(subcommand)]
+    pub experiment: Experiment,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Experiment {
+    /// Seed B: Swoole vs Node.js, hello world under `ab -c 100 -n 5000`.
+    SwooleVsNode(SwooleVsNodeArgs),
+    /// Seed A: php-fpm, Swoole (RoadRunner, FrankenPHP) on /work in bare,
+    /// pinned, bridge and bridge-proxy, ab and the engine side by side; then
+    /// the seed's failing-database runs.
+    DockerVsBare(DockerVsBareArgs),
+}
+
+/// What both experiments take.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Servers from the catalog, comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub servers: Vec<String>,
+
+    /// A server started elsewhere, NAME=URL (repeatable): measured on bare only.
+    #[arg(long = "target", value_name = "NAME=URL")]
+    pub targets: Vec<String>,
+
+    /// Connections, as the seeds used.
+    #[arg(short = 'c', long, default_value_t = 100, value_name = "N")]
+    pub connections: usize,
+
+    /// Where results/<UTC time>-<experiment>/ goes.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Use this database instead of starting a private MariaDB.
+    #[arg(long, value_name = "URL")]
+    pub mysql_url: Option<String>,
+
+    /// The repository (compose/ and target/).
+    #[arg(long, value_name = "DIR")]
+    pub repo_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "\
+Each server three ways: ab -c 100 -n 5000 without keep-alive (as the seed
+ran it), ab -k (keep-alive, as ab uses it when the server says so), and the
+built-in engine with every body checked. The report shows ab's Document
+Length beside each figure (the seed's Swoole answered 0-byte bodies) and the
+seed's figures beside ours, as ratios.
+
+Example:
+  harness reproduce swoole-vs-node")]
+pub struct SwooleVsNodeArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Requests of each run (the seed: 5000).
+    #[arg(short = 'n', long, default_value_t = 5000, value_name = "N")]
+    pub requests: u64,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "\
+The seed's matrix on /work (1000 sqrt iterations + SELECT 1, 20 workers,
+tracing JIT): each server in each environment, ab -c 100 -t T and the
+built-in engine for T each. bare is loopback; pinned puts server and load
+generator on disjoint CPUs (the seed's host network + cpuset \"0,1\");
+bridge publishes the server's port by DNAT; bridge-proxy through a
+userland proxy (docker-proxy, the default for clients on the host). The
+bridges need root and nft; what cannot be built here is reported.
+
+Then the seed's failure mode: each server with its database host
+unresolvable (the seed's host=mysql under host networking) and the seed's
+error handling (HTTP 200 {\"db\":\"error\"}): ab counts it as success, the
+engine counts 0 valid responses.
+
+Examples:
+  harness reproduce docker-vs-bare                 # 60 s runs, as the seed
+  harness reproduce docker-vs-bare -d 10s --env bare,pinned")]
+pub struct DockerVsBareArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Length of each run, ab's -t (the seed: 60 s).
+    #[arg(short = 'd', long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Duration,
+
+    /// Environments, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bare,pinned,bridge,bridge-proxy",
+        value_name = "LIST"
+    )]
+    pub env: Vec<String>,
+
+    /// Leave out the failing-database runs.
+    #[arg(long)]
+    pub no_failure_mode: bool,
+}
+
+/// The `reproduce` command.
+pub fn run(args: ReproduceArgs) -> anyhow::Result<ExitCode> {
+    match args.experiment {
+        Experiment::SwooleVsNode(a) => swoole_vs_node(a),
+        Experiment::DockerVsBare(a) => docker_vs_bare(a),
+    }
+}
+
+fn say(line: &str) {
+    eprintln!("reproduce: {line}");
+}
+
+/// The servers to run: `--servers` (else `defaults`) and the targets, those
+/// that cannot run here documented as skipped.
+fn servers(
+    common: &Common,
+    defaults: &[&str],
+    lab: &Lab,
+) -> anyhow::Result<(Vec<Entry>, Vec<ServerDoc>)> {
+    let names: Vec<String> = if common.servers.is_empty() {
+        defaults.iter().map(|s| s.to_string()).collect()
+    } else {
+        common.servers.clone()
+    };
+    let entries = select::servers_and_targets(&names, &common.targets)?;
+    let (ready, missing) = select::runnable(entries.clone(), &lab.paths);
+    let docs = entries
+        .iter()
+        .map(|e| {
+            let m = missing.iter().find(|m| m.name == e.name);
+            if let Some(m) = m {
+                say(&format!(
+                    "{}: cannot run here: {}; to run it: {}",
+                    e.name, m.reason, m.fix
+                ));
+            }
+            ServerDoc {
+                name: e.name.clone(),
+                model: e.model.into(),
+                language: e.language.into(),
+                status: if m.is_some() {
+                    ServerStatus::Skipped
+                } else {
+                    ServerStatus::Ran
+                },
+                reason: m.map(|m| format!("{}; to run it: {}", m.reason, m.fix)),
+                detail: ready
+                    .iter()
+                    .find(|(r, _)| r.name == e.name)
+                    .map(|(_, d)| d.clone()),
+                config: None,
+                versions: Vec::new(),
+                same_autogroup: None,
+                notes: Vec::new(),
+                contract: None,
+            }
+        })
+        .collect();
+    let runnable = ready.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
+    if runnable.is_empty() {
+        bail!("none of the selected servers can run here (see `harness servers`)");
+    }
+    Ok((runnable, docs))
+}
+
+fn new_document(experiment: &str, seed: seeds::Seed, servers: Vec<ServerDoc>) -> Reproduction {
+    Reproduction {
+        schema: SCHEMA.into(),
+        experiment: experiment.into(),
+        harness_version: env!("CARGO_PKG_VERSION").into(),
+        started_utc: crate::units::now_utc(),
+        finished_utc: String::new(),
+        interrupted: false,
+        command: std::env::args().collect(),
+        machine: record::machine(),
+        database: Database {
+            kind: "none".into(),
+            url: None,
+            version: None,
+            max_connections: None,
+        },
+        servers,
+        seed,
+        cells: Vec::new(),
+        findings: Vec::new(),
+    }
+}
+
+/// Seed B.
+fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
+    let lab = Lab::open(args.common.repo_dir.as_deref())?;
+    let (entries, docs) = servers(&args.common, &["swoole", "node"], &lab)?;
+    let mut doc = new_document("swoole-vs-node", seeds::swoole_vs_node(), docs);
+    let scratch = supervise::TempDir::new("benchlab-reproduce-")?;
+    let c = args.common.connections;
+    let n = Length::Count(args.requests);
+    let ways = [
+        (
+            Tool::Ab { keepalive: false },
+            "as the seed ran it: ab -c 100 -n 5000, no keep-alive",
+        ),
+        (
+            Tool::Ab { keepalive: true },
+            "as it should run: ab -k, keep-alive",
+        ),
+        (
+            Tool::Engine { keepalive: true },
+            "verified: the built-in engine, keep-alive, every body checked",
+        ),
+    ];
+    for e in &entries {
+        if lab.interrupted() {
+            break;
+        }
+        say(&format!("{} ...", e.name));
+        match lab.start(e, None) {
+            Ok(started) => {
+                measure::record_settings(&mut doc, &e.name, &started.running);
+                for (tool, condition) in &ways {
+                    let cell = measure::cell(
+                        &lab,
+                        &started.running,
+                        "/hello",
+                        *tool,
+                        c,
+                        n,
+                        scratch.path(),
+                    );
+                    doc.cells.push(Cell {
+                        environment: "bare".into(),
+                        condition: condition.to_string(),
+                        ..cell
+                    });
+                }
+            }
+            Err(err) => measure::failed_to_start(&mut doc, &e.name, &err),
+        }
+    }
+    doc.findings = findings::swoole_vs_node(&doc);
+    finish(&args.common, doc, lab.interrupted())
+}
+
+/// Seed A.
+fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
+    if args.duration.is_zero() {
+        bail!("-d must be positive");
+    }
+    let envs = Environment::parse_list(&args.env)?;
+    let mut lab = Lab::open(args.common.repo_dir.as_deref())?;
+    let (entries, docs) = servers(
+        &args.common,
+        &["php-fpm", "swoole", "roadrunner", "frankenphp"],
+        &lab,
+    )?;
+    let mut doc = new_document("docker-vs-bare", seeds::docker_vs_bare(), docs);
+    lab.start_database(args.common.mysql_url.as_deref(), &say)?;
+    if let Some(why) = &lab.database.unavailable {
+        bail!("/work needs a database: {why} (or pass --mysql-url)");
+    }
+    doc.database = Database::of(&lab.database);
+    let scratch = supervise::TempDir::new("benchlab-reproduce-")?;
+    let (c, d) = (args.common.connections, Length::Duration(args.duration));
+    let ways = [
+        (
+            Tool::Ab { keepalive: false },
+            "as the seed ran it: ab -c 100 -t T",
+        ),
+        (
+            Tool::Engine { keepalive: false },
+            "as the seed ran it, verified: the engine, no keep-alive like ab, every body checked",
+        ),
+    ];
+    for &env in &envs {
+        if let Err(why) = env.availability() {
+            say(&format!("{}: not available here: {why}", env.name()));
+            doc.cells.push(Cell {
+                environment: env.name().into(),
+                error: Some(format!("not available here: {why}")),
+                ..Cell::default()
+            });
+            continue;
+        }
+        let setup = (env != Environment::Bare)
+            .then(|| Setup::build(env, lab.database.loopback_port()))
+            .transpose()
+            .with_context(|| format!("cannot build {}", env.name()))?;
+        let _pin = setup.as_ref().map(Setup::pin_load).transpose()?.flatten();
+        for e in entries
+            .iter()
+            .filter(|e| env == Environment::Bare || e.placeable())
+        {
+            if lab.interrupted() {
+                break;
+            }
+            say(&format!("{} in {} ...", e.name, env.name()));
+            match lab.start(e, setup.as_ref()) {
+                Ok(started) => {
+                    measure::record_settings(&mut doc, &e.name, &started.running);
+                    for (tool, condition) in &ways {
+                        let cell = measure::cell(
+                            &lab,
+                            &started.running,
+                            "/work",
+                            *tool,
+                            c,
+                            d,
+                            scratch.path(),
+                        );
+                        doc.cells.push(Cell {
+                            environment: env.name().into(),
+                            condition: condition.to_string(),
+                            ..cell
+                        });
+                    }
+                }
+                Err(err) => measure::failed_to_start(&mut doc, &e.name, &err),
+            }
+        }
+    }
+    if !args.no_failure_mode {
+        failing_database(
+            &lab,
+            &entries,
+            &mut doc,
+            c,
+            args.duration.min(Duration::from_secs(10)),
+            scratch.path(),
+        );
+    }
+    doc.findings = findings::docker_vs_bare(&doc);
+    doc.database = Database::of(&lab.database);
+    finish(&args.common, doc, lab.interrupted())
+}
+
+/// The seed's failure mode on bare: the database host `mysql` (unresolvable
+/// here, as under host networking) and the seed's error handling.
+fn failing_database(
+    lab: &Lab,
+    entries: &[Entry],
+    doc: &mut Reproduction,
+    c: usize,
+    length: Duration,
+    scratch: &std::path::Path,
+) {
+    let placement = Placement {
+        db_host: Some("mysql".into()),
+        env: vec![("BENCH_SEED_ERROR_BODIES".into(), "1".into())],
+        ..Placement::default()
+    };
+    let condition = "database unresolvable (host=mysql), the seed's error handling: HTTP 200 {\"db\":\"error\"}";
+    for e in entries.iter().filter(|e| e.placeable()) {
+        if lab.interrupted() {
+            break;
+        }
+        say(&format!("{} with its database unresolvable ...", e.name));
+        match lab.start_with(e, &placement) {
+            Ok(running) => {
+                for tool in [
+                    Tool::Ab { keepalive: false },
+                    Tool::Engine { keepalive: false },
+                ] {
+                    let cell = measure::cell(
+                        lab,
+                        &running,
+                        "/work",
+                        tool,
+                        c,
+                        Length::Duration(length),
+                        scratch,
+                    );
+                    doc.cells.push(Cell {
+                        environment: "bare".into(),
+                        condition: condition.into(),
+                        ..cell
+                    });
+                }
+            }
+            Err(err) => measure::failed_to_start(doc, &e.name, &err),
+        }
+    }
+}
+
+/// The files and the table; exit 130 when interrupted, 1 when nothing was measured.
+fn finish(common: &Common, mut doc: Reproduction, interrupted: bool) -> anyhow::Result<ExitCode> {
+    doc.interrupted = interrupted;
+    doc.finished_utc = crate::units::now_utc();
+    let dir = common.out.join(format!(
+        "{}-{}",
+        doc.started_utc.replace(':', "-"),
+        doc.experiment
+    ));
+    report::write_all(&dir, &doc)?;
+    println!("{}", report::text(&doc));
+    println!("results: {}", dir.display());
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else if !doc.cells.iter().any(Cell::ok) {
+        eprintln!("harness: nothing was measured (see above)");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
