@@ -238,15 +238,21 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
     let ways = [
         (
             Tool::Ab { keepalive: false },
-            "as the seed ran it: ab -c 100 -n 5000, no keep-alive",
+            format!(
+                "as the seed ran it: ab -c {c} -n {}, no keep-alive",
+                args.requests
+            ),
         ),
         (
             Tool::Ab { keepalive: true },
-            "as it should run: ab -k, keep-alive",
+            format!(
+                "as it should run: ab -k -c {c} -n {}, keep-alive",
+                args.requests
+            ),
         ),
         (
             Tool::Engine { keepalive: true },
-            "verified: the built-in engine, keep-alive, every body checked",
+            "verified: the built-in engine, keep-alive, every body checked".to_string(),
         ),
     ];
     for e in &entries {
@@ -269,7 +275,7 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
                     );
                     doc.cells.push(Cell {
                         environment: "bare".into(),
-                        condition: condition.to_string(),
+                        condition: condition.clone(),
                         ..cell
                     });
                 }
@@ -301,14 +307,18 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
     doc.database = Database::of(&lab.database);
     let scratch = supervise::TempDir::new("benchlab-reproduce-")?;
     let (c, d) = (args.common.connections, Length::Duration(args.duration));
+    let secs = args.duration.as_secs_f64();
     let ways = [
         (
             Tool::Ab { keepalive: false },
-            "as the seed ran it: ab -c 100 -t T",
+            format!("as the seed ran it: ab -c {c} -t {secs:.0}"),
         ),
         (
             Tool::Engine { keepalive: false },
-            "as the seed ran it, verified: the engine, no keep-alive like ab, every body checked",
+            format!(
+                "as the seed ran it, verified: the engine -c {c} -d {secs:.0}s, no keep-alive \
+                 like ab, every body checked"
+            ),
         ),
     ];
     for &env in &envs {
@@ -349,7 +359,7 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
                         );
                         doc.cells.push(Cell {
                             environment: env.name().into(),
-                            condition: condition.to_string(),
+                            condition: condition.clone(),
                             ..cell
                         });
                     }
