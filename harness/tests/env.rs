@@ -433,3 +433,65 @@ fn calibrate_json_matches_its_schema() {
     }
     assert!(value["noise"]["cv_pct"].as_f64().is_some());
 }
+
+/// The namespace check of the bridge holds while the server forks and
+/// reaps processes all the time (as Swoole's master does while it starts
+/// its workers after the first one answers, and a shell here does without
+/// end), and still fails for a live process of the server's group that is
+/// outside the namespace.
+#[test]
+fn the_namespace_check_holds_while_the_server_forks_and_catches_an_outsider() {
+    use std::os::unix::process::CommandExt;
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    if bridge_refused().is_some() {
+        return;
+    }
+    let setup = Setup::build(Environment::Bridge, None).unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "while :; do /bin/true & /bin/true & wait; done"])
+        .stdin(Stdio::null())
+        .process_group(0);
+    setup.placement().apply(&mut cmd).unwrap();
+    let mut forker = cmd.spawn().unwrap();
+    let pgid = forker.id() as i32;
+    let stop = |forker: &mut std::process::Child| {
+        // SAFETY: the group this test created (the shell, its children and
+        // the outsider that joined it).
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = forker.wait();
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let pids = [forker.id()];
+        let t0 = Instant::now();
+        let mut passes = 0;
+        while passes < 100 || t0.elapsed() < Duration::from_secs(2) {
+            let checked = setup
+                .verify(&pids)
+                .unwrap_or_else(|e| panic!("pass {passes}: {e:#}"));
+            assert!(checked[0].contains("in netns"), "{checked:?}");
+            passes += 1;
+            if t0.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+        }
+        // A live process of the group, started outside the namespace.
+        let mut outsider = Command::new("sleep")
+            .arg("60")
+            .stdin(Stdio::null())
+            .process_group(pgid)
+            .spawn()
+            .unwrap();
+        let err = format!("{:#}", setup.verify(&pids).unwrap_err());
+        // SAFETY: our child.
+        unsafe { libc::kill(outsider.id() as i32, libc::SIGKILL) };
+        let _ = outsider.wait();
+        assert!(
+            err.contains(&format!("server process {} ", outsider.id())),
+            "{err}"
+        );
+    }));
+    stop(&mut forker);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
