@@ -74,6 +74,11 @@ fn php_eval(php: &Path, args: &[String], code: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// Whether `php -m` lists `module` (lower case).
+fn php_has(modules: &str, module: &str) -> bool {
+    modules.lines().any(|l| l.trim() == module)
+}
+
 /// The swoole module `php` can run with, or why there is none and what to do.
 pub fn module(php: &Path) -> Result<Module, (String, String)> {
     let modules = Command::new(php)
@@ -81,7 +86,16 @@ pub fn module(php: &Path) -> Result<Module, (String, String)> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).to_lowercase())
         .unwrap_or_default();
-    if modules.lines().any(|l| l.trim() == "swoole") {
+    // Swoole's bundled PHP library calls mb_strpos when a pooled connection
+    // fails (PDOProxy): without mbstring that is a fatal error that kills
+    // the worker instead of a 503.
+    if !php_has(&modules, "mbstring") {
+        return Err((
+            "`php -m` does not list mbstring, which Swoole's PDOPool needs".into(),
+            "apt-get install php8.2-mbstring (scripts/install-deps does)".into(),
+        ));
+    }
+    if php_has(&modules, "swoole") {
         return Ok(Module::System);
     }
     let fix = format!(
