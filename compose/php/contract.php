@@ -244,6 +244,25 @@ function php_sources(): array
     ];
 }
 
+/**
+ * The PHP settings that shape a benchmark, as the running process has them
+ * (ini_get() at run time: after php.ini, conf.d, -d and the SAPI's own).
+ *
+ * @return array<string, mixed>
+ */
+function php_runtime_facts(): array
+{
+    $ini = [];
+    foreach ([
+        'opcache.enable', 'opcache.enable_cli', 'opcache.jit', 'opcache.jit_buffer_size',
+        'opcache.validate_timestamps', 'memory_limit', 'display_errors', 'zend.assertions',
+    ] as $k) {
+        $v = ini_get($k);
+        $ini[$k] = $v === false ? null : $v;
+    }
+    return ['sapi' => PHP_SAPI, 'zts' => PHP_ZTS === 1, 'ini' => $ini];
+}
+
 /** Threads of a process (`Threads:` of /proc/PID/status), null if unknown. */
 function proc_threads(int|string $pid = 'self'): ?int
 {

@@ -177,6 +177,7 @@ $facts = static function () use ($server, &$pool, $logLevels): array {
             'log_level' => $logLevels[$logLevel] ?? (string) $logLevel,
             'debug_build' => (bool) SWOOLE_DEBUG,
         ],
+        'php' => Bench\php_runtime_facts(),
         'source' => [
             'model' => 'read: Swoole\Coroutine::getCid() of this request',
             'workers' => 'read: Server::getWorkerPid(i) of the worker_num slots, running in /proc',
@@ -187,6 +188,7 @@ $facts = static function () use ($server, &$pool, $logLevels): array {
             'swoole.hook_flags' => 'read: Swoole\Runtime::getHookFlags()',
             'swoole.log_level' => 'configured: Server->setting[log_level]; Swoole has no getter',
             'debug' => 'read: the PHP facts, and SWOOLE_DEBUG (a debug build of Swoole)',
+            'php' => 'read: ini_get() and PHP constants at run time, in this worker',
         ] + Bench\php_sources(),
         'configured' => ['swoole.log_level'],
     ];
