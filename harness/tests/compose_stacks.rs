@@ -242,6 +242,33 @@ fn php_fpm_config_holds_under_concurrent_reads() {
     config_holds_under_concurrent_reads("php-fpm");
 }
 
+/// Node's `/config` is read from the process: one process serving (no
+/// cluster workers), the pool's limit, V8's JIT on (WebAssembly present),
+/// the pid of the process the catalog started; what is only configured
+/// says so.
+#[test]
+fn node_config_is_read_from_the_running_process() {
+    let running = start("node", testkit::db::shared());
+    let r = client::get(running.addr, "/config").unwrap();
+    let c: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let cfg = workloads::ServerConfig::from_json(&r.body).unwrap();
+    assert_eq!((cfg.workers, cfg.db_pool), (Some(1), Some(20)), "{c}");
+    assert_eq!((cfg.jit.as_deref(), cfg.debug), (Some("v8"), false), "{c}");
+    assert_eq!(c["node"]["pid"], running.pids()[0], "{c}");
+    assert_eq!(c["node"]["cluster"], "primary", "{c}");
+    for f in ["workers", "db_pool", "jit", "debug"] {
+        assert!(
+            c["source"][f].as_str().unwrap().starts_with("read:"),
+            "{f}: {c}"
+        );
+    }
+    assert_eq!(
+        c["configured"],
+        serde_json::json!(["node.uv_threadpool_size"]),
+        "{c}"
+    );
+}
+
 #[test]
 fn php_fpm_runs_with_the_tracing_jit_as_the_seed_configured_it() {
     let running = start("php-fpm", testkit::db::shared());
@@ -481,6 +508,7 @@ fn swoole_config_is_read_from_the_running_workers() {
         serde_json::json!(["swoole.log_level"]),
         "{c}"
     );
+    assert_eq!(c["php"]["ini"]["opcache.jit"], "tracing", "{c}");
 
     // The manager stopped, one worker killed: it stays a zombie, unreplaced.
     struct Resume(i32);
