@@ -495,3 +495,55 @@ fn the_namespace_check_holds_while_the_server_forks_and_catches_an_outsider() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// Swoole in the bridge, checked the moment its first worker answers, as
+/// calibrate does: its master is still forking the other workers then (the
+/// check used to report one of them outside the namespace), and `/work`
+/// reaches the database from inside through the DNAT.
+#[test]
+fn swoole_is_placed_whole_while_it_still_forks_its_workers() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    if bridge_refused().is_some() {
+        return;
+    }
+    let entry = catalog::catalog()
+        .into_iter()
+        .find(|e| e.name == "swoole")
+        .unwrap();
+    let env = catalog::Env::discover(None);
+    if let catalog::Availability::Missing { reason, fix } = entry.availability(&env) {
+        skip_without(&format!("swoole cannot run here: {reason} ({fix})"));
+        return;
+    }
+    let db = catalog::Db::parse(testkit::db::shared()).unwrap();
+    let interrupt = AtomicBool::new(false);
+    let ctx = StartCtx {
+        env: &env,
+        db: Some(&db),
+        interrupt: &interrupt,
+    };
+    let setup = Setup::build(Environment::Bridge, Some(db.port)).unwrap();
+    for round in 0..3 {
+        let mut running = entry.start_placed(&ctx, &setup.placement()).unwrap();
+        let checked = setup
+            .verify(&running.pids())
+            .unwrap_or_else(|e| panic!("round {round}: {e:#}"));
+        assert!(checked[0].contains("in netns"), "{checked:?}");
+        setup.publish_kept(&mut running).unwrap();
+        let r = running.get("/work", Duration::from_secs(10)).unwrap();
+        let expected = workloads::expect("GET", "/work");
+        workloads::verify(&expected, r.status, &r.header_refs(), &r.body)
+            .unwrap_or_else(|m| panic!("round {round}: /work {m:?}"));
+        // Once every worker runs, all 21 processes are found inside.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while catalog::procfs::tree(&running.pids()).len() < 21 {
+            assert!(Instant::now() < deadline, "20 workers within 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let checked = setup.verify(&running.pids()).unwrap();
+        assert!(
+            checked[0].starts_with("21 server process(es)"),
+            "{checked:?}"
+        );
+    }
+}
