@@ -51,12 +51,24 @@ impl Module {
 /// `$XDG_CACHE_HOME/benchlab/swoole-VERSION-phpMM/swoole.so` (`~/.cache`
 /// without it), as scripts/install-deps writes it; `mm` is `8.2`.
 pub fn cache_path(mm: &str) -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
+    cache_path_in(
+        std::env::var_os("XDG_CACHE_HOME"),
+        std::env::var_os("HOME"),
+        mm,
+    )
+}
+
+/// [`cache_path`] for these values of `XDG_CACHE_HOME` and `HOME`.
+fn cache_path_in(
+    xdg_cache_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+    mm: &str,
+) -> Option<PathBuf> {
+    let base = xdg_cache_home
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
+            home.filter(|v| !v.is_empty())
                 .map(|h| PathBuf::from(h).join(".cache"))
         })?;
     Some(base.join(format!("benchlab/swoole-{VERSION}-php{mm}/swoole.so")))
@@ -198,4 +210,44 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         versions,
     }
     .spawn(entry, ctx, placement)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_path_is_the_one_install_deps_writes() {
+        let p = |x: Option<&str>, h: Option<&str>| {
+            cache_path_in(x.map(Into::into), h.map(Into::into), "8.2")
+        };
+        assert_eq!(
+            p(Some("/c"), Some("/home/u")),
+            Some(PathBuf::from("/c/benchlab/swoole-6.2.2-php8.2/swoole.so"))
+        );
+        // An empty XDG_CACHE_HOME counts as unset, as in the shell's ${X:-...}.
+        assert_eq!(
+            p(Some(""), Some("/home/u")),
+            Some(PathBuf::from(
+                "/home/u/.cache/benchlab/swoole-6.2.2-php8.2/swoole.so"
+            ))
+        );
+        assert_eq!(p(None, None), None);
+        let so = PathBuf::from("/c/swoole.so");
+        assert_eq!(
+            Module::Cache(so).php_args(),
+            vec!["-d".to_string(), "extension=/c/swoole.so".to_string()]
+        );
+        assert!(Module::System.php_args().is_empty());
+    }
+
+    #[test]
+    fn install_deps_builds_the_version_the_catalog_expects() {
+        let script = include_str!("../../../scripts/install-deps");
+        assert!(
+            script.contains(&format!("SWOOLE_VERSION={VERSION}\n")),
+            "scripts/install-deps and catalog::swoole::VERSION disagree"
+        );
+        assert!(script.contains("benchlab/swoole-$SWOOLE_VERSION-php$mm"));
+    }
 }
