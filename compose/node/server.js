@@ -14,8 +14,10 @@
 // clients with a close, and `ab -k` never reuses a connection), Date (Node's
 // own, refreshed every second) and Server.
 
+const cluster = require('node:cluster');
 const http = require('node:http');
 const inspector = require('node:inspector');
+const workerThreads = require('node:worker_threads');
 const mysql = require('mysql2');
 
 const HOST = process.env.HOST || '127.0.0.1';
@@ -130,17 +132,45 @@ function dbQuery(sql, fresh, cb) {
   });
 }
 
+// /config: what this process runs, read from it. `source` says how each
+// field was obtained; `configured` lists what could only be configured.
 function configJson() {
-  const jitless = process.execArgv.includes('--jitless') || /--jitless\b/.test(process.env.NODE_OPTIONS || '');
+  // Processes answering requests: this one, unless it is a cluster primary
+  // that forked workers (then they answer, and are counted); a cluster
+  // worker cannot see its siblings.
+  const forked = cluster.isPrimary ? Object.values(cluster.workers || {}).filter((w) => !w.isDead()).length : 0;
+  const workers = cluster.isPrimary ? (forked > 0 ? forked : 1) : null;
+  // --jitless (V8 interprets only) also removes WebAssembly from the global
+  // scope: its absence is the runtime's own answer, whatever set the flag.
+  const jitless = typeof WebAssembly === 'undefined';
+  const nodeOptions = (process.env.NODE_OPTIONS || '').split(/\s+/).filter((f) => f !== '');
   return JSON.stringify({
     server: SERVER,
     model: 'event-loop',
     runtime: `node ${process.version}`,
-    workers: 1,
+    workers,
     db_pool: pool.config.connectionLimit,
     opcache: null,
     jit: jitless ? 'off' : 'v8',
     debug: inspector.url() !== undefined,
+    node: {
+      pid: process.pid,
+      cluster: cluster.isPrimary ? 'primary' : 'worker',
+      cluster_workers: forked,
+      main_thread: workerThreads.isMainThread,
+      v8_flags: [...process.execArgv, ...nodeOptions],
+      uv_threadpool_size: Number(process.env.UV_THREADPOOL_SIZE || 4),
+    },
+    source: {
+      workers: 'read: node:cluster (a primary without live cluster workers serves alone)',
+      db_pool: "read: the mysql2 pool's connectionLimit",
+      jit: 'read: typeof WebAssembly (--jitless removes it)',
+      debug: 'read: inspector.url() (an inspector is listening)',
+      runtime: 'read: process.version',
+      'node.v8_flags': 'read: process.execArgv and NODE_OPTIONS',
+      'node.uv_threadpool_size': 'configured: UV_THREADPOOL_SIZE (default 4); libuv has no getter',
+    },
+    configured: ['node.uv_threadpool_size'],
   });
 }
 

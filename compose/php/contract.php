@@ -202,7 +202,13 @@ function conn_param(array $params): bool
 
 /**
  * The /config document. Stack facts come from the adapter; the PHP facts
- * (runtime, opcache, jit, debug) are read here from the running process.
+ * (runtime, opcache, jit, debug) are read here from the running process,
+ * in the process that serves the request (a worker).
+ *
+ * Any other key of $facts is appended after the common fields: the stack's
+ * own details, `source` (how each field was obtained) and `configured` (the
+ * fields that could only be configured, not read back). `debug` is also
+ * true when $facts['debug'] is (e.g. a debug build of the server).
  *
  * @param array<string, mixed> $facts
  */
@@ -217,9 +223,65 @@ function config_json(array $facts): string
         'db_pool' => $facts['db_pool'] ?? null,
         'opcache' => $opcache,
         'jit' => $jit,
-        'debug' => debug_on(),
+        'debug' => debug_on() || !empty($facts['debug']),
     ];
+    $doc += $facts;
     return json_encode($doc, JSON_UNESCAPED_SLASHES | JSON_THROW_ON_ERROR);
+}
+
+/**
+ * How the PHP facts of config_json() are obtained, for a `source` map.
+ *
+ * @return array<string, string>
+ */
+function php_sources(): array
+{
+    return [
+        'runtime' => 'read: PHP_VERSION',
+        'opcache' => 'read: opcache_get_status() in the process that answered',
+        'jit' => 'read: opcache_get_status()[jit][on], mode from ini_get(opcache.jit), in the process that answered',
+        'debug' => 'read: display_errors, zend.assertions, xdebug/pcov/blackfire loaded',
+    ];
+}
+
+/**
+ * The PHP settings that shape a benchmark, as the running process has them
+ * (ini_get() at run time: after php.ini, conf.d, -d and the SAPI's own).
+ *
+ * @return array<string, mixed>
+ */
+function php_runtime_facts(): array
+{
+    $ini = [];
+    foreach ([
+        'opcache.enable', 'opcache.enable_cli', 'opcache.jit', 'opcache.jit_buffer_size',
+        'opcache.validate_timestamps', 'memory_limit', 'display_errors', 'zend.assertions',
+    ] as $k) {
+        $v = ini_get($k);
+        $ini[$k] = $v === false ? null : $v;
+    }
+    return ['sapi' => PHP_SAPI, 'zts' => PHP_ZTS === 1, 'ini' => $ini];
+}
+
+/** Threads of a process (`Threads:` of /proc/PID/status), null if unknown. */
+function proc_threads(int|string $pid = 'self'): ?int
+{
+    $status = @file_get_contents("/proc/$pid/status");
+    if ($status === false || !preg_match('/^Threads:\s+(\d+)/m', $status, $m)) {
+        return null;
+    }
+    return (int) $m[1];
+}
+
+/** Whether process $pid runs (exists and is not a zombie). */
+function proc_alive(int $pid): bool
+{
+    $stat = @file_get_contents("/proc/$pid/stat");
+    if ($stat === false) {
+        return false;
+    }
+    $state = substr($stat, strrpos($stat, ')') + 2, 1);
+    return $state !== 'Z' && $state !== 'X';
 }
 
 /**

@@ -7,16 +7,30 @@
  *   DB_POOL (20): total pooled connections; each worker gets
  *                 ceil(DB_POOL / SWOOLE_WORKERS) (1 with the defaults), so the
  *                 whole server holds DB_POOL connections like the other stacks.
- *                 /config reports the real total (workers x per-worker size).
  *   DB_HOST DB_PORT DB_USER DB_PASSWORD DB_NAME
  *
- * Model: coroutines. Every request runs in its own coroutine; SWOOLE_HOOK_ALL
- * makes PDO's socket I/O and usleep() yield instead of blocking the worker;
- * the sqrt loop blocks its worker, as PHP code does.
+ * Model: coroutines. Every request runs in its own coroutine; the runtime
+ * hooks make PDO's socket I/O (mysqlnd streams: SWOOLE_HOOK_TCP/UNIX) and
+ * usleep() yield instead of blocking the worker; the sqrt loop blocks its
+ * worker, as PHP code does.
  *
- * Known Swoole 6.2 behaviour (shared/ANCHORS.md): the core sends a body on
- * HEAD unless the app omits it (we omit it and set Content-Length ourselves),
- * and it does not answer a malformed request line.
+ * /config is read in the worker that answers: live workers (their pids in
+ * /proc), this worker's pool capacity, OPcache/JIT by opcache_get_status(),
+ * the server's mode; `source` says how each field was obtained and
+ * `configured` lists what Swoole gives no way to read back (the log level).
+ *
+ * Swoole 6.2.2's core and the contract (harness/tests/compose_stacks.rs pins
+ * these, and fails when one disappears):
+ *   - it sends a body on HEAD unless the app omits it: we omit it and set
+ *     Content-Length ourselves (fixed here);
+ *   - it does not answer a malformed request line: the reactor cannot tell
+ *     it from an incomplete one and waits for more bytes (up to 64 KiB);
+ *   - its own 400 (bad header line, unknown HTTP version) is the bare
+ *     "HTTP/1.1 400 Bad Request\r\n\r\n" with no Server, Date or body,
+ *     written by the reactor before any PHP runs;
+ *   - it has no 431: a head over 8 KiB is served (up to its buffer);
+ *   - pipelined requests run as concurrent coroutines and are answered in
+ *     the order they finish, not the order they came.
  */
 
 declare(strict_types=1);
@@ -40,14 +54,28 @@ $perWorker = max(1, intdiv(max(1, $envInt('DB_POOL', 20)) + $workers - 1, $worke
 // a request waits this long for a pooled connection, then answers 503
 const POOL_WAIT_SECONDS = 30.0;
 
-Swoole\Runtime::enableCoroutine(SWOOLE_HOOK_ALL);
+// Swoole's own PHP library (PDOProxy, on a failed query) calls mb_strpos:
+// without mbstring the first database failure would kill a worker with a
+// fatal error instead of answering 503. Refuse to start instead.
+if (!extension_loaded('mbstring')) {
+    fwrite(STDERR, "swoole/server.php: the mbstring extension is missing (apt-get install php8.2-mbstring)\n");
+    exit(1);
+}
+
+// Every hook, except curl's when the curl extension is not loaded (Swoole
+// would warn at start for each curl_* function it cannot find).
+$hooks = SWOOLE_HOOK_ALL;
+if (!extension_loaded('curl')) {
+    $hooks &= ~(SWOOLE_HOOK_CURL | SWOOLE_HOOK_NATIVE_CURL);
+}
+Swoole\Runtime::enableCoroutine($hooks);
 
 // SWOOLE_BASE is Swoole 5+'s default mode; spelled out so that it is visible.
 $server = new Server($host, $port, SWOOLE_BASE);
 $server->set([
     'worker_num' => $workers,
     'enable_coroutine' => true,
-    'hook_flags' => SWOOLE_HOOK_ALL,
+    'hook_flags' => $hooks,
     'max_coroutine' => 100000,
     'backlog' => 4096,
     'http_compression' => false,
@@ -55,7 +83,16 @@ $server->set([
     'log_level' => SWOOLE_LOG_WARNING,
 ]);
 
-/** @var PDOPool|null $pool one per worker process, created in workerStart */
+/** A PDOPool that tells its capacity (ConnectionPool keeps it protected). */
+final class BenchPool extends PDOPool
+{
+    public function capacity(): int
+    {
+        return $this->size;
+    }
+}
+
+/** @var BenchPool|null $pool one per worker process, created in workerStart */
 $pool = null;
 
 $server->on('workerStart', static function () use (&$pool, $perWorker): void {
@@ -69,7 +106,7 @@ $server->on('workerStart', static function () use (&$pool, $perWorker): void {
         ->withPassword($e['password'])
         ->withOptions(Bench\pdo_options(false));
     // connections are made lazily: a worker starts even with the DB down
-    $pool = new PDOPool($config, $perWorker);
+    $pool = new BenchPool($config, $perWorker);
 });
 
 $db = static function (string $sql, bool $fresh) use (&$pool): int {
@@ -96,13 +133,64 @@ $db = static function (string $sql, bool $fresh) use (&$pool): int {
     return $v;
 };
 
-$facts = static function () use ($server, $perWorker): array {
-    $n = (int) $server->setting['worker_num'];
+$logLevels = [
+    SWOOLE_LOG_DEBUG => 'debug', SWOOLE_LOG_TRACE => 'trace', SWOOLE_LOG_INFO => 'info',
+    SWOOLE_LOG_NOTICE => 'notice', SWOOLE_LOG_WARNING => 'warning', SWOOLE_LOG_ERROR => 'error',
+    SWOOLE_LOG_NONE => 'none',
+];
+
+// /config, in the worker that answers: what the running server has.
+$facts = static function () use ($server, &$pool, $logLevels): array {
+    // Workers: the ones whose process runs now, of the worker_num slots.
+    $slots = (int) $server->setting['worker_num'];
+    $pids = [];
+    for ($i = 0; $i < $slots; $i++) {
+        $pid = $server->getWorkerPid($i);
+        if (is_int($pid) && $pid > 0 && Bench\proc_alive($pid)) {
+            $pids[] = $pid;
+        }
+    }
+    $workers = count($pids);
+    $base = $server->mode === SWOOLE_BASE;
+    $logLevel = $server->setting['log_level'] ?? SWOOLE_LOG_INFO;
     return [
         'server' => 'swoole',
-        'model' => 'coroutine',
-        'workers' => $n,
-        'db_pool' => $n * $perWorker,
+        // enable_coroutine: this request runs in a coroutine of its own
+        'model' => Swoole\Coroutine::getCid() > 0 ? 'coroutine' : 'worker-pool',
+        'workers' => $workers,
+        'db_pool' => $pool === null ? null : $workers * $pool->capacity(),
+        'debug' => (bool) SWOOLE_DEBUG,
+        'swoole' => [
+            'version' => phpversion('swoole'),
+            'mode' => $base ? 'base' : 'process',
+            // SWOOLE_BASE: no reactor threads, each worker's one thread runs
+            // its own reactor and accepts its own connections, so no
+            // dispatch_mode applies.
+            'reactor_threads' => $base ? 0 : max(0, (Bench\proc_threads($server->getMasterPid()) ?? 1) - 1),
+            'dispatch_mode' => $base ? null : ($server->setting['dispatch_mode'] ?? 2),
+            'worker_id' => $server->worker_id,
+            'worker_pid' => getmypid(),
+            // the process that forked the workers and restarts them
+            'manager_pid' => $server->getManagerPid(),
+            'pool_per_worker' => $pool?->capacity(),
+            'hook_flags' => Swoole\Runtime::getHookFlags(),
+            'log_level' => $logLevels[$logLevel] ?? (string) $logLevel,
+            'debug_build' => (bool) SWOOLE_DEBUG,
+        ],
+        'php' => Bench\php_runtime_facts(),
+        'source' => [
+            'model' => 'read: Swoole\Coroutine::getCid() of this request',
+            'workers' => 'read: Server::getWorkerPid(i) of the worker_num slots, running in /proc',
+            'db_pool' => "read: workers x this worker's PDOPool capacity",
+            'swoole.mode' => 'read: Server->mode',
+            'swoole.reactor_threads' => 'read: Server->mode (SWOOLE_BASE has none; else the master\'s threads in /proc)',
+            'swoole.dispatch_mode' => 'read: Server->mode (SWOOLE_BASE dispatches nothing); else the setting',
+            'swoole.hook_flags' => 'read: Swoole\Runtime::getHookFlags()',
+            'swoole.log_level' => 'configured: Server->setting[log_level]; Swoole has no getter',
+            'debug' => 'read: the PHP facts, and SWOOLE_DEBUG (a debug build of Swoole)',
+            'php' => 'read: ini_get() and PHP constants at run time, in this worker',
+        ] + Bench\php_sources(),
+        'configured' => ['swoole.log_level'],
     ];
 };
 

@@ -4,7 +4,8 @@
 //! `route_localnet`) after success, failure, panic, an interrupted
 //! calibrate (one signal: orderly; two: the emergency path); calibrate's
 //! JSON against its schema. Bridge tests need root, `ip` and `nft`: where
-//! the machine refuses, they print why and pass.
+//! the machine refuses, they print why and pass, except under `CI=true`
+//! where they fail (scripts/install-deps provides both).
 
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
@@ -18,7 +19,7 @@ use harness::env::{bridge, pinned, Environment, Setup};
 use serde_json::Value;
 
 use crate::cli::validate;
-use crate::util::{harness_bin, own_session, sibling_binary, tmp, wait_exit};
+use crate::util::{harness_bin, own_session, sibling_binary, skip_without, tmp, wait_exit};
 
 /// The tests here share `route_localnet` and the CPU placement of whatever
 /// runs (calibrate measures every environment it is given, and runs the
@@ -69,9 +70,14 @@ fn assert_hello(running: &Running) {
     assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello World"[..]));
 }
 
+/// Why the bridge environments cannot be built here (the test then
+/// skips; under `CI=true` it fails: install-deps provides `ip` and `nft`,
+/// and CI runs as root).
 fn bridge_refused() -> Option<String> {
     let why = bridge::availability().err()?;
-    eprintln!("skipped: the bridge environment is not available here: {why}");
+    skip_without(&format!(
+        "the bridge environment is not available here: {why}"
+    ));
     Some(why)
 }
 
@@ -79,6 +85,8 @@ fn bridge_refused() -> Option<String> {
 fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
     let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
     if let Err(why) = Environment::Pinned.availability() {
+        // Two CPUs or more: the machine's, not something install-deps
+        // provides, so this skips under CI=true too.
         eprintln!("skipped: {why}");
         return;
     }
@@ -421,4 +429,118 @@ fn calibrate_json_matches_its_schema() {
         assert!(docker["reason"].as_str().unwrap().contains("Docker engine"));
     }
     assert!(value["noise"]["cv_pct"].as_f64().is_some());
+}
+
+/// The namespace check of the bridge holds while the server forks and
+/// reaps processes all the time (as Swoole's master does while it starts
+/// its workers after the first one answers, and a shell here does without
+/// end), and still fails for a live process of the server's group that is
+/// outside the namespace.
+#[test]
+fn the_namespace_check_holds_while_the_server_forks_and_catches_an_outsider() {
+    use std::os::unix::process::CommandExt;
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    if bridge_refused().is_some() {
+        return;
+    }
+    let setup = Setup::build(Environment::Bridge, None).unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "while :; do /bin/true & /bin/true & wait; done"])
+        .stdin(Stdio::null())
+        .process_group(0);
+    setup.placement().apply(&mut cmd).unwrap();
+    let mut forker = cmd.spawn().unwrap();
+    let pgid = forker.id() as i32;
+    let stop = |forker: &mut std::process::Child| {
+        // SAFETY: the group this test created (the shell, its children and
+        // the outsider that joined it).
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = forker.wait();
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let pids = [forker.id()];
+        let t0 = Instant::now();
+        let mut passes = 0;
+        while passes < 100 || t0.elapsed() < Duration::from_secs(2) {
+            let checked = setup
+                .verify(&pids)
+                .unwrap_or_else(|e| panic!("pass {passes}: {e:#}"));
+            assert!(checked[0].contains("in netns"), "{checked:?}");
+            passes += 1;
+            if t0.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+        }
+        // A live process of the group, started outside the namespace.
+        let mut outsider = Command::new("sleep")
+            .arg("60")
+            .stdin(Stdio::null())
+            .process_group(pgid)
+            .spawn()
+            .unwrap();
+        let err = format!("{:#}", setup.verify(&pids).unwrap_err());
+        // SAFETY: our child.
+        unsafe { libc::kill(outsider.id() as i32, libc::SIGKILL) };
+        let _ = outsider.wait();
+        assert!(
+            err.contains(&format!("server process {} ", outsider.id())),
+            "{err}"
+        );
+    }));
+    stop(&mut forker);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// Swoole in the bridge, checked the moment its first worker answers, as
+/// calibrate does: its master is still forking the other workers then (the
+/// check used to report one of them outside the namespace), and `/work`
+/// reaches the database from inside through the DNAT.
+#[test]
+fn swoole_is_placed_whole_while_it_still_forks_its_workers() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    if bridge_refused().is_some() {
+        return;
+    }
+    let entry = catalog::catalog()
+        .into_iter()
+        .find(|e| e.name == "swoole")
+        .unwrap();
+    let env = catalog::Env::discover(None);
+    if let catalog::Availability::Missing { reason, fix } = entry.availability(&env) {
+        skip_without(&format!("swoole cannot run here: {reason} ({fix})"));
+        return;
+    }
+    let db = catalog::Db::parse(testkit::db::shared()).unwrap();
+    let interrupt = AtomicBool::new(false);
+    let ctx = StartCtx {
+        env: &env,
+        db: Some(&db),
+        interrupt: &interrupt,
+    };
+    let setup = Setup::build(Environment::Bridge, Some(db.port)).unwrap();
+    for round in 0..3 {
+        let mut running = entry.start_placed(&ctx, &setup.placement()).unwrap();
+        let checked = setup
+            .verify(&running.pids())
+            .unwrap_or_else(|e| panic!("round {round}: {e:#}"));
+        assert!(checked[0].contains("in netns"), "{checked:?}");
+        setup.publish_kept(&mut running).unwrap();
+        let r = running.get("/work", Duration::from_secs(10)).unwrap();
+        let expected = workloads::expect("GET", "/work");
+        workloads::verify(&expected, r.status, &r.header_refs(), &r.body)
+            .unwrap_or_else(|m| panic!("round {round}: /work {m:?}"));
+        // Once every worker runs, all 21 processes are found inside.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while harness::procfs::tree(&running.pids()).len() < 21 {
+            assert!(Instant::now() < deadline, "20 workers within 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let checked = setup.verify(&running.pids()).unwrap();
+        assert!(
+            checked[0].starts_with("21 server process(es)"),
+            "{checked:?}"
+        );
+    }
 }

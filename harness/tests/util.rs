@@ -293,3 +293,22 @@ pub fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Whether this is CI (`CI=true`), where scripts/install-deps has provided
+/// every prerequisite a test may otherwise skip without (nft, ab,
+/// chromium, Swoole).
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// For a test whose prerequisite is missing (`why`): prints that it is
+/// skipped and returns `true` — except under `CI=true`, where install-deps
+/// must have provided it, so the test fails instead of passing unseen.
+pub fn skip_without(why: &str) -> bool {
+    assert!(
+        !in_ci(),
+        "CI=true, and a prerequisite scripts/install-deps provides is missing: {why}"
+    );
+    eprintln!("skipped: {why}");
+    true
+}

@@ -17,12 +17,26 @@ ignore_user_abort(true);
 $conn = new Bench\WorkerConnection();
 $db = $conn->query(...);
 
+// /config. FrankenPHP gives a PHP script no way to count its workers (its
+// metrics live behind Caddy's admin endpoint, which the Caddyfile turns
+// off), so `workers` and `db_pool` repeat the Caddyfile's `num`, and say so
+// (`configured`); OPcache and JIT are read by opcache_get_status() in this
+// worker thread (contract.php), the ini values at run time here.
 $workers = (int) ($_SERVER['BENCH_WORKERS'] ?? getenv('BENCH_WORKERS') ?: 0);
-$facts = [
+$workerMode = function_exists('frankenphp_handle_request');
+$facts = static fn (): array => [
     'server' => 'frankenphp',
-    'model' => 'worker-pool',
+    'model' => $workerMode ? 'worker-pool' : 'classic',
     'workers' => $workers > 0 ? $workers : null,
     'db_pool' => $workers > 0 ? $workers : null, // one connection per worker
+    'php' => Bench\php_runtime_facts(),
+    'source' => [
+        'model' => 'read: function_exists(frankenphp_handle_request) (worker mode)',
+        'workers' => "configured: BENCH_WORKERS, the Caddyfile's worker num; FrankenPHP has no getter for PHP",
+        'db_pool' => 'configured: one connection per worker (workers)',
+        'php' => 'read: ini_get() and PHP constants at run time, in this worker',
+    ] + Bench\php_sources(),
+    'configured' => ['workers', 'db_pool'],
 ];
 
 $handler = static function () use ($db, $facts): void {

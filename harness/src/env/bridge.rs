@@ -422,6 +422,57 @@ fn release_all_localnet() -> Option<String> {
     release_localnet()
 }
 
+/// A namespace file's identity: the device and inode `stat` gives
+/// (`/run/netns/NAME` is a bind mount of the namespace's nsfs file, the same
+/// one `/proc/PID/ns/net` of each of its processes refers to).
+fn ns_identity(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// Where one process of a server's tree is.
+#[derive(Debug, PartialEq, Eq)]
+enum Placed {
+    Inside,
+    /// Alive (the same process that was listed) in another namespace.
+    Outside,
+    /// Exited since it was listed: gone, a zombie, or its pid reused.
+    Exited,
+    /// Alive, yet its namespace could not be read for a whole second.
+    Unreadable(String),
+}
+
+/// The process `listed` (as the tree was read) against the namespace `ns`.
+fn placement_of(listed: &crate::procfs::Stat, ns: (u64, u64)) -> Placed {
+    let path = format!("/proc/{}/ns/net", listed.pid);
+    // Still the process that was listed, and not yet a zombie?
+    let alive = || {
+        crate::procfs::stat(listed.pid).is_some_and(|now| {
+            now.start_ticks == listed.start_ticks && now.state != b'Z' && now.state != b'X'
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let seen = ns_identity(std::path::Path::new(&path));
+        // Read after the namespace: if it is the same live process now, the
+        // namespace read was that process's.
+        if !alive() {
+            return Placed::Exited;
+        }
+        match seen {
+            Ok(id) if id == ns => return Placed::Inside,
+            Ok(_) => return Placed::Outside,
+            // An exiting process drops its namespaces before it turns into
+            // a zombie: wait for that, briefly.
+            Err(e) if std::time::Instant::now() >= deadline => {
+                return Placed::Unreadable(e.to_string())
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+}
+
 impl Bridge {
     /// Builds it; on any failure, removes what was made and says which step failed.
     pub fn build(db_port: Option<u16>) -> anyhow::Result<Bridge> {
@@ -525,28 +576,61 @@ impl Bridge {
     }
 
     /// Every process of the server's tree is in the namespace.
+    ///
+    /// The tree moves while it is checked: a multi-process server forks
+    /// its workers after its first one answers (Swoole's master does), and
+    /// processes exit. Each process is therefore checked on its own, by
+    /// comparing `/proc/PID/ns/net` with the namespace (no separate listing
+    /// of the namespace to race against), and the tree is re-read for the
+    /// processes born meanwhile. A process that exited between the listing
+    /// and its check (gone, a zombie, its pid reused) is left out; a live
+    /// process outside the namespace always fails the check.
     pub fn verify(&self, server_pids: &[u32]) -> anyhow::Result<Vec<String>> {
-        let inside: Vec<i32> = ip(&["netns", "pids", &self.netns])?
-            .lines()
-            .filter_map(|p| p.trim().parse().ok())
-            .collect();
-        let tree = crate::procfs::tree(server_pids);
-        if tree.is_empty() {
-            bail!("no server process to verify");
-        }
-        for s in &tree {
-            if !inside.contains(&s.pid) {
-                bail!(
-                    "server process {} is not in the namespace {}",
-                    s.pid,
-                    self.netns
-                );
+        let path = std::path::Path::new("/run/netns").join(&self.netns);
+        let ns = ns_identity(&path)
+            .with_context(|| format!("cannot read the namespace {}", path.display()))?;
+        let mut inside: BTreeMap<i32, u64> = BTreeMap::new();
+        let mut exited = 0usize;
+        // The first listing, then up to 3 more for the processes born while
+        // the previous one was checked (they inherit their parent's
+        // namespace; re-reading catches one that left it).
+        for _ in 0..4 {
+            let fresh: Vec<_> = crate::procfs::tree(server_pids)
+                .into_iter()
+                .filter(|s| inside.get(&s.pid) != Some(&s.start_ticks))
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            for s in fresh {
+                match placement_of(&s, ns) {
+                    Placed::Inside => {
+                        inside.insert(s.pid, s.start_ticks);
+                    }
+                    Placed::Exited => exited += 1,
+                    Placed::Outside => bail!(
+                        "server process {} is not in the namespace {}",
+                        s.pid,
+                        self.netns
+                    ),
+                    Placed::Unreadable(e) => bail!(
+                        "server process {} runs, but its namespace cannot be read: {e}",
+                        s.pid
+                    ),
+                }
             }
         }
+        let Some(first) = inside.keys().next() else {
+            bail!("no server process to verify");
+        };
+        let gone = if exited > 0 {
+            format!(", {exited} exited while checked")
+        } else {
+            String::new()
+        };
         Ok(vec![format!(
-            "{} server process(es) (pids {}..) in netns {}",
-            tree.len(),
-            tree[0].pid,
+            "{} server process(es) (pids {first}..) in netns {}{gone}",
+            inside.len(),
             self.netns
         )])
     }
@@ -585,6 +669,28 @@ impl Drop for Bridge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_placed_by_its_namespace_file_and_an_exited_one_is_left_out() {
+        use crate::procfs;
+        let me = procfs::stat(std::process::id() as i32).unwrap();
+        let mine = ns_identity(std::path::Path::new("/proc/self/ns/net")).unwrap();
+        assert_eq!(placement_of(&me, mine), Placed::Inside);
+        assert_eq!(placement_of(&me, (mine.0, mine.1 + 1)), Placed::Outside);
+        // A child listed, then reaped: it exited between listing and check.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let listed = procfs::stat(child.id() as i32);
+        child.wait().unwrap();
+        if let Some(listed) = listed {
+            assert_eq!(placement_of(&listed, mine), Placed::Exited);
+        }
+        // A pid now held by another process (same pid, other start time).
+        let reused = procfs::Stat {
+            start_ticks: me.start_ticks + 1,
+            ..me
+        };
+        assert_eq!(placement_of(&reused, mine), Placed::Exited);
+    }
 
     #[test]
     fn subnets_stay_in_the_benchmarking_range() {
