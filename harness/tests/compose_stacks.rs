@@ -302,17 +302,17 @@ fn swoole_runs_here() -> bool {
 /// test fails when one disappears (an upstream fix to notice) or changes.
 /// The fifth known one, a body on HEAD, is the app's to fix and is fixed
 /// (server.php omits the body and sets Content-Length): the HEAD rows pass.
-struct Deviation {
-    row: &'static str,
-    symptom: &'static str,
-    reason: &'static str,
+pub struct Deviation {
+    pub row: &'static str,
+    pub symptom: &'static str,
+    pub reason: &'static str,
 }
 
 /// The core's own 400, written by the reactor before any PHP runs
 /// (`SW_HTTP_BAD_REQUEST_PACKET` in include/swoole_config.h).
 const SWOOLE_BARE_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\r\n";
 
-const SWOOLE_DEVIATIONS: &[Deviation] = &[
+pub const SWOOLE_DEVIATIONS: &[Deviation] = &[
     Deviation {
         row: "malformed request line → 400, closed",
         symptom: "no complete response",

@@ -8,5 +8,6 @@ mod engine;
 mod env;
 mod layers;
 mod reference;
+mod reproduce;
 mod util;
 mod verify;

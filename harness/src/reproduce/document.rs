@@ -34,7 +34,7 @@ pub struct Reproduction {
 pub struct Cell {
     pub server: String,
     pub environment: String,
-    /// What the cell reproduces (`as the seed ran it`, `database unresolvable`…).
+    /// What the cell reproduces (`as the seed ran it`, `database unreachable`…).
     pub condition: String,
     /// `ab`, `ab -k` or `harness` (the built-in engine, every body checked).
     pub tool: String,
@@ -109,6 +109,10 @@ impl Reproduction {
                 && c.condition.starts_with(condition)
                 && c.ok()
         })
+    }
+
+    pub fn from_json(text: &str) -> Result<Reproduction, serde_json::Error> {
+        serde_json::from_str(text)
     }
 
     pub fn to_json(&self) -> String {

@@ -4,7 +4,7 @@
 use super::document::{Cell, Finding, Reproduction, Verdict};
 
 const SEED_CONDITION: &str = "as the seed ran it";
-const FAILING_DB: &str = "database unresolvable";
+const FAILING_DB: &str = "database unreachable";
 
 fn finding(claim: &str, verdict: Verdict, evidence: String) -> Finding {
     Finding {
@@ -178,7 +178,7 @@ pub fn docker_vs_bare(doc: &Reproduction) -> Vec<Finding> {
                 .iter()
                 .map(|(ab, engine)| {
                     format!(
-                        "{}: with the database unresolvable, ab {:.0} req/s with {} failed; the engine {:.0} valid req/s",
+                        "{}: with the database unreachable, ab {:.0} req/s with {} failed; the engine {:.0} valid req/s",
                         ab.server,
                         ab.rps,
                         ab.failed,
@@ -274,7 +274,7 @@ mod tests {
             "swoole",
             "bare",
             "ab",
-            "database unresolvable (host=mysql)",
+            "database unreachable (refused)",
             4000.0,
         );
         ab.failed = 0;
@@ -282,7 +282,7 @@ mod tests {
             "swoole",
             "bare",
             "harness",
-            "database unresolvable (host=mysql)",
+            "database unreachable (refused)",
             4000.0,
         );
         engine.valid_rps = Some(0.0);

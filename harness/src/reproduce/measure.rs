@@ -43,12 +43,14 @@ fn ms(us: impl Into<f64>) -> f64 {
 
 /// Loads `running` on `path` and returns what was measured (or the error,
 /// in the cell).
+#[allow(clippy::too_many_arguments)]
 pub fn cell(
     lab: &Lab,
     running: &Running,
     path: &str,
     tool: Tool,
     c: usize,
+    threads: usize,
     length: Length,
     scratch: &Path,
 ) -> Cell {
@@ -95,7 +97,7 @@ pub fn cell(
             cell.bodies_verified = true;
             let shape = load::Shape {
                 connections: c,
-                threads: crate::engine::default_threads(),
+                threads,
                 keepalive,
                 timeout: TIMEOUT,
             };

@@ -9,7 +9,7 @@
 //! - `docker-vs-bare` (seed A): `/work` on php-fpm, Swoole (RoadRunner,
 //!   FrankenPHP when present) × bare, pinned, bridge, bridge-proxy, by
 //!   `ab -c 100 -t T` and the engine side by side; then the seed's own
-//!   failure mode: the database host unresolvable and the seed's error
+//!   failure mode: the database unreachable and the seed's error
 //!   handling (HTTP 200 with an error body), which ab counts as success.
 //!
 //! Both stand on the [`lab`](crate::lab) and write results.json,
@@ -109,9 +109,9 @@ bridge publishes the server's port by DNAT; bridge-proxy through a
 userland proxy (docker-proxy, the default for clients on the host). The
 bridges need root and nft; what cannot be built here is reported.
 
-Then the seed's failure mode: each server with its database host
-unresolvable (the seed's host=mysql under host networking) and the seed's
-error handling (HTTP 200 {\"db\":\"error\"}): ab counts it as success, the
+Then the seed's failure mode: each server with its database unreachable
+(refused at 127.0.0.2; the seed's host=mysql did not resolve under host
+networking) and the seed's error handling (HTTP 200 {\"db\":\"error\"}): ab counts it as success, the
 engine counts 0 valid responses.
 
 Examples:
@@ -270,6 +270,7 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
                         "/hello",
                         *tool,
                         c,
+                        crate::engine::default_threads(),
                         n,
                         scratch.path(),
                     );
@@ -336,6 +337,10 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
             .transpose()
             .with_context(|| format!("cannot build {}", env.name()))?;
         let _pin = setup.as_ref().map(Setup::pin_load).transpose()?.flatten();
+        let threads = setup
+            .as_ref()
+            .and_then(Setup::load_cpus)
+            .map_or_else(crate::engine::default_threads, <[usize]>::len);
         for e in entries
             .iter()
             .filter(|e| env == Environment::Bare || e.placeable())
@@ -354,6 +359,7 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
                             "/work",
                             *tool,
                             c,
+                            threads,
                             d,
                             scratch.path(),
                         );
@@ -383,8 +389,10 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
     finish(&args.common, doc, lab.interrupted())
 }
 
-/// The seed's failure mode on bare: the database host `mysql` (unresolvable
-/// here, as under host networking) and the seed's error handling.
+/// The seed's failure mode on bare: a database the servers cannot reach
+/// (127.0.0.2 refuses at once, where the seed's `host=mysql` failed to
+/// resolve under host networking; a name that does not resolve here would
+/// wait for the resolver's timeout instead) and the seed's error handling.
 fn failing_database(
     lab: &Lab,
     entries: &[Entry],
@@ -394,16 +402,17 @@ fn failing_database(
     scratch: &std::path::Path,
 ) {
     let placement = Placement {
-        db_host: Some("mysql".into()),
+        db_host: Some("127.0.0.2".into()),
         env: vec![("BENCH_SEED_ERROR_BODIES".into(), "1".into())],
         ..Placement::default()
     };
-    let condition = "database unresolvable (host=mysql), the seed's error handling: HTTP 200 {\"db\":\"error\"}";
+    let condition = "database unreachable (refused at 127.0.0.2, as the seed's host=mysql did not \
+                     resolve), the seed's error handling: HTTP 200 {\"db\":\"error\"}";
     for e in entries.iter().filter(|e| e.placeable()) {
         if lab.interrupted() {
             break;
         }
-        say(&format!("{} with its database unresolvable ...", e.name));
+        say(&format!("{} with its database unreachable ...", e.name));
         match lab.start_with(e, &placement) {
             Ok(running) => {
                 for tool in [
@@ -416,6 +425,7 @@ fn failing_database(
                         "/work",
                         tool,
                         c,
+                        crate::engine::default_threads(),
                         Length::Duration(length),
                         scratch,
                     );

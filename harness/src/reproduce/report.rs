@@ -33,7 +33,13 @@ fn rows(doc: &Reproduction) -> Vec<Vec<String>> {
             c.server.clone(),
             c.environment.clone(),
             c.tool.clone(),
-            c.condition.split(':').next().unwrap_or("").to_string(),
+            // The condition's name; the whole of it is under "conditions".
+            c.condition
+                .split([':', '('])
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
             format!("{:.0}", c.rps),
             dash(c.valid_rps.map(|v| format!("{v:.0}"))),
             format!("{:.1}", c.p50_ms),

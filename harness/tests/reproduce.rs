@@ -1,0 +1,144 @@
+//! `harness reproduce`, end to end with short runs: both experiments run
+//! here on the real servers, and their reports hold the seed's figures and
+//! ours, and the verdicts that follow from ours.
+
+use std::process::Command;
+
+use harness::reproduce::document::{Reproduction, Verdict};
+
+use crate::util::{harness_bin, skip_without, tmp};
+
+fn reproduce(args: &[&str], out: &std::path::Path) -> (Reproduction, String, String) {
+    let output = Command::new(harness_bin())
+        .arg("reproduce")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let dir = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a results directory");
+    let doc = Reproduction::from_json(&std::fs::read_to_string(dir.join("results.json")).unwrap())
+        .unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(dir.join("report.md").is_file());
+    (doc, html, stdout)
+}
+
+fn swoole_runs_here() -> bool {
+    let ok = Command::new(harness_bin())
+        .arg("servers")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.starts_with("swoole ") && l.contains(" yes "))
+        })
+        .unwrap_or(false);
+    ok || skip_without("Swoole (scripts/install-deps builds it)")
+}
+
+#[test]
+fn swoole_vs_node_shows_document_lengths_and_the_seed_beside_ours() {
+    if !swoole_runs_here() {
+        return;
+    }
+    let out = tmp("reproduce-b");
+    let (doc, html, stdout) = reproduce(&["swoole-vs-node", "-n", "300", "-c", "20"], out.path());
+    for server in ["swoole", "node"] {
+        for tool in ["ab", "ab -k", "harness"] {
+            let c = doc
+                .cells
+                .iter()
+                .find(|c| c.server == server && c.tool == tool)
+                .unwrap_or_else(|| panic!("no {server} {tool} cell:\n{stdout}"));
+            assert!(c.ok() && c.failed == 0 && c.requests == 300, "{c:?}");
+            if tool.starts_with("ab") {
+                // "Hello World": what ab timed, unlike the seed's 0 bytes.
+                assert_eq!(c.document_length_bytes, Some(11), "{c:?}");
+            } else {
+                assert!(c.bodies_verified && c.valid_rps.unwrap() > 0.0, "{c:?}");
+            }
+        }
+    }
+    assert_eq!(doc.findings.len(), 3);
+    assert_eq!(
+        doc.findings[2].verdict,
+        Verdict::NotSupported,
+        "{:?}",
+        doc.findings[2]
+    );
+    assert!(
+        doc.findings[..2]
+            .iter()
+            .all(|f| f.verdict != Verdict::NotMeasured),
+        "{:?}",
+        doc.findings
+    );
+    for text in ["3543", "4116", "the seed"] {
+        assert!(html.contains(text), "{text} is not in report.html");
+    }
+    assert!(stdout.contains("doc bytes"), "{stdout}");
+}
+
+#[test]
+fn docker_vs_bare_runs_the_matrix_and_shows_what_ab_cannot_see() {
+    if !swoole_runs_here() {
+        return;
+    }
+    let out = tmp("reproduce-a");
+    let (doc, html, stdout) = reproduce(
+        &[
+            "docker-vs-bare",
+            "-d",
+            "1s",
+            "-c",
+            "20",
+            "--env",
+            "bare,pinned",
+            "--servers",
+            "php-fpm,swoole",
+        ],
+        out.path(),
+    );
+    for server in ["php-fpm", "swoole"] {
+        let valid = doc
+            .cell(server, "bare", "harness", "as the seed ran it")
+            .unwrap_or_else(|| panic!("no {server} engine cell:\n{stdout}"));
+        assert!(
+            valid.valid_rps.unwrap() > 0.0 && valid.failed == 0,
+            "{valid:?}"
+        );
+        assert!(
+            doc.cell(server, "bare", "ab", "as the seed ran it")
+                .is_some(),
+            "{stdout}"
+        );
+        // The seed's failure mode: ab sees answers and no failure; the
+        // engine sees that none of them is the contract's.
+        let ab = doc
+            .cell(server, "bare", "ab", "database unreachable")
+            .expect("failing-db ab cell");
+        let engine = doc
+            .cell(server, "bare", "harness", "database unreachable")
+            .expect("failing-db engine cell");
+        assert!(ab.rps > 0.0 && ab.failed == 0, "{ab:?}");
+        assert_eq!(engine.valid_rps, Some(0.0), "{engine:?}");
+        assert!(engine.failed > 0, "{engine:?}");
+    }
+    let failing = doc
+        .findings
+        .iter()
+        .find(|f| f.claim.contains("working requests"))
+        .unwrap();
+    assert_eq!(failing.verdict, Verdict::NotSupported, "{failing:?}");
+    for text in ["9700", "5543", "ours"] {
+        assert!(html.contains(text), "{text} is not in report.html");
+    }
+}
