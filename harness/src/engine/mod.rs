@@ -386,6 +386,11 @@ impl RunResult {
     pub fn ok_per_s(&self) -> f64 {
         per_s(self.stats.ok, self.duration)
     }
+
+    /// `n` over the measured interval, per second.
+    pub fn per_s(&self, n: u64) -> f64 {
+        per_s(n, self.duration)
+    }
 }
 
 fn per_s(n: u64, d: Duration) -> f64 {
