@@ -280,6 +280,15 @@ impl Stats {
     pub fn requests(&self) -> u64 {
         self.ok + self.failures.total()
     }
+
+    /// Adds the paths' latency histograms into `latency_us`. The engine
+    /// times each success once, in its path's histogram, and calls this
+    /// when a thread ends: one histogram record per request, not two.
+    pub(crate) fn sum_paths_latency(&mut self) {
+        for p in &self.paths {
+            self.latency_us.add(&p.latency_us).expect("same bounds");
+        }
+    }
 }
 
 impl AddAssign<&Stats> for Stats {
@@ -567,6 +576,21 @@ mod tests {
         assert_eq!(a.paths[0].requests(), 4);
         assert_eq!((a.paths[1].ok, a.paths[1].failures.status), (0, 2));
         assert_eq!(a.paths[1].latency_us.len(), 2);
+    }
+
+    #[test]
+    fn summing_the_paths_latency_is_recording_it_directly() {
+        let mut direct = latency_histogram();
+        let mut s = Stats {
+            paths: vec![PathStats::default(), PathStats::default()],
+            ..Stats::default()
+        };
+        for v in [3, 480, 1_234, 20_123, 20_999, 59_999_999] {
+            direct.record(v).unwrap();
+            s.paths[(v % 2) as usize].latency_us.record(v).unwrap();
+        }
+        s.sum_paths_latency();
+        assert_eq!(Percentiles::of(&s.latency_us), Percentiles::of(&direct));
     }
 
     #[test]

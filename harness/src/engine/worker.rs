@@ -83,6 +83,7 @@ pub(crate) fn run(shared: &Shared<'_>, share: Share) -> io::Result<Output> {
     let next = w.second.second() + 1;
     shared.sink.hand_in(w.thread, &mut w.second, next);
     w.publish();
+    w.stats.sum_paths_latency();
     Ok(Output {
         stats: w.stats,
         last_ns,
@@ -412,7 +413,7 @@ impl<'s> Worker<'s> {
                     s.ok += 1;
                     path.ok += 1;
                     let latency = us(now.saturating_sub(conn.origin_ns));
-                    s.latency_us.saturating_record(latency);
+                    // Timed once, in its path's histogram (see Stats::sum_paths_latency).
                     path.latency_us.saturating_record(latency);
                     s.service_us
                         .saturating_record(us(now.saturating_sub(conn.sent_ns)));
