@@ -32,6 +32,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::stats::{SecondPoint, SeriesSink, Stats};
 
+pub use schedule::{MAX_CYCLE, MAX_PATHS};
+
 /// When a run stops.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Stop {
@@ -141,8 +143,6 @@ impl Request {
     }
 }
 
-pub use schedule::{MAX_CYCLE, MAX_PATHS};
-
 /// One path of a run: its request, how its responses are judged, and its
 /// share of the requests.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,7 +183,8 @@ pub struct Plan {
     /// The URL, for reports.
     pub url: String,
     pub addr: SocketAddr,
-    /// The request of a single-path run; in a mix, the first path's.
+    /// The request of a single-path run; in a mix, the first path's (the
+    /// engine sends `mix`).
     pub request: Request,
     /// How its responses are judged.
     pub check: Check,
