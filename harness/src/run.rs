@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::engine::{self, Check, Control, End, Pace, Plan, Request, Snapshot, Stop};
+use crate::engine::{self, Check, Control, End, Pace, Plan, Request, Route, Snapshot, Stop};
 use crate::report::{self, Format};
 use crate::target::Target;
 use crate::units::parse_duration;
@@ -36,14 +36,25 @@ Latency counts from the request's write (keep-alive), its connect
 (--no-keepalive: connect time is also reported apart) or its intended send
 time (--rate). Only successful requests enter the latency histogram.
 
+Mixes: --path TARGET[:WEIGHT] (repeatable) loads the URL's server with
+several paths in one run instead of the URL's path (give the URL without
+one). Each path gets WEIGHT parts of the requests (a positive integer,
+default 1), in a fixed interleaved order per connection; each response is
+verified against its own path's answer; the report keeps the totals and
+adds each path's share, rate, latency and failures. The last `:N` is the
+weight only when N is all digits: `/x?a=1:2` is /x?a=1 with weight 2, and a
+target that itself ends in `:N` needs an explicit weight (`/t?at=12:30:1`).
+
 Examples:
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s
   harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab
   harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000
   harness run http://127.0.0.1:8082/hello -d 5s --format json --hist run.hgrm > run.json
+  harness run http://127.0.0.1:8082 --path /hello:99 --path '/cpu?n=200000:1' -d 10s
   harness run http://example.test/ --no-verify -H 'Accept: text/html'")]
 pub struct RunArgs {
-    /// The URL to load: http://host[:port]/path[?query].
+    /// The URL to load: http://host[:port]/path[?query] (without a path
+    /// when --path gives the paths).
     pub url: String,
 
     /// Connections kept open (or, with --no-keepalive, requests in flight).
@@ -91,6 +102,11 @@ pub struct RunArgs {
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
 
+    /// A path (and query) of a weighted mix, instead of the URL's, e.g.
+    /// --path /hello:99 --path '/cpu?n=200000:1' (repeatable; see Mixes).
+    #[arg(long = "path", value_name = "TARGET[:WEIGHT]", value_parser = parse_path)]
+    pub paths: Vec<PathArg>,
+
     /// How the report is printed on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -107,6 +123,56 @@ pub struct RunArgs {
 /// The hard bound of a `-n` run without `-d`.
 const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(600);
 
+/// One `--path`: a request target and its weight in the mix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathArg {
+    pub target: String,
+    pub weight: u32,
+}
+
+/// Parses `TARGET[:WEIGHT]`: the last `:N` is the weight when N is all
+/// digits; a suffix that looks like a number but is not a positive integer
+/// (`:0`, `:-1`, `:1.5`) is an error rather than part of the target.
+pub fn parse_path(s: &str) -> Result<PathArg, String> {
+    let (target, weight) = match s.rsplit_once(':') {
+        Some((t, w)) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => {
+            match w.parse::<u32>() {
+                Ok(n) if n > 0 => (t, n),
+                _ => {
+                    return Err(format!(
+                        "weight {w} in {s:?} must be a positive integer up to {}",
+                        u32::MAX
+                    ))
+                }
+            }
+        }
+        Some((_, w))
+            if w.bytes().any(|b| b.is_ascii_digit())
+                && w.bytes().all(|b| b.is_ascii_digit() || b"+-.".contains(&b)) =>
+        {
+            return Err(format!(
+                "weight {w} in {s:?} must be a positive integer (a target ending in \
+                 such a suffix needs its own weight: {s}:1)"
+            ))
+        }
+        _ => (s, 1),
+    };
+    if !target.starts_with('/') {
+        return Err(format!(
+            "{target:?} must start with / (e.g. /hello or '/cpu?n=1000:3')"
+        ));
+    }
+    if target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(format!(
+            "{target:?} contains a space or control character (percent-encode it)"
+        ));
+    }
+    Ok(PathArg {
+        target: target.to_string(),
+        weight,
+    })
+}
+
 /// The plan for `args`.
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let target = Target::parse(&args.url).context("bad URL")?;
@@ -122,15 +188,44 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let method = args.method.to_ascii_uppercase();
     let keepalive = !args.no_keepalive;
-    let request = Request::encode(
-        &method,
-        &target.path,
-        &target.authority,
-        &headers,
-        keepalive,
-    );
-    let check = Check::for_request(&method, &target.path, !args.no_verify);
-    let mut plan = Plan::new(&target.url, target.addr, request, check);
+    let route = |path: &str, weight: u32| {
+        Route::new(
+            Request::encode(&method, path, &target.authority, &headers, keepalive),
+            Check::for_request(&method, path, !args.no_verify),
+            weight,
+        )
+    };
+    if !args.paths.is_empty() && target.path != "/" {
+        bail!(
+            "{} has a path ({}) and --path gives the paths: pass the URL without one, \
+             e.g. http://{} --path {}",
+            target.url,
+            target.path,
+            target.authority,
+            args.paths[0].target
+        );
+    }
+    let base = target.url.trim_end_matches('/');
+    let mut plan = match args.paths.as_slice() {
+        [] => {
+            let r = route(&target.path, 1);
+            Plan::new(&target.url, target.addr, r.request, r.check)
+        }
+        // One --path is the URL with that path.
+        [one] => {
+            let r = route(&one.target, 1);
+            Plan::new(
+                &format!("{base}{}", one.target),
+                target.addr,
+                r.request,
+                r.check,
+            )
+        }
+        paths => {
+            let routes = paths.iter().map(|p| route(&p.target, p.weight)).collect();
+            Plan::mixed(base, target.addr, routes).context("bad --path weights")?
+        }
+    };
     plan.connections = args.connections;
     if let Some(t) = args.threads {
         if t == 0 {
@@ -213,15 +308,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(m) = &result.message {
         eprintln!("harness: {m}");
     }
-    if result.stats.ok == 0
-        && result.stats.requests() > 0
-        && matches!(plan.check, Check::Exact { .. })
-    {
-        eprintln!(
-            "harness: no response matched the contract's answer for {} {}; \
-             for a server outside the contract use --no-verify",
-            plan.request.method, plan.request.target
-        );
+    for (route, counted) in plan.routes().iter().zip(&result.stats.paths) {
+        if counted.ok == 0 && counted.requests() > 0 && matches!(route.check, Check::Exact { .. }) {
+            eprintln!(
+                "harness: no response matched the contract's answer for {} {}; \
+                 for a server outside the contract use --no-verify",
+                route.request.method, route.request.target
+            );
+        }
     }
     Ok(match result.end {
         End::ServerGone => ExitCode::FAILURE,
@@ -262,6 +356,26 @@ fn raise_fd_limit(need: u64) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_parse_with_their_weights() {
+        let p = |s: &str| parse_path(s).map(|p| (p.target, p.weight));
+        assert_eq!(p("/hello"), Ok(("/hello".into(), 1)));
+        assert_eq!(p("/hello:99"), Ok(("/hello".into(), 99)));
+        assert_eq!(p("/cpu?n=200000:1"), Ok(("/cpu?n=200000".into(), 1)));
+        // The last `:N` is the weight; earlier colons belong to the target.
+        assert_eq!(p("/x?a=1:2"), Ok(("/x?a=1".into(), 2)));
+        assert_eq!(p("/t?at=12:30:1"), Ok(("/t?at=12:30".into(), 1)));
+        assert_eq!(p("/a:b"), Ok(("/a:b".into(), 1)));
+        assert_eq!(p("/a:"), Ok(("/a:".into(), 1)));
+        for bad in ["/hello:0", "/hello:-1", "/hello:1.5", "/hello:99999999999"] {
+            let e = parse_path(bad).unwrap_err();
+            assert!(e.contains("positive integer"), "{bad}: {e}");
+        }
+        assert!(parse_path("hello:3").unwrap_err().contains("start with /"));
+        assert!(parse_path(":3").unwrap_err().contains("start with /"));
+        assert!(parse_path("/a b").unwrap_err().contains("space"));
+    }
 
     #[test]
     fn contract_paths_are_checked_exactly() {

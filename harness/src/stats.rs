@@ -212,6 +212,43 @@ pub struct Stats {
     pub server_software: Option<String>,
     /// The body length of the first successful response (ab's "Document Length").
     pub document_length: Option<u64>,
+    /// Per path of the plan, in its order (one for a single-path run): the
+    /// same requests as the totals above, split by path.
+    pub paths: Vec<PathStats>,
+}
+
+/// What one path of a run counted.
+#[derive(Clone, Debug)]
+pub struct PathStats {
+    pub ok: u64,
+    pub failures: FailureCounts,
+    /// As the run's `latency_us`, for this path's successes.
+    pub latency_us: Histogram<u64>,
+}
+
+impl Default for PathStats {
+    fn default() -> Self {
+        PathStats {
+            ok: 0,
+            failures: FailureCounts::default(),
+            latency_us: latency_histogram(),
+        }
+    }
+}
+
+impl PathStats {
+    /// Requests finished: successes and failures.
+    pub fn requests(&self) -> u64 {
+        self.ok + self.failures.total()
+    }
+}
+
+impl AddAssign<&PathStats> for PathStats {
+    fn add_assign(&mut self, o: &PathStats) {
+        self.ok += o.ok;
+        self.failures += &o.failures;
+        self.latency_us.add(&o.latency_us).expect("same bounds");
+    }
 }
 
 impl Default for Stats {
@@ -233,6 +270,7 @@ impl Default for Stats {
             connect_us: latency_histogram(),
             server_software: None,
             document_length: None,
+            paths: Vec::new(),
         }
     }
 }
@@ -241,6 +279,15 @@ impl Stats {
     /// Requests finished: successes and failures.
     pub fn requests(&self) -> u64 {
         self.ok + self.failures.total()
+    }
+
+    /// Adds the paths' latency histograms into `latency_us`. The engine
+    /// times each success once, in its path's histogram, and calls this
+    /// when a thread ends: one histogram record per request, not two.
+    pub(crate) fn sum_paths_latency(&mut self) {
+        for p in &self.paths {
+            self.latency_us.add(&p.latency_us).expect("same bounds");
+        }
     }
 }
 
@@ -266,6 +313,12 @@ impl AddAssign<&Stats> for Stats {
         }
         if self.document_length.is_none() {
             self.document_length = o.document_length;
+        }
+        if self.paths.len() < o.paths.len() {
+            self.paths.resize_with(o.paths.len(), PathStats::default);
+        }
+        for (a, b) in self.paths.iter_mut().zip(&o.paths) {
+            *a += b;
         }
     }
 }
@@ -505,6 +558,39 @@ mod tests {
         assert_eq!(a.status.non_2xx(), 1);
         assert_eq!(a.latency_us.len(), 2);
         assert_eq!(a.server_software.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn path_stats_merge_path_by_path() {
+        let mut a = Stats::default();
+        let mut b = Stats {
+            paths: vec![PathStats::default(), PathStats::default()],
+            ..Stats::default()
+        };
+        b.paths[0].ok = 2;
+        b.paths[1].failures.count(Failure::Status);
+        b.paths[1].latency_us.record(7).unwrap();
+        a += &b;
+        a += &b;
+        assert_eq!(a.paths.len(), 2);
+        assert_eq!(a.paths[0].requests(), 4);
+        assert_eq!((a.paths[1].ok, a.paths[1].failures.status), (0, 2));
+        assert_eq!(a.paths[1].latency_us.len(), 2);
+    }
+
+    #[test]
+    fn summing_the_paths_latency_is_recording_it_directly() {
+        let mut direct = latency_histogram();
+        let mut s = Stats {
+            paths: vec![PathStats::default(), PathStats::default()],
+            ..Stats::default()
+        };
+        for v in [3, 480, 1_234, 20_123, 20_999, 59_999_999] {
+            direct.record(v).unwrap();
+            s.paths[(v % 2) as usize].latency_us.record(v).unwrap();
+        }
+        s.sum_paths_latency();
+        assert_eq!(Percentiles::of(&s.latency_us), Percentiles::of(&direct));
     }
 
     #[test]

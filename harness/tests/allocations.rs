@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[path = "util.rs"]
 mod util;
 
-use harness::engine::Stop;
+use harness::engine::{Route, Stop};
 use util::{plan, run, Behaviour, TestServer};
 
 struct Counting;
@@ -65,13 +65,21 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Allocations on the engine's threads during one run of `requests`.
-fn engine_allocations(requests: u64, keepalive: bool) -> u64 {
+/// Allocations on the engine's threads during one run of `requests`, of
+/// `/hello` alone or of a 3:1 mix with another path.
+fn engine_allocations(requests: u64, keepalive: bool, mixed: bool) -> u64 {
     let server = TestServer::start(Behaviour::Hello);
+    let authority = server.addr.to_string();
     let p = plan(&server.url("/hello"), |p| {
         p.stop = Stop::Count(requests);
         p.connections = 8;
         p.keepalive = keepalive;
+        if mixed {
+            p.mix = vec![
+                Route::get("/hello", &authority, 3, keepalive),
+                Route::get("/other", &authority, 1, keepalive),
+            ];
+        }
     });
     let before = ENGINE_ALLOCS.load(Ordering::Relaxed);
     let r = run(&p);
@@ -81,13 +89,14 @@ fn engine_allocations(requests: u64, keepalive: bool) -> u64 {
 
 #[test]
 fn no_allocation_per_request() {
-    for keepalive in [true, false] {
-        let small = engine_allocations(1_000, keepalive);
-        let large = engine_allocations(20_000, keepalive);
+    for (keepalive, mixed) in [(true, false), (false, false), (true, true)] {
+        let small = engine_allocations(1_000, keepalive, mixed);
+        let large = engine_allocations(20_000, keepalive, mixed);
         // A few per second of run time (the time series), none per request.
         assert!(
             large <= small + 16,
-            "keepalive={keepalive}: {small} allocations for 1,000 requests, {large} for 20,000"
+            "keepalive={keepalive} mixed={mixed}: {small} allocations for 1,000 requests, \
+             {large} for 20,000"
         );
     }
 }

@@ -7,6 +7,7 @@ mod compose_stacks;
 mod engine;
 mod env;
 mod layers;
+mod mix;
 mod reference;
 mod reproduce;
 mod util;

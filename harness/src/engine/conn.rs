@@ -42,6 +42,10 @@ pub(crate) struct Conn {
     pub first_byte: bool,
     /// Next intended send time (`--rate`).
     pub due_ns: u64,
+    /// The path of the request in flight (an index into the plan's paths).
+    pub path: u16,
+    /// Where this connection is in the cycle of paths.
+    pub cursor: u32,
     pub reader: ResponseReader,
 }
 
@@ -78,6 +82,8 @@ impl Conn {
             measured: false,
             first_byte: false,
             due_ns: 0,
+            path: 0,
+            cursor: 0,
             reader: ResponseReader::new(),
         }
     }

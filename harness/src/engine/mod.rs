@@ -7,6 +7,7 @@
 //!   how it stops ([`Stop`]) and how it paces ([`Pace`]).
 //! - `conn`: one connection's state machine (connect, write, read).
 //! - `http`: the streaming response reader.
+//! - `schedule`: which path of a mix each connection sends next.
 //! - `timer`: sub-millisecond wake-ups for the `--rate` schedule.
 //!
 //! Per request on a kept-alive connection the engine makes one `write` and
@@ -19,15 +20,19 @@
 
 mod conn;
 mod http;
+mod schedule;
 mod timer;
 mod worker;
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::stats::{SecondPoint, SeriesSink, Stats};
+
+pub use schedule::{MAX_CYCLE, MAX_PATHS};
 
 /// When a run stops.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -138,14 +143,54 @@ impl Request {
     }
 }
 
+/// One path of a run: its request, how its responses are judged, and its
+/// share of the requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub request: Request,
+    pub check: Check,
+    /// Requests go to the paths in proportion to their weights (each >= 1).
+    pub weight: u32,
+    /// What reports call it: the target, unless the caller names it.
+    pub label: String,
+}
+
+impl Route {
+    pub fn new(request: Request, check: Check, weight: u32) -> Route {
+        let label = request.target.clone();
+        Route {
+            request,
+            check,
+            weight,
+            label,
+        }
+    }
+
+    /// `GET target` on `authority`, judged by the contract (as every
+    /// command's load is).
+    pub fn get(target: &str, authority: &str, weight: u32, keepalive: bool) -> Route {
+        Route::new(
+            Request::encode("GET", target, authority, &[], keepalive),
+            Check::for_request("GET", target, true),
+            weight,
+        )
+    }
+}
+
 /// Everything a run needs.
 #[derive(Clone, Debug)]
 pub struct Plan {
     /// The URL, for reports.
     pub url: String,
     pub addr: SocketAddr,
+    /// The request of a single-path run; in a mix, the first path's (the
+    /// engine sends `mix`).
     pub request: Request,
+    /// How its responses are judged.
     pub check: Check,
+    /// A weighted mix, sent instead of `request` alone; empty for a
+    /// single-path run (which runs as a mix of one). See [`Plan::mixed`].
+    pub mix: Vec<Route>,
     /// Connections, spread over the threads.
     pub connections: usize,
     pub threads: usize,
@@ -170,6 +215,7 @@ impl Plan {
             addr,
             request,
             check,
+            mix: Vec::new(),
             connections: 50,
             threads: default_threads(),
             stop: Stop::Duration(Duration::from_secs(10)),
@@ -179,6 +225,37 @@ impl Plan {
             warmup: Duration::ZERO,
             max_duration: Duration::from_secs(600),
         }
+    }
+
+    /// A plan with [`Plan::new`]'s defaults that sends `routes` in
+    /// proportion to their weights, each judged by its own check; `url` is
+    /// for reports.
+    pub fn mixed(url: &str, addr: SocketAddr, routes: Vec<Route>) -> Result<Plan, EngineError> {
+        let Some(first) = routes.first() else {
+            return Err(EngineError::Plan("a mix needs at least one path".into()));
+        };
+        let mut plan = Plan::new(url, addr, first.request.clone(), first.check.clone());
+        plan.mix = routes;
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// The paths this plan sends, in order: `mix`, or `request` alone.
+    pub fn routes(&self) -> Cow<'_, [Route]> {
+        if self.mix.is_empty() {
+            Cow::Owned(vec![Route::new(
+                self.request.clone(),
+                self.check.clone(),
+                1,
+            )])
+        } else {
+            Cow::Borrowed(&self.mix)
+        }
+    }
+
+    /// More than one path.
+    pub fn is_mixed(&self) -> bool {
+        self.mix.len() > 1
     }
 
     /// Threads actually used: never more than connections.
@@ -202,7 +279,13 @@ impl Plan {
         if self.timeout.is_zero() {
             return bad("the timeout must be positive");
         }
-        Ok(())
+        self.cycle().map(drop)
+    }
+
+    /// The order connections walk the paths in (see `schedule`).
+    fn cycle(&self) -> Result<Vec<u16>, EngineError> {
+        let weights: Vec<u32> = self.routes().iter().map(|r| r.weight).collect();
+        schedule::cycle(&weights).map_err(EngineError::Plan)
     }
 }
 
@@ -304,6 +387,11 @@ impl RunResult {
     pub fn ok_per_s(&self) -> f64 {
         per_s(self.stats.ok, self.duration)
     }
+
+    /// `n` over the measured interval, per second.
+    pub fn per_s(&self, n: u64) -> f64 {
+        per_s(n, self.duration)
+    }
 }
 
 fn per_s(n: u64, d: Duration) -> f64 {
@@ -345,9 +433,20 @@ pub(crate) struct ThreadProgress {
     errors: AtomicU64,
 }
 
+/// A path as the request loop sees it.
+pub(crate) struct Wire<'a> {
+    bytes: &'a [u8],
+    check: &'a Check,
+    head: bool,
+}
+
 /// State shared by the threads of one run (read-mostly).
 pub(crate) struct Shared<'a> {
     plan: &'a Plan,
+    /// The plan's paths, by index.
+    wires: Vec<Wire<'a>>,
+    /// Path indices in the order each connection walks them.
+    cycle: Vec<u16>,
     clock: Clock,
     /// Requests whose start is before this are warm-up.
     measure_start_ns: u64,
@@ -389,6 +488,8 @@ pub fn run(
     progress: &mut dyn FnMut(&Snapshot),
 ) -> Result<RunResult, EngineError> {
     plan.validate()?;
+    let routes = plan.routes();
+    let cycle = plan.cycle()?;
     let threads = plan.effective_threads();
     let clock = Clock::new();
     let started = SystemTime::now();
@@ -411,6 +512,15 @@ pub fn run(
         .collect();
     let shared = Shared {
         plan,
+        wires: routes
+            .iter()
+            .map(|r| Wire {
+                bytes: &r.request.bytes,
+                check: &r.check,
+                head: r.request.is_head(),
+            })
+            .collect(),
+        cycle,
         clock,
         measure_start_ns,
         end_ns,
@@ -572,5 +682,33 @@ mod tests {
         p.connections = 3;
         p.threads = 8;
         assert_eq!(p.effective_threads(), 3);
+    }
+
+    #[test]
+    fn a_single_path_is_a_mix_of_one() {
+        let req = Request::encode("GET", "/hello", "h", &[], true);
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let p = Plan::new("http://h/hello", addr, req.clone(), Check::Success);
+        assert!(!p.is_mixed());
+        let routes = p.routes();
+        assert_eq!(routes.len(), 1);
+        assert_eq!((routes[0].weight, routes[0].label.as_str()), (1, "/hello"));
+        assert_eq!(p.cycle().unwrap(), vec![0]);
+
+        let mix = vec![
+            Route::get("/hello", "h", 3, true),
+            Route::get("/cpu?n=10", "h", 1, true),
+        ];
+        let p = Plan::mixed("http://h", addr, mix).unwrap();
+        assert!(p.is_mixed());
+        assert_eq!(p.request.target, "/hello");
+        assert_eq!(p.routes()[1].label, "/cpu?n=10");
+        assert!(matches!(p.routes()[1].check, Check::Exact { .. }));
+        assert_eq!(p.cycle().unwrap().len(), 4);
+
+        assert!(Plan::mixed("http://h", addr, Vec::new()).is_err());
+        let zero = vec![Route::get("/", "h", 0, true)];
+        let e = Plan::mixed("http://h", addr, zero).unwrap_err();
+        assert!(e.to_string().contains("at least 1"), "{e}");
     }
 }

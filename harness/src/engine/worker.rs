@@ -2,11 +2,11 @@
 //! connections. This is the only request loop; [`Stop`] decides when it
 //! ends and [`Pace`] when each connection sends its next request.
 //!
-//! Per-thread everything: the statistics, the `-n` quota (no shared counter
-//! per request), the read buffer, the wake-up queue of the `--rate`
-//! schedule. Across threads only the Ctrl-C/abort flags (read once per loop
-//! turn), the progress counters (written once per loop turn) and the
-//! time-series sink (once per second) are shared.
+//! Per-thread everything: the statistics (the totals and each path's), the
+//! `-n` quota (no shared counter per request), the read buffer, the wake-up
+//! queue of the `--rate` schedule. Across threads only the Ctrl-C/abort
+//! flags (read once per loop turn), the progress counters (written once per
+//! loop turn) and the time-series sink (once per second) are shared.
 //!
 //! Over 500 lines on purpose: it is the one request loop (connect, write,
 //! read, judge, pace, stop); split, the hot path would no longer read as one.
@@ -21,8 +21,8 @@ use mio::{Events, Poll, Token};
 
 use super::conn::{Conn, Outcome, State};
 use super::timer::{self, Timer};
-use super::{ns, Check, Clock, End, Pace, Share, Shared, Stop, DRAIN};
-use crate::stats::{Failure, SecondAcc, Stats};
+use super::{ns, schedule, Clock, End, Pace, Share, Shared, Stop, Wire, DRAIN};
+use crate::stats::{Failure, PathStats, SecondAcc, Stats};
 
 /// The loop turns at least this often (Ctrl-C, deadlines, the time series).
 const MAX_WAIT_NS: u64 = 100_000_000;
@@ -52,9 +52,9 @@ struct Worker<'s> {
     timer: Option<Timer>,
     conns: Vec<Conn>,
     buf: Box<[u8]>,
-    request: &'s [u8],
-    check: &'s Check,
-    head: bool,
+    /// The plan's paths, and the order each connection sends them in.
+    wires: &'s [Wire<'s>],
+    cycle: &'s [u16],
     keepalive: bool,
     pace: Pace,
     stats: Stats,
@@ -83,6 +83,7 @@ pub(crate) fn run(shared: &Shared<'_>, share: Share) -> io::Result<Output> {
     let next = w.second.second() + 1;
     shared.sink.hand_in(w.thread, &mut w.second, next);
     w.publish();
+    w.stats.sum_paths_latency();
     Ok(Output {
         stats: w.stats,
         last_ns,
@@ -110,8 +111,9 @@ impl<'s> Worker<'s> {
                 c.due_ns = ((share.first_conn + j) as f64 * 1e9 / r) as u64;
             }
         }
-        for c in &mut conns {
+        for (j, c) in conns.iter_mut().enumerate() {
             c.reader.want_server = true;
+            c.cursor = schedule::start(share.first_conn + j, plan.connections, shared.cycle.len());
         }
         let timeout_ns = ns(plan.timeout);
         timer::precise_timers();
@@ -128,12 +130,14 @@ impl<'s> Worker<'s> {
             timer,
             conns,
             buf: vec![0u8; READ_BUF].into_boxed_slice(),
-            request: &plan.request.bytes,
-            check: &plan.check,
-            head: plan.request.is_head(),
+            wires: &shared.wires,
+            cycle: &shared.cycle,
             keepalive: plan.keepalive,
             pace: plan.pace,
-            stats: Stats::default(),
+            stats: Stats {
+                paths: shared.wires.iter().map(|_| PathStats::default()).collect(),
+                ..Stats::default()
+            },
             second: SecondAcc::new(),
             next_second_ns: shared.measure_start_ns + SECOND_NS,
             permits: share.permits,
@@ -272,12 +276,19 @@ impl<'s> Worker<'s> {
                 *p -= 1;
             }
         }
+        // The next path of this connection's walk through the cycle.
+        let path = self.cycle[conn.cursor as usize];
+        conn.cursor += 1;
+        if conn.cursor as usize == self.cycle.len() {
+            conn.cursor = 0;
+        }
+        conn.path = path;
         conn.origin_ns = origin;
         conn.measured = measured;
         conn.deadline_ns = now.saturating_add(self.timeout_ns);
         conn.first_byte = false;
         conn.written = 0;
-        conn.reader.reset(self.head);
+        conn.reader.reset(self.wires[usize::from(path)].head);
         self.in_flight += 1;
         if conn.stream.is_some() {
             self.send(i, now);
@@ -310,7 +321,8 @@ impl<'s> Worker<'s> {
     fn connecting(&mut self, i: usize, now: u64) {
         let conn = &mut self.conns[i];
         conn.sent_ns = now;
-        match conn.write(self.request) {
+        let request = self.wires[usize::from(conn.path)].bytes;
+        match conn.write(request) {
             Ok(false) if conn.written == 0 => return,
             Ok(done) => {
                 if conn.measured {
@@ -319,7 +331,7 @@ impl<'s> Worker<'s> {
                         .connect_us
                         .saturating_record(us(now - conn.connect_ns));
                     if done {
-                        self.stats.bytes_sent += self.request.len() as u64;
+                        self.stats.bytes_sent += request.len() as u64;
                     }
                 }
                 conn.state = if done { State::Reading } else { State::Writing };
@@ -339,11 +351,12 @@ impl<'s> Worker<'s> {
         if conn.written == 0 {
             conn.sent_ns = now;
         }
-        match conn.write(self.request) {
+        let request = self.wires[usize::from(conn.path)].bytes;
+        match conn.write(request) {
             Ok(true) => {
                 conn.state = State::Reading;
                 if conn.measured {
-                    self.stats.bytes_sent += self.request.len() as u64;
+                    self.stats.bytes_sent += request.len() as u64;
                 }
             }
             Ok(false) => conn.state = State::Writing,
@@ -354,7 +367,8 @@ impl<'s> Worker<'s> {
     #[inline]
     fn read(&mut self, i: usize, closing: bool) {
         let conn = &mut self.conns[i];
-        let r = conn.read(&mut self.buf, self.check, closing, &self.clock);
+        let check = self.wires[usize::from(conn.path)].check;
+        let r = conn.read(&mut self.buf, check, closing, &self.clock);
         if conn.measured {
             self.stats.bytes_received += r.bytes;
             if let Some(t) = r.first_byte_ns {
@@ -393,11 +407,14 @@ impl<'s> Worker<'s> {
             s.responses += 1;
             s.status.count(conn.reader.status);
             s.body_bytes += conn.reader.body_len;
+            let path = &mut s.paths[usize::from(conn.path)];
             match verdict {
                 None => {
                     s.ok += 1;
+                    path.ok += 1;
                     let latency = us(now.saturating_sub(conn.origin_ns));
-                    s.latency_us.saturating_record(latency);
+                    // Timed once, in its path's histogram (see Stats::sum_paths_latency).
+                    path.latency_us.saturating_record(latency);
                     s.service_us
                         .saturating_record(us(now.saturating_sub(conn.sent_ns)));
                     self.second.ok(latency);
@@ -407,6 +424,7 @@ impl<'s> Worker<'s> {
                 }
                 Some(f) => {
                     s.failures.count(f);
+                    path.failures.count(f);
                     self.second.error();
                 }
             }
@@ -441,6 +459,9 @@ impl<'s> Worker<'s> {
             self.stats.aborted += 1;
         } else if conn.measured {
             self.stats.failures.count(failure);
+            self.stats.paths[usize::from(conn.path)]
+                .failures
+                .count(failure);
             self.second.error();
         }
         if refused {

@@ -9,11 +9,16 @@
 //! is built from the connect, service (Processing), first-byte (Waiting) and
 //! latency (Total) histograms; reused keep-alive connections count 0 connect
 //! time, as in ab.
+//!
+//! ab loads one path: for a mix, "Document Path" lists the paths as
+//! `--path` takes them, every figure is over all of them, and a last line
+//! says so.
 
 use std::fmt::Write;
 
 use hdrhistogram::Histogram;
 
+use super::mix_spec;
 use crate::engine::RunResult;
 
 pub fn render(r: &RunResult) -> String {
@@ -42,7 +47,7 @@ pub fn render(r: &RunResult) -> String {
     );
     let _ = writeln!(out, "Server Hostname:        {}", p.addr.ip());
     let _ = writeln!(out, "Server Port:            {}\n", p.addr.port());
-    let _ = writeln!(out, "Document Path:          {}", p.request.target);
+    let _ = writeln!(out, "Document Path:          {}", mix_spec(r));
     let _ = writeln!(
         out,
         "Document Length:        {} bytes\n",
@@ -126,6 +131,14 @@ pub fn render(r: &RunResult) -> String {
         " 100%  {:>5} (longest request)",
         ms(s.latency_us.max())
     );
+    if p.is_mixed() {
+        let _ = writeln!(
+            out,
+            "\nNote: this run mixed {} paths; every figure above is over all of them \
+             (--format text or json has each path's)",
+            p.mix.len()
+        );
+    }
     out
 }
 

@@ -1,9 +1,12 @@
 //! One header line and one data row: the headline numbers of a run, for
-//! spreadsheets and for appending runs to one file.
+//! spreadsheets and for appending runs to one file. A mix adds a row per
+//! path after the run's: its `url` is the path's URL, its counters the
+//! path's, and what is not counted per path (`aborted`, `non_2xx`, bytes)
+//! is empty.
 
-use super::check_kind;
+use super::{check_kind, paths, run_check_kind};
 use crate::engine::{Pace, RunResult};
-use crate::stats::Percentiles;
+use crate::stats::{FailureCounts, Percentiles};
 
 /// The column names, in order.
 pub const COLUMNS: &[&str] = &[
@@ -45,12 +48,59 @@ pub const COLUMNS: &[&str] = &[
     "bytes_sent",
 ];
 
+/// What differs between the run's row and a path's.
+struct Counted<'a> {
+    url: String,
+    check: &'static str,
+    ok: u64,
+    failures: &'a FailureCounts,
+    latency: Percentiles,
+    /// `aborted`, `non_2xx`, `bytes_received`, `bytes_sent`: the run's only.
+    totals: Option<[u64; 4]>,
+}
+
 pub fn render(r: &RunResult) -> String {
     let s = &r.stats;
-    let l = Percentiles::of(&s.latency_us);
-    let f = &s.failures;
+    let mut out = format!("{}\n", COLUMNS.join(","));
+    let run = Counted {
+        url: r.plan.url.clone(),
+        check: run_check_kind(r),
+        ok: s.ok,
+        failures: &s.failures,
+        latency: Percentiles::of(&s.latency_us),
+        totals: Some([
+            s.aborted,
+            s.status.non_2xx(),
+            s.bytes_received,
+            s.bytes_sent,
+        ]),
+    };
+    out.push_str(&row(r, &run));
+    for p in paths(r) {
+        let path = Counted {
+            url: format!(
+                "{}{}",
+                r.plan.url.trim_end_matches('/'),
+                p.route.request.target
+            ),
+            check: check_kind(&p.route.check),
+            ok: p.stats.ok,
+            failures: &p.stats.failures,
+            latency: p.latency,
+            totals: None,
+        };
+        out.push_str(&row(r, &path));
+    }
+    out
+}
+
+fn row(r: &RunResult, c: &Counted) -> String {
+    let l = &c.latency;
+    let f = c.failures;
+    let requests = c.ok + f.total();
+    let total = |i: usize| c.totals.map_or(String::new(), |t| t[i].to_string());
     let row: Vec<String> = vec![
-        field(&r.plan.url),
+        field(&c.url),
         field(&r.plan.request.method),
         r.plan.connections.to_string(),
         r.threads.to_string(),
@@ -60,15 +110,15 @@ pub fn render(r: &RunResult) -> String {
             Pace::Rate(rate) => rate.to_string(),
         },
         r.latency_corrected().to_string(),
-        check_kind(&r.plan.check).to_string(),
+        c.check.to_string(),
         r.end.name().to_string(),
         format!("{:.6}", r.duration.as_secs_f64()),
-        s.requests().to_string(),
-        s.ok.to_string(),
+        requests.to_string(),
+        c.ok.to_string(),
         f.total().to_string(),
-        s.aborted.to_string(),
-        format!("{:.2}", r.requests_per_s()),
-        format!("{:.2}", r.ok_per_s()),
+        total(0),
+        format!("{:.2}", r.per_s(requests)),
+        format!("{:.2}", r.per_s(c.ok)),
         l.min.to_string(),
         format!("{:.1}", l.mean),
         format!("{:.1}", l.stdev),
@@ -86,12 +136,12 @@ pub fn render(r: &RunResult) -> String {
         f.status.to_string(),
         f.body.to_string(),
         f.timeout.to_string(),
-        s.status.non_2xx().to_string(),
-        s.bytes_received.to_string(),
-        s.bytes_sent.to_string(),
+        total(1),
+        total(2),
+        total(3),
     ];
     debug_assert_eq!(row.len(), COLUMNS.len());
-    format!("{}\n{}\n", COLUMNS.join(","), row.join(","))
+    format!("{}\n", row.join(","))
 }
 
 /// Quotes a field when it needs it (RFC 4180).

@@ -2,13 +2,17 @@
 //! every counter, the percentiles, the per-second series and the latency
 //! histogram itself. Its shape is `harness/schema/run.schema.json`; a test
 //! checks the two agree. Units are in the field names.
+//!
+//! A mix of paths keeps every field as the run's totals and adds `paths`,
+//! one entry per path; a single-path run has no `paths`, so its document is
+//! the same as before mixes existed.
 
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::check_kind;
+use super::{check_kind, common_check, mix_spec, paths, run_check_kind, PathSummary};
 use crate::engine::{Check, Pace, RunResult, Stop};
 use crate::stats::{
     FailureCounts, Percentiles, SecondPoint, HIST_HIGH_US, HIST_LOW_US, HIST_SIGFIG,
@@ -43,6 +47,79 @@ pub struct Document {
     pub series: Vec<SecondPoint>,
     /// The latency histogram (`latency_us`), bucket by bucket.
     pub histogram: HistogramDoc,
+    /// Each path of a mix, in the order given; absent for a single path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathDoc>,
+}
+
+/// One path of a mix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathDoc {
+    /// What reports call it (the target, for `harness run --path`).
+    pub label: String,
+    /// Path and query, as sent.
+    pub path: String,
+    pub weight: u32,
+    /// `weight` over the sum of the weights: the share asked for.
+    pub weight_share: f64,
+    /// Its part of the requests the run finished: the share sent.
+    pub share: f64,
+    pub requests: PathRequests,
+    pub failures: FailureCounts,
+    /// `exact`, `status` or `2xx`, as the run's `settings.check`.
+    pub check: String,
+    pub expected_status: Option<u16>,
+    pub expected_body_bytes: Option<u64>,
+    /// Its successful requests, from the run's latency origin.
+    pub latency_us: Percentiles,
+    pub histogram: HistogramDoc,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathRequests {
+    /// Finished: `ok + failed`.
+    pub total: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub per_s: f64,
+    pub ok_per_s: f64,
+}
+
+impl PathDoc {
+    fn of(p: &PathSummary) -> PathDoc {
+        let (expected_status, expected_body_bytes) = expected(&p.route.check);
+        PathDoc {
+            label: p.route.label.clone(),
+            path: p.route.request.target.clone(),
+            weight: p.route.weight,
+            weight_share: p.weight_share,
+            share: p.share,
+            requests: PathRequests {
+                total: p.stats.requests(),
+                ok: p.stats.ok,
+                failed: p.stats.failures.total(),
+                per_s: p.per_s,
+                ok_per_s: p.ok_per_s,
+            },
+            failures: p.stats.failures,
+            check: check_kind(&p.route.check).to_string(),
+            expected_status,
+            expected_body_bytes,
+            latency_us: p.latency,
+            histogram: HistogramDoc::of(&p.stats.latency_us),
+        }
+    }
+}
+
+/// The expected status and body length of `check`, where it has them.
+fn expected(check: &Check) -> (Option<u16>, Option<u64>) {
+    match check {
+        Check::Success => (None, None),
+        Check::Status(st) => (Some(*st), None),
+        Check::Exact { status, body } => (Some(*status), Some(body.len() as u64)),
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,6 +128,8 @@ pub struct TargetDoc {
     pub url: String,
     pub addr: String,
     pub method: String,
+    /// Path and query as sent; for a mix, its paths as `--path` takes them,
+    /// space-separated (`/hello:99 /cpu?n=200000:1`).
     pub path: String,
 }
 
@@ -68,7 +147,8 @@ pub struct Settings {
     pub rate_per_s: Option<f64>,
     pub timeout_s: f64,
     pub warmup_s: f64,
-    /// `exact` (status and body), `status`, or `2xx`.
+    /// `exact` (status and body), `status`, or `2xx`; `mixed` when the
+    /// paths of a mix are judged differently (see `paths`).
     pub check: String,
     pub expected_status: Option<u16>,
     pub expected_body_bytes: Option<u64>,
@@ -167,11 +247,7 @@ impl HistogramDoc {
 pub fn document(r: &RunResult) -> Document {
     let s = &r.stats;
     let p = &r.plan;
-    let (expected_status, expected_body_bytes) = match &p.check {
-        Check::Success => (None, None),
-        Check::Status(st) => (Some(*st), None),
-        Check::Exact { status, body } => (Some(*status), Some(body.len() as u64)),
-    };
+    let (expected_status, expected_body_bytes) = common_check(r).map_or((None, None), expected);
     Document {
         schema: SCHEMA.to_string(),
         harness_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -179,7 +255,7 @@ pub fn document(r: &RunResult) -> Document {
             url: p.url.clone(),
             addr: p.addr.to_string(),
             method: p.request.method.clone(),
-            path: p.request.target.clone(),
+            path: mix_spec(r),
         },
         settings: Settings {
             connections: p.connections as u64,
@@ -199,7 +275,7 @@ pub fn document(r: &RunResult) -> Document {
             },
             timeout_s: p.timeout.as_secs_f64(),
             warmup_s: p.warmup.as_secs_f64(),
-            check: check_kind(&p.check).to_string(),
+            check: run_check_kind(r).to_string(),
             expected_status,
             expected_body_bytes,
         },
@@ -249,6 +325,7 @@ pub fn document(r: &RunResult) -> Document {
         connect_us: Percentiles::of(&s.connect_us),
         series: r.series.clone(),
         histogram: HistogramDoc::of(&s.latency_us),
+        paths: paths(r).iter().map(PathDoc::of).collect(),
     }
 }
 

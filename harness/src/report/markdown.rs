@@ -1,9 +1,11 @@
-//! A Markdown summary: one table of the headline numbers, one of latency.
+//! A Markdown summary: one table of the headline numbers, one of latency,
+//! and for a mix one of its paths.
 
 use std::fmt::Write;
 
 use super::{
-    describe_check, describe_latency_origin, describe_load, failure_kinds, latencies, thousands,
+    check_kind, describe_check, describe_latency_origin, describe_load, failure_kinds,
+    failures_in_words, latencies, paths, percent, short_latencies, thousands,
 };
 use crate::engine::RunResult;
 use crate::stats::Percentiles;
@@ -11,7 +13,17 @@ use crate::stats::Percentiles;
 pub fn render(r: &RunResult) -> String {
     let s = &r.stats;
     let mut out = String::new();
-    let _ = writeln!(out, "### `{} {}`\n", r.plan.request.method, r.plan.url);
+    if r.plan.is_mixed() {
+        let _ = writeln!(
+            out,
+            "### `{} {}`, a mix of {} paths\n",
+            r.plan.request.method,
+            r.plan.url,
+            r.plan.mix.len()
+        );
+    } else {
+        let _ = writeln!(out, "### `{} {}`\n", r.plan.request.method, r.plan.url);
+    }
     let _ = writeln!(out, "{}; ended by {}.\n", describe_load(r), r.end.name());
     let _ = writeln!(out, "| requests | ok | failed | req/s | ok/s | duration |");
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
@@ -39,6 +51,29 @@ pub fn render(r: &RunResult) -> String {
     }
     if !r.plan.keepalive {
         row("connect", Percentiles::of(&s.connect_us));
+    }
+    let paths = paths(r);
+    if !paths.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n| path | weight | share sent | requests | req/s | p50 | p90 | p99 | max | check | failed |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
+        for p in &paths {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} ({}) | {} | {} | {:.1} | {} | {} | {} |",
+                p.route.label.replace('|', "\\|"),
+                p.route.weight,
+                percent(p.weight_share),
+                percent(p.share),
+                thousands(p.stats.requests()),
+                p.per_s,
+                short_latencies(&p.latency).join(" | "),
+                check_kind(&p.route.check),
+                failures_in_words(&p.stats.failures),
+            );
+        }
     }
     let _ = writeln!(out, "\nLatency is measured {}.", describe_latency_origin(r));
     let _ = writeln!(out, "Responses checked: {}.", describe_check(r));

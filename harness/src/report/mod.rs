@@ -9,8 +9,8 @@ pub mod markdown;
 pub mod svg;
 pub mod text;
 
-use crate::engine::{Check, Pace, RunResult, Stop};
-use crate::stats::{FailureCounts, Percentiles};
+use crate::engine::{Check, Pace, Route, RunResult, Stop};
+use crate::stats::{FailureCounts, PathStats, Percentiles};
 
 /// How a report is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -74,6 +74,36 @@ pub fn failure_kinds(failures: &FailureCounts) -> Vec<String> {
         .collect()
 }
 
+/// p50, p90, p99 and max, as [`latency`]; `-` without samples.
+pub fn short_latencies(p: &Percentiles) -> [String; 4] {
+    [p.p50, p.p90, p.p99, p.max].map(|v| {
+        if p.count == 0 {
+            "-".to_string()
+        } else {
+            latency(v)
+        }
+    })
+}
+
+/// A share as a percentage: `99.00%`.
+pub fn percent(share: f64) -> String {
+    format!("{:.2}%", 100.0 * share)
+}
+
+/// A failure count with its kinds: `0`, or `12 (status 12)`.
+pub fn failures_in_words(failures: &FailureCounts) -> String {
+    let total = failures.total();
+    if total == 0 {
+        "0".to_string()
+    } else {
+        format!(
+            "{} ({})",
+            thousands(total),
+            failure_kinds(failures).join(", ")
+        )
+    }
+}
+
 /// A latency in µs, in the unit that reads best: `480µs`, `1.25ms`, `2.50s`.
 pub fn latency(us: u64) -> String {
     if us < 1_000 {
@@ -101,8 +131,78 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// One path of a mixed run, summarised for the printers.
+pub struct PathSummary<'a> {
+    pub route: &'a Route,
+    pub stats: &'a PathStats,
+    /// Its weight's part of all the weights: the share asked for.
+    pub weight_share: f64,
+    /// Its part of the requests the run finished: the share sent.
+    pub share: f64,
+    pub per_s: f64,
+    pub ok_per_s: f64,
+    pub latency: Percentiles,
+}
+
+/// Each path of a mixed run, in the plan's order; empty for a single path.
+pub fn paths(r: &RunResult) -> Vec<PathSummary<'_>> {
+    if !r.plan.is_mixed() {
+        return Vec::new();
+    }
+    let weights: u64 = r.plan.mix.iter().map(|m| u64::from(m.weight)).sum();
+    let requests = r.stats.requests();
+    let part = |n: u64, of: u64| if of == 0 { 0.0 } else { n as f64 / of as f64 };
+    r.plan
+        .mix
+        .iter()
+        .zip(&r.stats.paths)
+        .map(|(route, stats)| PathSummary {
+            route,
+            stats,
+            weight_share: part(u64::from(route.weight), weights),
+            share: part(stats.requests(), requests),
+            per_s: r.per_s(stats.requests()),
+            ok_per_s: r.per_s(stats.ok),
+            latency: Percentiles::of(&stats.latency_us),
+        })
+        .collect()
+}
+
+/// The paths of a mix as `--path` takes them, space-separated
+/// (`/hello:99 /cpu?n=200000:1`); the target of a single-path run.
+pub fn mix_spec(r: &RunResult) -> String {
+    if !r.plan.is_mixed() {
+        return r.plan.request.target.clone();
+    }
+    let each: Vec<String> = r
+        .plan
+        .mix
+        .iter()
+        .map(|m| format!("{}:{}", m.request.target, m.weight))
+        .collect();
+    each.join(" ")
+}
+
+/// The check every path shares, or `None` when a mix judges its paths
+/// differently.
+pub fn common_check(r: &RunResult) -> Option<&Check> {
+    let routes = &r.plan.mix;
+    match routes.first() {
+        Some(first) if r.plan.is_mixed() => routes
+            .iter()
+            .all(|m| m.check == first.check)
+            .then_some(&first.check),
+        _ => Some(&r.plan.check),
+    }
+}
+
 /// How responses were judged, in words.
 pub fn describe_check(r: &RunResult) -> String {
+    if r.plan.is_mixed() {
+        return "each response by its own path's check: the contract's exact status and \
+                body for its endpoints, any 2xx for other paths or with --no-verify"
+            .to_string();
+    }
     let what = format!("{} {}", r.plan.request.method, r.plan.request.target);
     match &r.plan.check {
         Check::Success => "status 2xx (not a contract endpoint, or --no-verify)".to_string(),
@@ -112,6 +212,12 @@ pub fn describe_check(r: &RunResult) -> String {
             body.len()
         ),
     }
+}
+
+/// The check of the whole run as a short token: its paths' common
+/// [`check_kind`], or `mixed`.
+pub fn run_check_kind(r: &RunResult) -> &'static str {
+    common_check(r).map_or("mixed", |c| check_kind(c))
 }
 
 /// The check as a short token: `exact`, `status`, `2xx`.

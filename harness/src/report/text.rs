@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use super::{
-    bytes, describe_check, describe_latency_origin, describe_load, failure_kinds, latencies,
-    thousands,
+    align, bytes, check_kind, describe_check, describe_latency_origin, describe_load,
+    failure_kinds, failures_in_words, latencies, paths, percent, short_latencies, thousands,
 };
 use crate::engine::RunResult;
 use crate::stats::Percentiles;
@@ -13,7 +13,11 @@ pub fn render(r: &RunResult) -> String {
     let s = &r.stats;
     let mut out = String::new();
     let secs = r.duration.as_secs_f64();
-    let _ = writeln!(out, "{} {}", r.plan.request.method, r.plan.url);
+    let _ = write!(out, "{} {}", r.plan.request.method, r.plan.url);
+    if r.plan.is_mixed() {
+        let _ = write!(out, ", a mix of {} paths", r.plan.mix.len());
+    }
+    out.push('\n');
     let _ = writeln!(
         out,
         "  {}; measured {secs:.2}s, ended by {}",
@@ -52,6 +56,7 @@ pub fn render(r: &RunResult) -> String {
     if !r.plan.keepalive {
         line(&mut out, "connect", &Percentiles::of(&s.connect_us));
     }
+    per_path(&mut out, r);
     let _ = writeln!(
         out,
         "  transfer   {} received ({}/s), {} sent; {} connections opened",
@@ -90,6 +95,41 @@ pub fn render(r: &RunResult) -> String {
         let _ = writeln!(out, "  note       {m}");
     }
     out
+}
+
+/// The per-path table of a mix: what each path was asked (weight) and
+/// got (share of the requests), and its own latency and failures.
+fn per_path(out: &mut String, r: &RunResult) {
+    let paths = paths(r);
+    if paths.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  per path   weight asked vs. share of the requests sent; latency of each path's successes"
+    );
+    let mut rows = vec![[
+        "path", "weight", "share", "requests", "req/s", "p50", "p90", "p99", "max", "check",
+        "failed",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for p in &paths {
+        let mut row = vec![
+            p.route.label.clone(),
+            format!("{} ({})", p.route.weight, percent(p.weight_share)),
+            percent(p.share),
+            thousands(p.stats.requests()),
+            format!("{:.1}", p.per_s),
+        ];
+        row.extend(short_latencies(&p.latency));
+        row.push(check_kind(&p.route.check).to_string());
+        row.push(failures_in_words(&p.stats.failures));
+        rows.push(row);
+    }
+    for row in align(&rows, &[2, 3, 4, 5, 6, 7, 8]).lines() {
+        let _ = writeln!(out, "    {row}");
+    }
 }
 
 fn line(out: &mut String, name: &str, p: &Percentiles) {
