@@ -33,6 +33,7 @@ pub mod engine;
 pub mod env;
 pub mod lab;
 pub mod machine;
+pub mod models;
 pub mod procfs;
 pub mod report;
 pub mod reproduce;
@@ -57,5 +58,6 @@ pub fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => compare::report(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Reproduce(args) => reproduce::run(args),
+        Command::Models(args) => models::run(args),
     }
 }

@@ -8,6 +8,7 @@ mod engine;
 mod env;
 mod layers;
 mod mix;
+mod models;
 mod reference;
 mod reproduce;
 mod util;

@@ -1,0 +1,144 @@
+//! What `harness models` writes (results.json, schema `harness.models/1`):
+//! each experiment's measurements, and the findings computed from them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::lab::record::{Database, Machine, ServerDoc};
+
+pub const SCHEMA: &str = "harness.models/1";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Models {
+    pub schema: String,
+    pub harness_version: String,
+    pub started_utc: String,
+    pub finished_utc: String,
+    pub interrupted: bool,
+    pub quick: bool,
+    pub command: Vec<String>,
+    pub machine: Machine,
+    pub database: Database,
+    pub servers: Vec<ServerDoc>,
+    /// Experiment 1: throughput against concurrency on a wait.
+    pub waiting: Vec<WaitCurve>,
+    /// Experiment 2: a heavy request among light ones.
+    pub stall: Vec<Stall>,
+    /// Experiment 3: what a new connection per request costs.
+    pub connection_cost: Vec<ConnectionCost>,
+    /// Experiment 4: memory per idle connection.
+    pub memory: Vec<Memory>,
+    pub findings: Vec<Finding>,
+}
+
+/// One server on one waiting path, at each concurrency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitCurve {
+    pub server: String,
+    pub model: String,
+    pub path: String,
+    pub wait_ms: u32,
+    /// Requests it can hold in flight (workers, or the DB pool), as its
+    /// `/config` reports; `None` when nothing but the CPU bounds it.
+    pub in_flight: Option<u32>,
+    /// Where `in_flight` comes from (`workers`, `db_pool`) or why there is none.
+    pub in_flight_source: String,
+    pub points: Vec<WaitPoint>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitPoint {
+    pub connections: u64,
+    /// Verified responses per second.
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub failed: u64,
+    /// Little's law: min(c, in-flight) / wait.
+    pub predicted_rps: f64,
+}
+
+/// `/hello` alone, then `/hello` with a share of heavy `/cpu` requests.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stall {
+    pub server: String,
+    pub model: String,
+    /// The `/cpu?n=N` chosen so one costs about the target here.
+    pub cpu_n: u32,
+    /// One such request on an idle server.
+    pub cpu_ms: f64,
+    /// Weights: `/hello` : `/cpu`.
+    pub mix: String,
+    pub hello_alone_p50_ms: f64,
+    pub hello_alone_p99_ms: f64,
+    pub hello_mixed_p50_ms: f64,
+    pub hello_mixed_p99_ms: f64,
+    pub cpu_mixed_p99_ms: f64,
+    pub failed: u64,
+    pub error: Option<String>,
+}
+
+/// `/work` three ways, each as RPS.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionCost {
+    pub server: String,
+    pub model: String,
+    pub keepalive_rps: f64,
+    /// A new HTTP connection per request (ab's default).
+    pub new_http_connection_rps: f64,
+    /// A new database connection per request (`conn=new`, classic PHP).
+    pub new_db_connection_rps: f64,
+    pub failed: u64,
+    pub error: Option<String>,
+}
+
+/// The server's memory with idle keep-alive connections held open.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Memory {
+    pub server: String,
+    pub model: String,
+    pub points: Vec<MemoryPoint>,
+    /// (RSS at the most connections − RSS at none) / connections held.
+    pub kib_per_connection: Option<f64>,
+    /// A `/hello` on a new connection answered with every connection held.
+    pub hello_answered_at_most: Option<bool>,
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryPoint {
+    pub requested: u64,
+    /// Connections the server accepted and the harness holds.
+    pub held: u64,
+    /// The server's process tree, summed.
+    pub rss_bytes: u64,
+}
+
+/// A sentence computed from the measurements, and whether the measurement
+/// matches the model's prediction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    /// `waiting`, `stall`, `connection cost`, `memory`.
+    pub experiment: String,
+    pub server: String,
+    pub sentence: String,
+    /// `None` where the experiment predicts nothing (it only measures).
+    pub matches_prediction: Option<bool>,
+}
+
+impl Models {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a models document serializes")
+    }
+
+    pub fn from_json(text: &str) -> Result<Models, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}

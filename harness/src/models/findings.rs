@@ -1,0 +1,398 @@
+//! The findings of `harness models`, each a sentence computed from the
+//! measurements with the number and the prediction it is checked against.
+//! Pure functions of the document: a test changes the numbers and watches
+//! the sentences follow.
+
+use super::document::{ConnectionCost, Finding, Memory, Models, Stall, WaitCurve};
+
+/// How close a plateau must come to Little's law to match it.
+pub const PLATEAU_TOLERANCE: f64 = 0.15;
+/// An unbounded model at the largest c against a worker pool's plateau.
+pub const UNBOUNDED_FACTOR: f64 = 10.0;
+/// Under the stall, one loop's `/hello` p99 rises to at least this share of
+/// one heavy request's cost (a `/hello` queued behind it waits it out)…
+pub const LOOP_STALL_SHARE: f64 = 0.8;
+/// … while a worker pool keeps it within this factor of `/hello` alone.
+pub const POOL_STALL_FACTOR: f64 = 3.0;
+
+fn thousands(x: f64) -> String {
+    crate::report::thousands(x.round().max(0.0) as u64)
+}
+
+fn finding(experiment: &str, server: &str, sentence: String, matches: Option<bool>) -> Finding {
+    Finding {
+        experiment: experiment.into(),
+        server: server.into(),
+        sentence,
+        matches_prediction: matches,
+    }
+}
+
+/// The plateau of a bounded curve: the best RPS from c = in-flight on.
+fn plateau(curve: &WaitCurve) -> Option<(f64, u64)> {
+    let w = u64::from(curve.in_flight?);
+    let from = curve
+        .points
+        .iter()
+        .filter(|p| p.connections >= w)
+        .map(|p| p.connections)
+        .min()?;
+    let best = curve
+        .points
+        .iter()
+        .filter(|p| p.connections >= w)
+        .map(|p| p.rps)
+        .fold(0.0, f64::max);
+    Some((best, from))
+}
+
+/// The requests a bounded server refused or dropped beyond its capacity.
+fn refused(curve: &WaitCurve) -> String {
+    match curve
+        .points
+        .iter()
+        .filter(|p| p.failed > 0)
+        .max_by_key(|p| p.connections)
+    {
+        Some(p) => format!(
+            "; at c = {} it failed {} requests (a full queue answers 503, as an overflowing FPM backlog)",
+            p.connections,
+            thousands(p.failed as f64)
+        ),
+        None => String::new(),
+    }
+}
+
+/// Experiment 1: bounded servers level off at W / wait; unbounded ones
+/// follow c / wait until the CPU saturates.
+pub fn waiting(curves: &[WaitCurve]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for curve in curves {
+        let wait_s = f64::from(curve.wait_ms) / 1000.0;
+        let sentence_path = format!("{} ({})", curve.path, curve.in_flight_source);
+        match (curve.in_flight, plateau(curve)) {
+            (Some(w), Some((best, from))) => {
+                let predicted = f64::from(w) / wait_s;
+                let ok = (best - predicted).abs() <= PLATEAU_TOLERANCE * predicted;
+                out.push(finding(
+                    "waiting",
+                    &curve.server,
+                    format!(
+                        "{} on {sentence_path} levels off at {} req/s from c = {from}: {w} in flight / {} ms = {} predicted{}{}",
+                        curve.server,
+                        thousands(best),
+                        curve.wait_ms,
+                        thousands(predicted),
+                        if ok {
+                            String::new()
+                        } else {
+                            format!(" — off by {:.0}%, beyond {:.0}%", 100.0 * (best / predicted - 1.0), 100.0 * PLATEAU_TOLERANCE)
+                        },
+                        refused(curve),
+                    ),
+                    Some(ok),
+                ));
+            }
+            _ => {
+                // Unbounded: how far it follows c / wait.
+                let followed = curve
+                    .points
+                    .iter()
+                    .filter(|p| p.rps >= (1.0 - PLATEAU_TOLERANCE) * p.connections as f64 / wait_s)
+                    .map(|p| p.connections)
+                    .max();
+                let top = curve.points.iter().max_by_key(|p| p.connections);
+                let Some(top) = top else { continue };
+                let pool = curves
+                    .iter()
+                    .filter(|c| {
+                        c.path == curve.path && c.in_flight.is_some() && c.model == "worker-pool"
+                    })
+                    .filter_map(|c| plateau(c).map(|(p, _)| (c.server.clone(), p)))
+                    .fold(None, |acc: Option<(String, f64)>, (s, p)| match acc {
+                        Some((_, q)) if q >= p => acc,
+                        _ => Some((s, p)),
+                    });
+                let versus = match &pool {
+                    Some((name, p)) if *p > 0.0 => format!(
+                        "; at c = {} it serves {} req/s, {:.1}× {name}'s plateau",
+                        top.connections,
+                        thousands(top.rps),
+                        top.rps / p
+                    ),
+                    _ => format!(
+                        "; at c = {} it serves {} req/s",
+                        top.connections,
+                        thousands(top.rps)
+                    ),
+                };
+                let ok = match &pool {
+                    Some((_, p)) if *p > 0.0 => top.rps >= UNBOUNDED_FACTOR * p,
+                    _ => followed.is_some(),
+                };
+                out.push(finding(
+                    "waiting",
+                    &curve.server,
+                    format!(
+                        "{} on {} holds no worker while it waits: it follows c / {} ms {}{versus}",
+                        curve.server,
+                        curve.path,
+                        curve.wait_ms,
+                        match followed {
+                            Some(c) => format!(
+                                "up to c = {c} (within {:.0}%), then the CPU saturates",
+                                100.0 * PLATEAU_TOLERANCE
+                            ),
+                            None => "at no c measured".to_string(),
+                        }
+                    ),
+                    Some(ok),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// What the stall should do to `/hello` in each model, in words, and
+/// whether `ratio` matches it.
+fn stall_prediction(s: &Stall, loops: Option<u32>, ratio: f64) -> (String, Option<bool>) {
+    match (s.model.as_str(), loops) {
+        ("event-loop", Some(1)) => (
+            format!(
+                "one loop runs the heavy request and every /hello behind it waits it out \
+                 (predicted: p99 ≥ {:.0}% of one heavy request, {:.0} ms)",
+                100.0 * LOOP_STALL_SHARE,
+                LOOP_STALL_SHARE * s.cpu_ms
+            ),
+            Some(s.hello_mixed_p99_ms >= LOOP_STALL_SHARE * s.cpu_ms),
+        ),
+        ("event-loop", _) => ("several loops share the stall".into(), None),
+        ("worker-pool", _) => (
+            format!("the pool isolates /hello from the heavy requests until all its workers are busy (predicted ≤ {POOL_STALL_FACTOR:.0}×)"),
+            Some(ratio <= POOL_STALL_FACTOR),
+        ),
+        ("coroutine", _) => (
+            "coroutines are not preemptive: a heavy one holds its carrier thread, and the /hello queued on that thread waits (predicted worse than alone)".into(),
+            Some(ratio > 1.0),
+        ),
+        _ => ("no prediction for this model".into(), None),
+    }
+}
+
+/// Experiment 2.
+pub fn stall(stalls: &[Stall], loops: &dyn Fn(&str) -> Option<u32>) -> Vec<Finding> {
+    stalls
+        .iter()
+        .filter(|s| s.error.is_none() && s.hello_alone_p99_ms > 0.0)
+        .map(|s| {
+            let ratio = s.hello_mixed_p99_ms / s.hello_alone_p99_ms;
+            let (why, ok) = stall_prediction(s, loops(&s.server), ratio);
+            finding(
+                "stall",
+                &s.server,
+                format!(
+                    "{}: /hello p99 {:.1} ms with {} (/cpu?n={} ≈ {:.0} ms each) against {:.1} ms alone, {ratio:.1}×: {why}",
+                    s.server, s.hello_mixed_p99_ms, s.mix, s.cpu_n, s.cpu_ms, s.hello_alone_p99_ms
+                ),
+                ok,
+            )
+        })
+        .collect()
+}
+
+/// Experiment 3: no prediction, the ratios themselves.
+pub fn connection_cost(costs: &[ConnectionCost]) -> Vec<Finding> {
+    costs
+        .iter()
+        .filter(|c| c.error.is_none() && c.keepalive_rps > 0.0)
+        .map(|c| {
+            finding(
+                "connection cost",
+                &c.server,
+                format!(
+                    "{}: a new HTTP connection per request keeps {:.2}× of its keep-alive /work rate ({} req/s), a new database connection per request {:.2}×",
+                    c.server,
+                    c.new_http_connection_rps / c.keepalive_rps,
+                    thousands(c.keepalive_rps),
+                    c.new_db_connection_rps / c.keepalive_rps
+                ),
+                None,
+            )
+        })
+        .collect()
+}
+
+/// Experiment 4: what one idle connection costs each model.
+pub fn memory(memory: &[Memory]) -> Vec<Finding> {
+    memory
+        .iter()
+        .filter(|m| m.error.is_none())
+        .filter_map(|m| {
+            let top = m.points.iter().max_by_key(|p| p.requested)?;
+            let kib = m.kib_per_connection?;
+            Some(finding(
+                "memory",
+                &m.server,
+                format!(
+                    "{} ({}): {kib:.1} KiB per idle connection, {} of {} connections held{}",
+                    m.server,
+                    m.model,
+                    thousands(top.held as f64),
+                    thousands(top.requested as f64),
+                    match m.hello_answered_at_most {
+                        Some(true) => ", /hello still answered".to_string(),
+                        Some(false) => ", /hello NOT answered with them held".to_string(),
+                        None => String::new(),
+                    }
+                ),
+                None,
+            ))
+        })
+        .collect()
+}
+
+/// Every finding of a document.
+pub fn all(doc: &Models) -> Vec<Finding> {
+    let loops = |server: &str| {
+        doc.servers
+            .iter()
+            .find(|s| s.name == server)
+            .and_then(|s| s.config.as_ref())
+            .and_then(|c| c.workers)
+    };
+    let mut out = waiting(&doc.waiting);
+    out.extend(stall(&doc.stall, &loops));
+    out.extend(connection_cost(&doc.connection_cost));
+    out.extend(memory(&doc.memory));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::document::WaitPoint;
+    use super::*;
+
+    fn curve(server: &str, model: &str, w: Option<u32>, rps: &[(u64, f64)]) -> WaitCurve {
+        WaitCurve {
+            server: server.into(),
+            model: model.into(),
+            path: "/sleep?ms=20".into(),
+            wait_ms: 20,
+            in_flight: w,
+            in_flight_source: if w.is_some() {
+                "workers".into()
+            } else {
+                "none".into()
+            },
+            points: rps
+                .iter()
+                .map(|&(c, rps)| WaitPoint {
+                    connections: c,
+                    rps,
+                    p50_ms: 0.0,
+                    p99_ms: 0.0,
+                    failed: 0,
+                    predicted_rps: 0.0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_plateau_sentence_follows_the_numbers() {
+        let pool = curve(
+            "worker-pool",
+            "worker-pool",
+            Some(20),
+            &[(1, 49.0), (20, 996.0), (100, 990.0)],
+        );
+        let f = &waiting(&[pool])[0];
+        assert_eq!(f.matches_prediction, Some(true));
+        assert!(
+            f.sentence.contains(
+                "levels off at 996 req/s from c = 20: 20 in flight / 20 ms = 1,000 predicted"
+            ),
+            "{}",
+            f.sentence
+        );
+        // Level off elsewhere, and the sentence says by how much.
+        let pool = curve(
+            "worker-pool",
+            "worker-pool",
+            Some(20),
+            &[(20, 500.0), (100, 520.0)],
+        );
+        let f = &waiting(&[pool])[0];
+        assert_eq!(f.matches_prediction, Some(false));
+        assert!(
+            f.sentence.contains("520 req/s") && f.sentence.contains("off by -48%"),
+            "{}",
+            f.sentence
+        );
+    }
+
+    #[test]
+    fn an_unbounded_model_is_read_against_the_pools_plateau() {
+        let pool = curve(
+            "worker-pool",
+            "worker-pool",
+            Some(20),
+            &[(20, 1000.0), (1000, 1000.0)],
+        );
+        let lp = curve(
+            "event-loop",
+            "event-loop",
+            None,
+            &[(1, 50.0), (100, 4900.0), (1000, 12000.0)],
+        );
+        let f = waiting(&[pool.clone(), lp])[1].clone();
+        assert_eq!(f.matches_prediction, Some(true), "{}", f.sentence);
+        assert!(
+            f.sentence.contains("up to c = 100") && f.sentence.contains("12.0×"),
+            "{}",
+            f.sentence
+        );
+        let slow = curve(
+            "event-loop",
+            "event-loop",
+            None,
+            &[(1, 50.0), (1000, 5000.0)],
+        );
+        let f = waiting(&[pool, slow])[1].clone();
+        assert_eq!(f.matches_prediction, Some(false), "{}", f.sentence);
+    }
+
+    #[test]
+    fn the_stall_verdict_depends_on_the_model() {
+        let s = |server: &str, model: &str, mixed: f64| Stall {
+            server: server.into(),
+            model: model.into(),
+            cpu_ms: 50.0,
+            hello_alone_p99_ms: 2.0,
+            hello_mixed_p99_ms: mixed,
+            ..Stall::default()
+        };
+        let loops = |name: &str| (name == "event-loop").then_some(1);
+        let f = stall(
+            &[
+                s("event-loop", "event-loop", 60.0),
+                s("worker-pool", "worker-pool", 60.0),
+            ],
+            &loops,
+        );
+        assert_eq!(f[0].matches_prediction, Some(true), "{}", f[0].sentence);
+        assert_eq!(f[1].matches_prediction, Some(false), "{}", f[1].sentence);
+        assert!(f[0].sentence.contains("30.0×"), "{}", f[0].sentence);
+        // A loop whose /hello never waited a heavy request out: not as predicted.
+        let f = stall(
+            &[
+                s("event-loop", "event-loop", 10.0),
+                s("worker-pool", "worker-pool", 4.0),
+            ],
+            &loops,
+        );
+        assert_eq!(f[0].matches_prediction, Some(false), "{}", f[0].sentence);
+        assert_eq!(f[1].matches_prediction, Some(true), "{}", f[1].sentence);
+    }
+}

@@ -1,0 +1,307 @@
+//! The measurements of `harness models`, each on a server the lab started:
+//! closed-loop runs of one path ([`run_path`]), the waiting curve, the
+//! connection cost, and the memory of idle connections held open.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use super::document::{ConnectionCost, Memory, MemoryPoint, WaitCurve, WaitPoint};
+use crate::catalog::Running;
+use crate::engine::{self, Control, RunResult};
+use crate::lab::{load, Lab};
+use crate::stats::Percentiles;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One closed-loop run of `GET path`.
+pub fn run_path(
+    lab: &Lab,
+    running: &Running,
+    path: &str,
+    connections: usize,
+    keepalive: bool,
+    length: Duration,
+) -> anyhow::Result<RunResult> {
+    let shape = load::Shape {
+        connections,
+        threads: crate::engine::default_threads(),
+        keepalive,
+        timeout: TIMEOUT,
+    };
+    let plan = load::plan(running, path, &shape, length);
+    let control = Control {
+        interrupt: lab.interrupt.clone(),
+    };
+    Ok(engine::run(&plan, &control, &mut |_| {})?)
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// What bounds the requests in flight on `path` for a server of `model`,
+/// from its `/config`: (W, where it comes from).
+pub fn in_flight(
+    model: &str,
+    config: Option<&workloads::ServerConfig>,
+    db_wait: bool,
+) -> (Option<u32>, String) {
+    let workers = config.and_then(|c| c.workers);
+    let pool = config.and_then(|c| c.db_pool);
+    match (db_wait, model) {
+        (false, "worker-pool") => (workers, "workers".into()),
+        (false, _) => (None, "nothing but the CPU: a timer holds no worker".into()),
+        (true, "worker-pool") => match (workers, pool) {
+            (Some(w), Some(p)) => (Some(w.min(p)), "min(workers, db_pool)".into()),
+            (w, p) => (w.or(p), "workers or db_pool".into()),
+        },
+        (true, _) => (pool, "db_pool".into()),
+    }
+}
+
+/// Experiment 1 on one path: RPS, p50, p99 at each concurrency.
+#[allow(clippy::too_many_arguments)]
+pub fn waiting(
+    lab: &Lab,
+    running: &Running,
+    model: &str,
+    config: Option<&workloads::ServerConfig>,
+    path: &str,
+    wait_ms: u32,
+    levels: &[usize],
+    length: Duration,
+) -> WaitCurve {
+    let db_wait = path.starts_with("/db");
+    let (w, source) = in_flight(model, config, db_wait);
+    let wait_s = f64::from(wait_ms) / 1000.0;
+    // Warm-up, not counted: pools fill their connections, PHP workers open
+    // their persistent ones, a JIT compiles.
+    let _ = run_path(
+        lab,
+        running,
+        path,
+        20,
+        true,
+        length.min(Duration::from_secs(1)),
+    );
+    let mut points = Vec::new();
+    for &c in levels {
+        if lab.interrupted() {
+            break;
+        }
+        let predicted = w.map_or(c, |w| c.min(w as usize)) as f64 / wait_s;
+        match run_path(lab, running, path, c, true, length) {
+            Ok(r) => {
+                let p = Percentiles::of(&r.stats.latency_us);
+                super::say(&format!(
+                    "  {} {path} c={c}: {:.0} req/s (predicted {:.0}), p99 {:.1} ms, {} failed",
+                    running.name,
+                    r.ok_per_s(),
+                    predicted,
+                    ms(p.p99),
+                    r.stats.failures.total()
+                ));
+                points.push(WaitPoint {
+                    connections: c as u64,
+                    rps: r.ok_per_s(),
+                    p50_ms: ms(p.p50),
+                    p99_ms: ms(p.p99),
+                    failed: r.stats.failures.total(),
+                    predicted_rps: predicted,
+                });
+            }
+            Err(e) => super::say(&format!("  {} {path} c={c}: {e:#}", running.name)),
+        }
+    }
+    WaitCurve {
+        server: running.name.clone(),
+        model: model.into(),
+        path: path.into(),
+        wait_ms,
+        in_flight: w,
+        in_flight_source: source,
+        points,
+    }
+}
+
+/// Experiment 3: `/work` with keep-alive, a new HTTP connection per
+/// request, and a new database connection per request.
+pub fn connection_cost(
+    lab: &Lab,
+    running: &Running,
+    model: &str,
+    c: usize,
+    length: Duration,
+) -> ConnectionCost {
+    let mut out = ConnectionCost {
+        server: running.name.clone(),
+        model: model.into(),
+        ..ConnectionCost::default()
+    };
+    let ways: [(&str, bool); 3] = [("/work", true), ("/work", false), ("/work?conn=new", true)];
+    for (i, (path, keepalive)) in ways.into_iter().enumerate() {
+        match run_path(lab, running, path, c, keepalive, length) {
+            Ok(r) => {
+                out.failed += r.stats.failures.total();
+                let rps = r.ok_per_s();
+                match i {
+                    0 => out.keepalive_rps = rps,
+                    1 => out.new_http_connection_rps = rps,
+                    _ => out.new_db_connection_rps = rps,
+                }
+            }
+            Err(e) => out.error = Some(format!("{path}: {e:#}")),
+        }
+    }
+    super::say(&format!(
+        "  {}: keep-alive {:.0}, new HTTP connection {:.0}, new DB connection {:.0} req/s",
+        out.server, out.keepalive_rps, out.new_http_connection_rps, out.new_db_connection_rps
+    ));
+    out
+}
+
+/// The accept queue of the listening socket on `port` (`/proc/net/tcp`,
+/// LISTEN state): connections the kernel completed that the server has
+/// not accepted yet.
+fn accept_queue(port: u16) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    text.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let local_port = u16::from_str_radix(f.get(1)?.rsplit(':').next()?, 16).ok()?;
+        if local_port != port || *f.get(3)? != "0A" {
+            return None;
+        }
+        let rx = f.get(4)?.split(':').nth(1)?;
+        u64::from_str_radix(rx, 16).ok()
+    })
+}
+
+fn rss_bytes(running: &Running) -> u64 {
+    crate::procfs::tree(&running.pids())
+        .iter()
+        .map(|s| s.rss_pages)
+        .sum::<u64>()
+        * crate::procfs::page_size()
+}
+
+/// Opens connections to `addr` until `held` has `target` of them, giving up
+/// after a run of failures (a server that stops accepting).
+fn hold(addr: SocketAddr, held: &mut Vec<TcpStream>, target: usize) {
+    let mut failures = 0;
+    while held.len() < target && failures < 20 {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+            Ok(s) => {
+                failures = 0;
+                held.push(s)
+            }
+            Err(_) => failures += 1,
+        }
+    }
+}
+
+/// `GET /hello` on a new connection, within `timeout`.
+fn hello_answers(addr: SocketAddr, timeout: Duration) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, timeout) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(timeout));
+    if s.write_all(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    buf.starts_with(b"HTTP/1.1 200") && buf.ends_with(b"Hello World")
+}
+
+/// Experiment 4: RSS with 0 and each of `levels` idle connections held.
+pub fn memory(lab: &Lab, running: &Running, model: &str, levels: &[usize]) -> Memory {
+    let mut out = Memory {
+        server: running.name.clone(),
+        model: model.into(),
+        ..Memory::default()
+    };
+    let addr = running.addr;
+    let mut held: Vec<TcpStream> = Vec::new();
+    let settle = |held: usize| {
+        // Every completed connection accepted by the server, or 10 s.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while accept_queue(addr.port()).unwrap_or(0) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // A settled RSS: give the allocator's bookkeeping a moment, then read.
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = held;
+        rss_bytes(running)
+    };
+    out.points.push(MemoryPoint {
+        requested: 0,
+        held: 0,
+        rss_bytes: settle(0),
+    });
+    for &n in levels {
+        if lab.interrupted() {
+            break;
+        }
+        hold(addr, &mut held, n);
+        let rss = settle(held.len());
+        super::say(&format!(
+            "  {}: {} idle connections held, RSS {:.1} MiB",
+            running.name,
+            held.len(),
+            rss as f64 / 1048576.0
+        ));
+        out.points.push(MemoryPoint {
+            requested: n as u64,
+            held: held.len() as u64,
+            rss_bytes: rss,
+        });
+    }
+    out.hello_answered_at_most = Some(hello_answers(addr, TIMEOUT));
+    drop(held);
+    if let (Some(first), Some(last)) = (out.points.first(), out.points.last()) {
+        if last.held > 0 {
+            out.kib_per_connection =
+                Some((last.rss_bytes as f64 - first.rss_bytes as f64) / 1024.0 / last.held as f64);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_bounds_the_requests_in_flight() {
+        let cfg = workloads::ServerConfig {
+            server: "x".into(),
+            model: "worker-pool".into(),
+            runtime: "r".into(),
+            workers: Some(20),
+            db_pool: Some(10),
+            opcache: None,
+            jit: None,
+            debug: false,
+        };
+        assert_eq!(in_flight("worker-pool", Some(&cfg), false).0, Some(20));
+        assert_eq!(in_flight("worker-pool", Some(&cfg), true).0, Some(10));
+        assert_eq!(in_flight("event-loop", Some(&cfg), false).0, None);
+        assert_eq!(in_flight("coroutine", Some(&cfg), true).0, Some(10));
+    }
+
+    #[test]
+    fn a_listening_socket_shows_its_accept_queue() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_eq!(accept_queue(port), Some(0));
+        let _a = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _b = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        // Completed by the kernel, not accepted: both wait in the queue.
+        assert_eq!(accept_queue(port), Some(2));
+        let _accepted = l.accept().unwrap();
+        assert_eq!(accept_queue(port), Some(1));
+    }
+}

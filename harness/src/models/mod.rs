@@ -1,0 +1,303 @@
+//! `harness models`: how the concurrency models differ, demonstrated and
+//! explained from measurements. A preset of four experiments over the
+//! catalog, each chosen because the models must differ for a known reason:
+//!
+//! 1. **Waiting** — `/sleep?ms=20` (a timer) and `/db?sleep_ms=20` (the wait
+//!    in the database, through the pool) at rising concurrency, read against
+//!    Little's law: a server that holds W requests in flight serves at most
+//!    W / 20 ms; an event loop or coroutines follow c / 20 ms until the CPU
+//!    saturates.
+//! 2. **A stall in the CPU** — mostly `/hello` with a share of `/cpu`
+//!    requests of about 50 ms each: latency per route ([`stall`]).
+//! 3. **Connection cost** — `/work` with keep-alive, a new HTTP connection
+//!    per request, a new database connection per request.
+//! 4. **Memory per connection** — RSS with 0, 1,000 and 10,000 idle
+//!    connections held open, and `/hello` still answered.
+//!
+//! Each finding is a sentence computed from the numbers ([`findings`]),
+//! saying plainly where a measurement does not match its prediction.
+
+pub mod document;
+pub mod findings;
+mod measure;
+pub mod report;
+mod stall;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+
+use crate::catalog::{supervise, Entry};
+use crate::lab::record::{self, Database, ServerDoc, ServerStatus};
+use crate::lab::{select, Lab};
+use crate::units::parse_duration;
+use document::{Models, SCHEMA};
+
+/// The wait of experiment 1, in ms.
+pub const WAIT_MS: u32 = 20;
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "\
+Four experiments, each server started once per experiment:
+  1. waiting      /sleep?ms=20 and /db?sleep_ms=20 at c = 1 .. 1000, read against
+                  Little's law (W in flight / 20 ms, W from each server's /config)
+  2. stall        /hello:99 + /cpu?n=N:1 (N sized to ~50 ms here), /hello's p99
+                  against /hello alone
+  3. connections  /work with keep-alive, a new HTTP connection per request, a
+                  new database connection per request (conn=new)
+  4. memory       RSS with 0, 1,000 and 10,000 idle connections, /hello at 10,000
+
+About 10 minutes on 2 cores; --quick about 2.
+
+Examples:
+  harness models --quick
+  harness models --servers event-loop,worker-pool,php-fpm --experiments waiting,stall")]
+pub struct ModelsArgs {
+    /// Servers from the catalog, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "event-loop,coroutine,worker-pool,node,swoole,php-fpm",
+        value_name = "NAMES"
+    )]
+    pub servers: Vec<String>,
+
+    /// Experiments, comma-separated: waiting, stall, connections, memory.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "waiting,stall,connections,memory",
+        value_name = "LIST"
+    )]
+    pub experiments: Vec<String>,
+
+    /// Fewer levels and 1 s runs: about 2 minutes.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Length of each run (default 3s, 1s with --quick).
+    #[arg(short = 'd', long, value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+
+    /// Where results/<UTC time>-models/ goes.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Use this database instead of starting a private MariaDB.
+    #[arg(long, value_name = "URL")]
+    pub mysql_url: Option<String>,
+
+    /// The repository (compose/ and target/).
+    #[arg(long, value_name = "DIR")]
+    pub repo_dir: Option<PathBuf>,
+}
+
+/// The experiments by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Experiment {
+    Waiting,
+    Stall,
+    Connections,
+    Memory,
+}
+
+fn experiments(names: &[String]) -> anyhow::Result<Vec<Experiment>> {
+    let mut out = Vec::new();
+    for n in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        let e = match n {
+            "waiting" => Experiment::Waiting,
+            "stall" => Experiment::Stall,
+            "connections" => Experiment::Connections,
+            "memory" => Experiment::Memory,
+            other => {
+                bail!("unknown experiment {other:?}; known: waiting, stall, connections, memory")
+            }
+        };
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    if out.is_empty() {
+        bail!("no experiment selected");
+    }
+    Ok(out)
+}
+
+fn say(line: &str) {
+    eprintln!("models: {line}");
+}
+
+/// The `models` command.
+pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
+    let which = experiments(&args.experiments)?;
+    let length = args
+        .duration
+        .unwrap_or(Duration::from_secs(if args.quick { 1 } else { 3 }));
+    if length.is_zero() {
+        bail!("-d must be positive");
+    }
+    let levels: &[usize] = if args.quick {
+        &[1, 20, 200, 1000]
+    } else {
+        &[1, 10, 20, 50, 100, 200, 500, 1000]
+    };
+    let mut lab = Lab::open(args.repo_dir.as_deref())?;
+    let entries = select::named(&args.servers)?;
+    let (ready, missing) = select::runnable(entries, &lab.paths);
+    if ready.is_empty() {
+        bail!("none of the selected servers can run here (see `harness servers`)");
+    }
+    let mut doc = Models {
+        schema: SCHEMA.into(),
+        harness_version: env!("CARGO_PKG_VERSION").into(),
+        started_utc: crate::units::now_utc(),
+        finished_utc: String::new(),
+        interrupted: false,
+        quick: args.quick,
+        command: std::env::args().collect(),
+        machine: record::machine(),
+        database: Database::of(&lab.database),
+        servers: server_docs(&ready, &missing),
+        waiting: Vec::new(),
+        stall: Vec::new(),
+        connection_cost: Vec::new(),
+        memory: Vec::new(),
+        findings: Vec::new(),
+    };
+    lab.start_database(args.mysql_url.as_deref(), &say)?;
+    doc.database = Database::of(&lab.database);
+    let has_db = lab.db().is_some();
+    let _scratch = supervise::TempDir::new("benchlab-models-")?;
+    for (e, _) in &ready {
+        if lab.interrupted() {
+            break;
+        }
+        measure_server(&lab, e, &which, levels, length, has_db, &mut doc);
+    }
+    doc.findings = findings::all(&doc);
+    doc.interrupted = lab.interrupted();
+    drop(lab);
+    doc.finished_utc = crate::units::now_utc();
+    let dir = args
+        .out
+        .join(format!("{}-models", doc.started_utc.replace(':', "-")));
+    report::write_all(&dir, &doc)?;
+    println!("{}", report::text(&doc));
+    println!("results: {}", dir.display());
+    Ok(if doc.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn server_docs(ready: &[(Entry, String)], missing: &[select::Missing]) -> Vec<ServerDoc> {
+    let doc = |name: &str, model: &str, language: &str| ServerDoc {
+        name: name.into(),
+        model: model.into(),
+        language: language.into(),
+        status: ServerStatus::Ran,
+        reason: None,
+        detail: None,
+        config: None,
+        versions: Vec::new(),
+        same_autogroup: None,
+        notes: Vec::new(),
+        contract: None,
+    };
+    let mut out: Vec<ServerDoc> = ready
+        .iter()
+        .map(|(e, d)| ServerDoc {
+            detail: Some(d.clone()),
+            ..doc(&e.name, e.model, e.language)
+        })
+        .collect();
+    for m in missing {
+        say(&format!(
+            "{}: cannot run here: {}; to run it: {}",
+            m.name, m.reason, m.fix
+        ));
+        out.push(ServerDoc {
+            status: ServerStatus::Skipped,
+            reason: Some(format!("{}; to run it: {}", m.reason, m.fix)),
+            ..doc(&m.name, "?", "?")
+        });
+    }
+    out
+}
+
+/// Every selected experiment on one server, started afresh for each so
+/// that one experiment's state (idle connections, a warm cache) does not
+/// leak into the next.
+fn measure_server(
+    lab: &Lab,
+    e: &Entry,
+    which: &[Experiment],
+    levels: &[usize],
+    length: Duration,
+    has_db: bool,
+    doc: &mut Models,
+) {
+    for &x in which {
+        if lab.interrupted() {
+            return;
+        }
+        say(&format!("{} — {x:?}", e.name));
+        let mut running = match lab.start(e, None) {
+            Ok(s) => s.running,
+            Err(err) => {
+                say(&format!("{}: did not start: {err:#}", e.name));
+                if let Some(s) = doc.servers.iter_mut().find(|s| s.name == e.name) {
+                    s.status = ServerStatus::Failed;
+                    s.reason = Some(format!("did not start: {err:#}"));
+                }
+                return;
+            }
+        };
+        let config = running.config().ok();
+        if let Some(s) = doc.servers.iter_mut().find(|s| s.name == e.name) {
+            if s.config.is_none() {
+                s.config = config.clone();
+                s.versions = running.versions.clone();
+            }
+        }
+        match x {
+            Experiment::Waiting => {
+                let sleep = format!("/sleep?ms={WAIT_MS}");
+                let db = format!("/db?sleep_ms={WAIT_MS}");
+                let paths: Vec<&str> = if has_db {
+                    vec![&sleep, &db]
+                } else {
+                    vec![&sleep]
+                };
+                for path in paths {
+                    doc.waiting.push(measure::waiting(
+                        lab,
+                        &running,
+                        e.model,
+                        config.as_ref(),
+                        path,
+                        WAIT_MS,
+                        levels,
+                        length,
+                    ));
+                }
+            }
+            Experiment::Stall => doc
+                .stall
+                .push(stall::measure(lab, &running, e.model, length)),
+            Experiment::Connections if has_db => doc
+                .connection_cost
+                .push(measure::connection_cost(lab, &running, e.model, 50, length)),
+            Experiment::Connections => {}
+            Experiment::Memory => {
+                doc.memory
+                    .push(measure::memory(lab, &running, e.model, &[1000, 10_000]))
+            }
+        }
+        running.stop();
+    }
+}

@@ -1,0 +1,419 @@
+//! `harness models`' printers: the terminal text, report.md and
+//! report.html (RPS and p99 against c on log axes with each server's
+//! predicted bound, `/hello` under the stall, KiB per connection), all from
+//! the document alone.
+
+use std::path::Path;
+
+use anyhow::Context;
+use plotters::prelude::*;
+
+use super::document::Models;
+use crate::report::align;
+use crate::report::svg::{builder, escape, svg};
+
+fn findings_of<'a>(doc: &'a Models, experiment: &'a str) -> impl Iterator<Item = String> + 'a {
+    doc.findings
+        .iter()
+        .filter(move |f| f.experiment == experiment)
+        .map(|f| {
+            let mark = match f.matches_prediction {
+                Some(true) => "as predicted: ",
+                Some(false) => "NOT as predicted: ",
+                None => "",
+            };
+            format!("{mark}{}", f.sentence)
+        })
+}
+
+fn waiting_rows(doc: &Models) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "server",
+        "path",
+        "c",
+        "req/s",
+        "predicted",
+        "p50 ms",
+        "p99 ms",
+        "failed",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for w in &doc.waiting {
+        for p in &w.points {
+            rows.push(vec![
+                w.server.clone(),
+                w.path.clone(),
+                p.connections.to_string(),
+                format!("{:.0}", p.rps),
+                format!("{:.0}", p.predicted_rps),
+                format!("{:.1}", p.p50_ms),
+                format!("{:.1}", p.p99_ms),
+                p.failed.to_string(),
+            ]);
+        }
+    }
+    rows
+}
+
+fn stall_rows(doc: &Models) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "server",
+        "/cpu n",
+        "≈ ms",
+        "/hello p99 alone",
+        "/hello p99 mixed",
+        "×",
+        "/cpu p99",
+        "error",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for s in &doc.stall {
+        rows.push(vec![
+            s.server.clone(),
+            s.cpu_n.to_string(),
+            format!("{:.0}", s.cpu_ms),
+            format!("{:.1}", s.hello_alone_p99_ms),
+            format!("{:.1}", s.hello_mixed_p99_ms),
+            if s.hello_alone_p99_ms > 0.0 {
+                format!("{:.1}", s.hello_mixed_p99_ms / s.hello_alone_p99_ms)
+            } else {
+                "—".into()
+            },
+            format!("{:.1}", s.cpu_mixed_p99_ms),
+            s.error.clone().unwrap_or_default(),
+        ]);
+    }
+    rows
+}
+
+fn cost_rows(doc: &Models) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "server",
+        "keep-alive req/s",
+        "new HTTP conn ×",
+        "new DB conn ×",
+        "error",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for c in &doc.connection_cost {
+        let r = |x: f64| {
+            if c.keepalive_rps > 0.0 {
+                format!("{:.2}", x / c.keepalive_rps)
+            } else {
+                "—".into()
+            }
+        };
+        rows.push(vec![
+            c.server.clone(),
+            format!("{:.0}", c.keepalive_rps),
+            r(c.new_http_connection_rps),
+            r(c.new_db_connection_rps),
+            c.error.clone().unwrap_or_default(),
+        ]);
+    }
+    rows
+}
+
+fn memory_rows(doc: &Models) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "server",
+        "model",
+        "connections held",
+        "RSS MiB",
+        "KiB / connection",
+        "/hello at most",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for m in &doc.memory {
+        let top = m.points.last();
+        rows.push(vec![
+            m.server.clone(),
+            m.model.clone(),
+            top.map_or("—".into(), |p| format!("{} of {}", p.held, p.requested)),
+            top.map_or("—".into(), |p| {
+                format!("{:.1}", p.rss_bytes as f64 / 1048576.0)
+            }),
+            m.kib_per_connection
+                .map_or("—".into(), |k| format!("{k:.1}")),
+            match m.hello_answered_at_most {
+                Some(true) => "answered".into(),
+                Some(false) => "NOT answered".into(),
+                None => "—".into(),
+            },
+        ]);
+    }
+    rows
+}
+
+const SECTIONS: [(&str, &str); 4] = [
+    ("waiting", "1. Waiting: Little's law"),
+    ("stall", "2. A stall in the CPU"),
+    ("connection cost", "3. Connection cost"),
+    ("memory", "4. Memory per connection"),
+];
+
+fn section_rows(doc: &Models, experiment: &str) -> Vec<Vec<String>> {
+    match experiment {
+        "waiting" => waiting_rows(doc),
+        "stall" => stall_rows(doc),
+        "connection cost" => cost_rows(doc),
+        _ => memory_rows(doc),
+    }
+}
+
+pub fn text(doc: &Models) -> String {
+    let mut o = format!(
+        "harness models{}\n",
+        if doc.quick { " --quick" } else { "" }
+    );
+    for (key, title) in SECTIONS {
+        let rows = section_rows(doc, key);
+        if rows.len() < 2 {
+            continue;
+        }
+        o += &format!("\n{title}\n");
+        o += &align(&rows, &[]);
+        for f in findings_of(doc, key) {
+            o += &format!("  - {f}\n");
+        }
+    }
+    o
+}
+
+fn md_table(rows: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        out += &format!(
+            "| {} |\n",
+            r.iter()
+                .map(|c| c.replace('|', "\\|"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        if i == 0 {
+            out += &format!("|{}\n", "---|".repeat(r.len()));
+        }
+    }
+    out
+}
+
+pub fn markdown(doc: &Models) -> String {
+    let mut o = String::from("# harness models\n");
+    for (key, title) in SECTIONS {
+        let rows = section_rows(doc, key);
+        if rows.len() < 2 {
+            continue;
+        }
+        o += &format!("\n## {title}\n\n");
+        o += &md_table(&rows);
+        o += "\n";
+        for f in findings_of(doc, key) {
+            o += &format!("- {f}\n");
+        }
+    }
+    o
+}
+
+fn color(i: usize) -> RGBColor {
+    let c = Palette99::pick(i).to_rgba();
+    RGBColor(c.0, c.1, c.2)
+}
+
+/// RPS (or p99) against c, log-log, one line per server, the predicted
+/// bound dashed in the same color.
+fn waiting_chart(doc: &Models, path: &str, p99: bool) -> Option<String> {
+    let curves: Vec<_> = doc
+        .waiting
+        .iter()
+        .filter(|w| w.path == path && !w.points.is_empty())
+        .collect();
+    if curves.is_empty() {
+        return None;
+    }
+    let y = |p: &super::document::WaitPoint| if p99 { p.p99_ms } else { p.rps };
+    let ymax = curves
+        .iter()
+        .flat_map(|w| {
+            w.points
+                .iter()
+                .map(|p| y(p).max(if p99 { 0.0 } else { p.predicted_rps }))
+        })
+        .fold(1.0, f64::max)
+        * 1.5;
+    let cmax = curves
+        .iter()
+        .flat_map(|w| w.points.iter().map(|p| p.connections))
+        .max()
+        .unwrap_or(1) as f64;
+    let caption = if p99 {
+        format!("{path}: p99 latency (ms) against connections")
+    } else {
+        format!("{path}: requests/s against connections (dashed: predicted)")
+    };
+    Some(svg(|root| {
+        let mut chart = builder(root, caption)
+            .build_cartesian_2d((1f64..cmax * 1.2).log_scale(), (0.1f64..ymax).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("connections")
+            .y_desc(if p99 { "p99 ms" } else { "requests/s" })
+            .draw()?;
+        for (i, w) in curves.iter().enumerate() {
+            let col = color(i);
+            chart
+                .draw_series(LineSeries::new(
+                    w.points
+                        .iter()
+                        .map(|p| (p.connections as f64, y(p).max(0.1))),
+                    col.stroke_width(2),
+                ))?
+                .label(w.server.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2))
+                });
+            if !p99 {
+                chart.draw_series(DashedLineSeries::new(
+                    w.points
+                        .iter()
+                        .map(|p| (p.connections as f64, p.predicted_rps.max(0.1))),
+                    4,
+                    4,
+                    col.stroke_width(1),
+                ))?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()?;
+        Ok(())
+    }))
+}
+
+/// Bars, one per server.
+fn bars(caption: &str, y_desc: &str, bars: Vec<(String, f64)>) -> Option<String> {
+    if bars.is_empty() {
+        return None;
+    }
+    let ymax = bars.iter().map(|b| b.1).fold(1.0, f64::max) * 1.15;
+    let n = bars.len();
+    Some(svg(|root| {
+        let mut chart =
+            builder(root, caption.to_string()).build_cartesian_2d(0f64..n as f64, 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|x| {
+                bars.get(x.floor() as usize)
+                    .map_or(String::new(), |b| b.0.clone())
+            })
+            .y_desc(y_desc)
+            .draw()?;
+        chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+            Rectangle::new(
+                [(i as f64 + 0.2, 0.0), (i as f64 + 0.8, b.1)],
+                color(i).filled(),
+            )
+        }))?;
+        Ok(())
+    }))
+}
+
+fn html_table(rows: &[Vec<String>]) -> String {
+    let mut o = String::from("<div class=\"wide\"><table>\n");
+    for (i, r) in rows.iter().enumerate() {
+        let tag = if i == 0 { "th" } else { "td" };
+        o += "<tr>";
+        for c in r {
+            o += &format!("<{tag}>{}</{tag}>", escape(c));
+        }
+        o += "</tr>\n";
+    }
+    o + "</table></div>\n"
+}
+
+pub fn html(doc: &Models) -> String {
+    let mut b = format!(
+        "<h1>harness models{}</h1>\n<p>{} · {} cores · kernel {} · harness {}</p>\n",
+        if doc.quick { " --quick" } else { "" },
+        escape(&doc.machine.cpu_model),
+        doc.machine.cores,
+        escape(&doc.machine.kernel),
+        escape(&doc.machine.harness_build)
+    );
+    for (key, title) in SECTIONS {
+        let rows = section_rows(doc, key);
+        if rows.len() < 2 {
+            continue;
+        }
+        b += &format!("<h2>{}</h2>\n<ul>\n", escape(title));
+        for f in findings_of(doc, key) {
+            b += &format!("<li>{}</li>\n", escape(&f));
+        }
+        b += "</ul>\n";
+        let charts: Vec<Option<String>> = match key {
+            "waiting" => {
+                let mut paths: Vec<&str> = doc.waiting.iter().map(|w| w.path.as_str()).collect();
+                paths.dedup();
+                paths
+                    .iter()
+                    .flat_map(|p| [waiting_chart(doc, p, false), waiting_chart(doc, p, true)])
+                    .collect()
+            }
+            "stall" => vec![bars(
+                "/hello p99 among heavy /cpu requests, × its p99 alone",
+                "×",
+                doc.stall
+                    .iter()
+                    .filter(|s| s.hello_alone_p99_ms > 0.0)
+                    .map(|s| {
+                        (
+                            s.server.clone(),
+                            s.hello_mixed_p99_ms / s.hello_alone_p99_ms,
+                        )
+                    })
+                    .collect(),
+            )],
+            "memory" => vec![bars(
+                "KiB per idle connection",
+                "KiB",
+                doc.memory
+                    .iter()
+                    .filter_map(|m| Some((m.server.clone(), m.kib_per_connection?.max(0.0))))
+                    .collect(),
+            )],
+            _ => Vec::new(),
+        };
+        for c in charts.into_iter().flatten() {
+            b += &format!("<figure>{c}</figure>\n");
+        }
+        b += &html_table(&rows);
+    }
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>harness models</title>\n<style>\
+         body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}\
+         table {{ border-collapse: collapse; font-size: 0.9em; }} th, td {{ border: 1px solid #ccc; padding: 3px 8px; }}\
+         .wide {{ overflow-x: auto; }}</style>\n</head>\n<body>\n{b}</body>\n</html>\n"
+    )
+}
+
+/// results.json, report.md and report.html into `dir`.
+pub fn write_all(dir: &Path, doc: &Models) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, text) in [
+        ("results.json", doc.to_json()),
+        ("report.md", markdown(doc)),
+        ("report.html", html(doc)),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}

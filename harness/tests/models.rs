@@ -1,0 +1,126 @@
+//! `harness models --quick`, end to end on the servers that run here: its
+//! document holds all four experiments with a finding for each, and its
+//! report renders in headless Chromium with its charts.
+
+use std::process::{Command, Stdio};
+
+use harness::models::document::Models;
+
+use crate::util::{harness_bin, skip_without, tmp};
+
+#[test]
+fn models_quick_holds_all_four_experiments() {
+    let out = tmp("models");
+    let output = Command::new(harness_bin())
+        .args(["models", "--quick", "-d", "500ms", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a results directory");
+    let doc =
+        Models::from_json(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let ran: Vec<&str> = doc
+        .servers
+        .iter()
+        .filter(|s| s.status == harness::lab::record::ServerStatus::Ran)
+        .map(|s| s.name.as_str())
+        .collect();
+    for name in ["event-loop", "coroutine", "worker-pool", "node", "php-fpm"] {
+        assert!(ran.contains(&name), "{name} did not run:\n{stderr}");
+    }
+    for name in &ran {
+        for path in ["/sleep?ms=20", "/db?sleep_ms=20"] {
+            let curve = doc
+                .waiting
+                .iter()
+                .find(|w| w.server == *name && w.path == path)
+                .unwrap_or_else(|| panic!("no {name} {path} curve"));
+            assert_eq!(curve.points.len(), 4, "{curve:?}");
+            assert!(curve.points.iter().all(|p| p.rps > 0.0), "{curve:?}");
+        }
+        let s = doc
+            .stall
+            .iter()
+            .find(|s| s.server == *name)
+            .expect("a stall entry");
+        assert!(s.error.is_none() && s.cpu_n >= 1000, "{s:?}");
+        let c = doc
+            .connection_cost
+            .iter()
+            .find(|c| c.server == *name)
+            .expect("a cost entry");
+        assert!(
+            c.keepalive_rps > 0.0 && c.new_db_connection_rps > 0.0,
+            "{c:?}"
+        );
+        let m = doc
+            .memory
+            .iter()
+            .find(|m| m.server == *name)
+            .expect("a memory entry");
+        assert_eq!(m.points.len(), 3, "{m:?}");
+        assert!(m.points[2].held >= 1000, "{m:?}");
+    }
+    // The worker pool's in-flight bound comes from its /config: 20 workers.
+    let pool = doc
+        .waiting
+        .iter()
+        .find(|w| w.server == "worker-pool" && w.path.starts_with("/sleep"))
+        .unwrap();
+    assert_eq!(pool.in_flight, Some(20));
+    for experiment in ["waiting", "stall", "connection cost", "memory"] {
+        assert!(
+            doc.findings.iter().any(|f| f.experiment == experiment),
+            "no {experiment} finding: {:?}",
+            doc.findings
+        );
+    }
+    // In the browser: every chart drawn.
+    let Some(browser) = ["chromium", "chromium-browser"]
+        .iter()
+        .find_map(|n| harness::catalog::find_program(&[n]))
+    else {
+        skip_without("chromium (scripts/install-deps installs it)");
+        return;
+    };
+    let profile = tmp("models-chromium");
+    let o = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", dir.join("report.html").display()))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // RPS and p99 for each of two paths, the stall and the memory bars.
+    assert!(
+        dom.matches("<svg").count() >= 6,
+        "charts missing:\n{}",
+        &dom[..dom.len().min(2000)]
+    );
+    for title in [
+        "Little's law",
+        "A stall in the CPU",
+        "Connection cost",
+        "Memory per connection",
+    ] {
+        assert!(dom.contains(title), "{title} missing");
+    }
+}
