@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
         "compare",
         "calibrate",
         "reproduce",
+        "models",
     ],
     &["lab"],
     &["env"],

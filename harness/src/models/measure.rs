@@ -14,7 +14,25 @@ use crate::stats::Percentiles;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One closed-loop run of `GET path`.
+/// Waits until the server is idle again: a `/hello` answered within 100 ms
+/// (at most 15 s). A run that ends closes its connections, but a server may
+/// still work through what they left queued (php-fpm runs every request
+/// nginx already handed it), and the next run must not inherit that.
+pub fn quiesce(running: &Running) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        let t0 = Instant::now();
+        let ok = running
+            .get("/hello", Duration::from_secs(5))
+            .is_ok_and(|r| r.status == 200);
+        if ok && t0.elapsed() < Duration::from_millis(100) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One closed-loop run of `GET path`, on an idle server.
 pub fn run_path(
     lab: &Lab,
     running: &Running,
@@ -33,6 +51,7 @@ pub fn run_path(
     let control = Control {
         interrupt: lab.interrupt.clone(),
     };
+    quiesce(running);
     Ok(engine::run(&plan, &control, &mut |_| {})?)
 }
 

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::document::Stall;
-use super::measure::run_path;
+use super::measure::{quiesce, run_path};
 use crate::catalog::Running;
 use crate::engine::{self, Control, Plan, Route, Stop};
 use crate::lab::Lab;
@@ -103,6 +103,7 @@ fn stall(lab: &Lab, running: &Running, length: Duration, out: &mut Stall) -> any
     let control = Control {
         interrupt: lab.interrupt.clone(),
     };
+    quiesce(running);
     let mixed = engine::run(&plan, &control, &mut |_| {})?;
     out.failed = mixed.stats.failures.total();
     let hello = &mixed.stats.paths[0];
