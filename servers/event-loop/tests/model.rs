@@ -119,9 +119,7 @@ fn hello_is_answered_during(server: &ServerProcess, wait: &str, what: &str) {
     // The loop reads a request and starts its handler in one poll of that
     // connection's task, on its only thread: once no byte is unread, the
     // wait has begun and /hello cannot be read before it.
-    wait_for("the server to read the first request", || {
-        server.unread_bytes() == 0
-    });
+    server.wait_until_read();
     send_get(&mut hello, "/hello");
     let reply = read_reply(&mut hello);
     assert_eq!(
@@ -200,9 +198,7 @@ fn sigterm_stops_every_loop_after_in_flight_requests() {
     send_get(&mut slow, "/sleep?ms=500");
     // Accepted and read: the request is in flight (a connection still in
     // the accept queue, or with its request unread, is not).
-    wait_for("the server to read the request", || {
-        server.unread_bytes() == 0
-    });
+    server.wait_until_read();
     let status = thread::scope(|scope| {
         let reader = scope.spawn(|| read_reply(&mut slow));
         // A bound for a hung shutdown only: what is asserted is the order.
