@@ -39,8 +39,14 @@ fn sleeping_workers(server: &ServerProcess) -> usize {
     server
         .threads()
         .iter()
-        .filter(|t| t.name.starts_with("worker-") && t.in_sleep())
+        .filter(|t| is_worker(&t.name) && t.in_sleep())
         .count()
+}
+
+/// `worker-N`, a pool thread (not the `worker-pool` process's main thread).
+fn is_worker(name: &str) -> bool {
+    name.strip_prefix("worker-")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Sends `GET target` without waiting for the answer.
@@ -117,9 +123,7 @@ fn a_full_queue_answers_503_server_busy_at_once() {
     // same turn as it reads it: nothing unread, it is queued)...
     let mut queued = connect(&server);
     send(&mut queued, "/sleep?ms=10");
-    wait_for("the front to read the queued request", || {
-        server.unread_bytes() == 0
-    });
+    server.wait_until_read();
     // ...and the next one finds the queue full: 503 at once, i.e. before
     // the worker is free (2 s of sleep; a loaded machine answers in ms).
     let mut client = connect(&server);
