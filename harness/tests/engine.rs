@@ -143,8 +143,14 @@ fn a_stalled_server_times_out() {
         p.connections = 3;
         p.timeout = Duration::from_millis(300);
     }));
+    let took = t0.elapsed();
     assert_eq!(r.stats.failures.timeout, 6, "{:?}", r.stats.failures);
-    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // 6 requests on 3 connections: one connection waits out at least two
+    // timeouts in a row (a lower bound no load breaks)...
+    assert!(took >= Duration::from_millis(600), "{took:?}");
+    // ...and they are the 300 ms of the plan, not the 5 s default (which
+    // would take 10 s or more): seconds of slack for a loaded machine.
+    assert!(took < Duration::from_secs(6), "{took:?}");
 }
 
 #[test]
@@ -156,12 +162,17 @@ fn duration_is_honoured() {
     }));
     let wall = t0.elapsed();
     assert_eq!(r.end, End::Duration);
+    // The measured interval is the engine's own clock, cut at the end.
     assert!(
         r.duration >= Duration::from_millis(990) && r.duration <= Duration::from_millis(1100),
         "{:?}",
         r.duration
     );
-    assert!(wall < Duration::from_millis(1500), "{wall:?}");
+    // It did not end early (no load makes it shorter)...
+    assert!(wall >= Duration::from_secs(1), "{wall:?}");
+    // ...and it stopped by itself: a loaded machine may take a while to
+    // join the threads, never seconds.
+    assert!(wall < Duration::from_secs(10), "{wall:?}");
     assert!(r.stats.ok > 100);
     // The time series covers the run and adds up.
     assert_eq!(r.series.len(), 1);
@@ -179,14 +190,18 @@ fn series_has_a_point_per_second() {
     assert_eq!(r.series.len(), 3);
     let total: u64 = r.series.iter().map(|p| p.requests).sum();
     assert_eq!(total, r.stats.requests());
+    // About 400 in each full second. The open loop catches up after a
+    // stall, so load only moves requests across a second boundary: 100..=700
+    // holds through a 750 ms stall, and still tells a per-second point from
+    // a cumulative one (about 800 by the end of the second second).
     for p in &r.series[..2] {
-        assert!((200..=600).contains(&p.requests), "{p:?}");
+        assert!((100..=700).contains(&p.requests), "{p:?}");
         assert!(p.p99_us > 0);
     }
 }
 
 #[test]
-fn sleep_latency_p50_is_within_20_to_25_ms() {
+fn sleep_latency_is_the_20_ms_sleep() {
     let server = TestServer::start(Behaviour::Sleep);
     let r = run(&plan(&server.url("/sleep?ms=20"), |p| {
         p.stop = Stop::Duration(Duration::from_secs(2));
@@ -194,8 +209,14 @@ fn sleep_latency_p50_is_within_20_to_25_ms() {
     }));
     assert_eq!(r.stats.failures.total(), 0, "{:?}", r.stats.failures);
     let l = Percentiles::of(&r.stats.latency_us);
-    assert!((20_000..=25_000).contains(&l.p50), "p50 {} µs", l.p50);
+    // No sample is shorter than the sleep (none starts late or ends
+    // early: a lower bound no load breaks)...
     assert!(l.min >= 20_000, "min {} µs", l.min);
+    // ...and a sample is one round trip, not two (40 ms): the sleep plus
+    // the wake-ups of the server's and the engine's threads. Those add
+    // under 1 ms at the median on an idle machine and about 5 ms on a 2-core
+    // one running two CPU hogs and builds (p50 23-26 ms measured there).
+    assert!((20_000..40_000).contains(&l.p50), "p50 {} µs", l.p50);
 }
 
 #[test]
@@ -241,8 +262,17 @@ fn rate_is_held() {
         p.pace = Pace::Rate(500.0);
     }));
     let n = r.stats.requests();
-    assert!((950..=1010).contains(&n), "{n} requests at 500/s for 2 s");
-    assert_eq!(server.requests(), n + r.stats.aborted);
+    // 1000 are due in 2 s and no more are sent (closed loop would be tens
+    // of thousands). The open loop catches up after a stall; only a stall
+    // at the very end loses requests: 900 holds through 200 ms of one.
+    assert!((900..=1010).contains(&n), "{n} requests at 500/s for 2 s");
+    // The server answers what was aborted at the end on its own threads,
+    // maybe after the run returned: wait until it has, then compare.
+    let sent = n + r.stats.aborted;
+    testkit::observe::wait_for("the test server to answer every request sent", || {
+        server.requests() >= sent
+    });
+    assert_eq!(server.requests(), sent);
 }
 
 #[test]
@@ -262,10 +292,11 @@ fn a_server_dying_mid_run_ends_the_run_with_what_was_measured() {
     let server = TestServer::start(Behaviour::DieAfter(2_000));
     let t0 = Instant::now();
     let r = run(&plan(&server.url("/hello"), |p| {
-        p.stop = Stop::Duration(Duration::from_secs(10));
+        p.stop = Stop::Duration(Duration::from_secs(60));
     }));
     assert_eq!(r.end, End::ServerGone);
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // Long before the 60 s: it ended by itself (seconds of slack for load).
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     assert!(r.stats.ok >= 1_900 && r.stats.ok <= 2_000, "{}", r.stats.ok);
     let m = r.message.as_deref().unwrap_or("");
     assert!(m.contains("refused"), "{m}");
@@ -279,30 +310,36 @@ fn nothing_listening_ends_at_once() {
     };
     let t0 = Instant::now();
     let r = run(&plan(&format!("http://{addr}/hello"), |p| {
-        p.stop = Stop::Duration(Duration::from_secs(10));
+        p.stop = Stop::Duration(Duration::from_secs(60));
     }));
     assert_eq!(r.end, End::ServerGone);
     assert!(r.stats.failures.connect > 0);
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    // Long before the 60 s: it gave up by itself.
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
 }
 
 #[test]
 fn interrupt_stops_and_reports_partial_results() {
     let server = TestServer::start(Behaviour::Hello);
     let p = plan(&server.url("/hello"), |p| {
-        p.stop = Stop::Duration(Duration::from_secs(10));
+        p.stop = Stop::Duration(Duration::from_secs(60));
     });
     let control = Control::default();
     let flag = control.interrupt.clone();
+    let answered = server.requests.clone();
+    // Interrupt once the run is under way: the server has answered.
     std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
+        testkit::observe::wait_for("the run to send requests", || {
+            answered.load(Ordering::Relaxed) > 0
+        });
         flag.store(true, Ordering::Relaxed);
     });
     let t0 = Instant::now();
     let r = engine::run(&p, &control, &mut |_| {}).unwrap();
     assert_eq!(r.end, End::Interrupted);
     assert!(r.interrupted());
-    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // Long before the 60 s (the drain is 1 s; the rest is slack for load).
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     assert!(r.stats.ok > 0);
     // Drained: what was sent was answered.
     assert_eq!(r.stats.aborted, 0);
@@ -329,8 +366,19 @@ fn progress_is_reported_while_running() {
         p.stop = Stop::Duration(Duration::from_millis(1200));
     });
     let mut snaps = Vec::new();
+    let t0 = Instant::now();
     let r = engine::run(&p, &Control::default(), &mut |s| snaps.push(*s)).unwrap();
-    assert!((3..=5).contains(&snaps.len()), "{}", snaps.len());
+    let wall = t0.elapsed();
+    // While running: the reporter wakes every 20 ms and reports once 250 ms
+    // passed, so a 1.2 s run gets at least 2 however loaded the machine...
+    assert!(snaps.len() >= 2, "{} snapshots", snaps.len());
+    // ...and at most one per 250 ms of the run's wall time.
+    let most = (wall.as_millis() / 250) as usize;
+    assert!(
+        snaps.len() <= most,
+        "{} snapshots in {wall:?}: more than 4 a second",
+        snaps.len()
+    );
     let last = snaps.last().unwrap();
     assert!(last.requests > 0 && last.requests <= r.stats.requests());
 }

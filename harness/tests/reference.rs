@@ -36,7 +36,7 @@ fn verify_passes_every_row_against_the_event_loop_server() {
 }
 
 #[test]
-fn sleep_20ms_p50_is_within_20_to_25ms_on_the_event_loop_server() {
+fn sleep_20ms_latency_is_the_sleep_on_the_event_loop_server() {
     let server = event_loop();
     let url = format!("http://{}/sleep?ms=20", server.addr);
     let r = run(&plan(&url, |p| {
@@ -46,7 +46,11 @@ fn sleep_20ms_p50_is_within_20_to_25ms_on_the_event_loop_server() {
     assert_eq!(r.end, End::Duration);
     assert_eq!(r.stats.failures.total(), 0, "{:?}", r.stats.failures);
     let l = Percentiles::of(&r.stats.latency_us);
-    assert!((20_000..=25_000).contains(&l.p50), "p50 {} µs", l.p50);
+    // Never shorter than the sleep; at the median one round trip, not two
+    // (40 ms): the sleep plus wake-ups, about 5 ms on a 2-core machine
+    // running CPU hogs and builds (p50 23-26 ms measured there).
+    assert!(l.min >= 20_000, "min {} µs", l.min);
+    assert!((20_000..40_000).contains(&l.p50), "p50 {} µs", l.p50);
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! - [`db::shared_db`]: one private MariaDB per test binary, stopped at exit;
 //!   [`db::private`]: one per test, to stop, restart or count connections of.
 //! - [`process::ServerProcess`]: a server binary on a free port, stopped on drop.
+//! - [`observe`]: what a running server is doing (CPU time, unread bytes,
+//!   its threads' states), for tests that prove an order by state.
 //! - [`client`]: the raw HTTP/1 client that shows exactly what a server sent
 //!   (`workloads::probe`, which `harness verify` uses too).
 //! - [`contract`] and [`contract_tests!`]: the contract suite (DESIGN.md §2):
@@ -13,6 +15,7 @@
 pub use workloads::probe as client;
 pub mod contract;
 pub mod db;
+pub mod observe;
 pub mod process;
 
 pub use process::ServerProcess;

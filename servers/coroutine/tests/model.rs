@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use testkit::client::{get, Conn};
 use testkit::db::{shared, shared_db};
+use testkit::observe::wait_for;
 use testkit::ServerProcess;
 
 const BIN: &str = env!("CARGO_BIN_EXE_coroutine");
@@ -31,19 +32,27 @@ fn two_hundred_sleeps_overlap_on_one_worker_thread() {
     let started = Instant::now();
     let mut clients: Vec<Conn> = (0..200).map(|_| connect(server.addr)).collect();
     for c in &mut clients {
-        c.send_request("GET", "/sleep?ms=300").unwrap();
+        c.send_request("GET", "/sleep?ms=1000").unwrap();
     }
     for c in &mut clients {
         let r = c.read_response(false).unwrap();
-        assert_eq!((r.status, r.body_str().as_str()), (200, "slept 300"));
+        assert_eq!((r.status, r.body_str().as_str()), (200, "slept 1000"));
     }
     let elapsed = started.elapsed();
-    // One at a time would take 60 s; all 200 sleep at once.
+    // One at a time would take 200 s; under 20 s needs at least 10 at once
+    // on the one worker thread. They all sleep at once: the rest is
+    // accepting and reading 200 connections, which a debug build on a
+    // loaded 2-core machine takes a second or two.
     assert!(
-        elapsed < Duration::from_secs(5),
-        "200 concurrent 300 ms sleeps took {elapsed:?}"
+        elapsed < Duration::from_secs(20),
+        "200 concurrent 1 s sleeps took {elapsed:?}"
     );
 }
+
+/// The database's `SLEEP` in `/db?sleep_ms=2000`: long enough that `/hello`
+/// goes round (milliseconds) while the queries are still running, however
+/// far apart on a loaded machine the pool's 20 queries started.
+const DB_SLEEP_MS: u64 = 2000;
 
 #[test]
 fn database_waits_park_the_coroutine_not_the_worker_thread() {
@@ -58,23 +67,23 @@ fn database_waits_park_the_coroutine_not_the_worker_thread() {
     let started = Instant::now();
     let mut clients: Vec<Conn> = (0..50).map(|_| connect(server.addr)).collect();
     for c in &mut clients {
-        c.send_request("GET", "/db?sleep_ms=300").unwrap();
+        c.send_request("GET", &format!("/db?sleep_ms={DB_SLEEP_MS}"))
+            .unwrap();
     }
     // Wait until the database runs a full pool of sleeps: 20 coroutines
     // are now parked on the only worker thread, waiting for MariaDB. (Only
-    // this test's 300 ms sleeps count: other tests share the database.)
-    let sleeping = "SELECT COUNT(*) FROM information_schema.processlist \
-                    WHERE info LIKE 'SELECT 1 FROM (SELECT SLEEP(0.300))%'";
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let n: usize = db.sql(sleeping).unwrap().trim().parse().unwrap();
+    // this test's sleeps count: other tests share the database.)
+    let sleeping = format!(
+        "SELECT COUNT(*) FROM information_schema.processlist \
+         WHERE info LIKE 'SELECT 1 FROM (SELECT SLEEP({}.{:03}))%'",
+        DB_SLEEP_MS / 1000,
+        DB_SLEEP_MS % 1000
+    );
+    wait_for("a full pool of 20 DB sleeps in flight", || {
+        let n: usize = db.sql(&sleeping).unwrap().trim().parse().unwrap();
         assert!(n <= 20, "{n} queries at once through a pool of 20");
-        if n == 20 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "only {n} DB sleeps in flight");
-        thread::sleep(Duration::from_millis(10));
-    }
+        n == 20
+    });
     // The worker thread still answers, before any of those queries ends.
     let hello = get(server.addr, "/hello").unwrap();
     assert_eq!(
@@ -92,14 +101,18 @@ fn database_waits_park_the_coroutine_not_the_worker_thread() {
         assert_eq!((r.status, r.body_str().as_str()), (200, "1"));
     }
     let elapsed = started.elapsed();
-    // 50 queries through a pool of 20: three rounds of 300 ms, not 50.
+    // 50 queries through a pool of 20: three rounds, each at least the
+    // sleep (a lower bound: no load makes a SLEEP shorter)...
+    let round = Duration::from_millis(DB_SLEEP_MS);
     assert!(
-        elapsed >= Duration::from_millis(850),
+        elapsed >= round * 3 - Duration::from_millis(150),
         "{elapsed:?}: more than 20 queries at once through a pool of 20?"
     );
+    // ...not 50 in a row (100 s): a bound for a loaded machine, which
+    // adds milliseconds per round, not seconds.
     assert!(
-        elapsed < Duration::from_secs(5),
-        "50 DB sleeps of 300 ms through a pool of 20 took {elapsed:?}"
+        elapsed < round * 15,
+        "50 DB sleeps of {round:?} through a pool of 20 took {elapsed:?}"
     );
 }
 
@@ -108,22 +121,34 @@ fn database_waits_park_the_coroutine_not_the_worker_thread() {
 fn sigterm_finishes_in_flight_requests(engine: &str) {
     let mut server = ServerProcess::start(BIN, &["--engine", engine]);
     let mut client = connect(server.addr);
-    client.send_request("GET", "/sleep?ms=600").unwrap();
-    thread::sleep(Duration::from_millis(150));
+    client.send_request("GET", "/sleep?ms=2000").unwrap();
+    // In flight once read: the coroutine that read it counts it in flight
+    // a few µs later, before it parks on its timer. Those µs need a CPU,
+    // which a loaded machine gives within milliseconds: 100 ms of margin
+    // before SIGTERM, 1.9 s before the sleep ends.
+    server.wait_until_read();
+    thread::sleep(Duration::from_millis(100));
     server.signal(libc::SIGTERM);
-    thread::sleep(Duration::from_millis(150));
+    wait_for(
+        &format!("{engine}: the listener to close after SIGTERM"),
+        || TcpStream::connect(server.addr).is_err(),
+    );
+    // Refused first, unanswered after: the listener closed while the
+    // request was in flight (1.9 s left: far more than a loaded machine
+    // takes to handle a signal, milliseconds).
     assert!(
-        TcpStream::connect(server.addr).is_err(),
-        "{engine}: still accepting after SIGTERM"
+        !client.has_data(),
+        "{engine}: answered before the listener closed"
     );
     let r = client.read_response(false).unwrap();
     assert_eq!(
         (r.status, r.body_str().as_str()),
-        (200, "slept 600"),
+        (200, "slept 2000"),
         "{engine}"
     );
+    // A bound for a hung shutdown only (the server's own grace is 10 s).
     let status = server
-        .wait_exit(Duration::from_secs(5))
+        .wait_exit(Duration::from_secs(30))
         .unwrap_or_else(|| panic!("{engine}: did not exit after SIGTERM"));
     assert!(status.success(), "{engine}: exited with {status}");
 }

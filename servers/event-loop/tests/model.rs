@@ -1,29 +1,47 @@
 //! What makes this server the event-loop model, observed from outside:
 //! CPU work blocks its loop, I/O waits do not, `--workers N` runs N loops
-//! in parallel. Orderings of completion are asserted, never durations.
+//! in parallel. Orderings of completion are asserted, never durations, and
+//! each second request is sent only once the server is observed in the
+//! state the test is about (inside `/cpu`, or having read the first request:
+//! `testkit::observe`), never after a head start in time.
 //! Plus regressions for what hyper does on its own (its answers to
 //! unparseable requests, flushing before a close).
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use testkit::client::{self, Conn, RawResponse, READ_TIMEOUT};
+use testkit::observe::wait_for;
 use testkit::ServerProcess;
 
 const BIN: &str = env!("CARGO_BIN_EXE_event-loop");
 
-/// The longest sqrt loop the contract allows: hundreds of ms in a debug build.
+/// The longest sqrt loop the contract allows: hundreds of ms of CPU in a
+/// debug build.
 const LONG_CPU: &str = "/cpu?n=10000000";
 
-/// Time for the first request to reach the loop before the second is sent.
-/// If the loop is slower than that to wake, it still finds the first
-/// request first (readiness events and tokio's run queue are FIFO).
-const HEAD_START: Duration = Duration::from_millis(20);
+/// CPU time the server spends, with only `/cpu` outstanding, before the
+/// test believes it is inside the sqrt loop: parsing and routing a request
+/// take microseconds, so this much is the loop itself (and far from its end).
+const INSIDE_CPU: Duration = Duration::from_millis(20);
+
+/// A wait that must outlast the second request's round trip on a loaded
+/// machine (milliseconds): 5 s is a margin of hundreds. The tests do not
+/// wait for it to end (the server is killed).
+const LONG_SLEEP: &str = "/sleep?ms=5000";
 
 fn connect(addr: SocketAddr) -> Conn {
     Conn::connect(addr).expect("connecting")
+}
+
+/// A connection that has already been accepted and served once.
+fn warm(addr: SocketAddr) -> Conn {
+    let mut c = connect(addr);
+    send_get(&mut c, "/hello");
+    assert_eq!(read_reply(&mut c).status, 200);
+    c
 }
 
 fn send_get(conn: &mut Conn, target: &str) {
@@ -58,51 +76,66 @@ fn exchange_until_close(addr: SocketAddr, raw: &[u8]) -> Vec<RawResponse> {
     replies
 }
 
-/// Sends `first` on one connection and, [`HEAD_START`] later, `second` on
-/// another (both connections already accepted and warm). Returns the
-/// instants at which each response had fully arrived.
-fn race(addr: SocketAddr, first: &'static str, second: &'static str) -> (Instant, Instant) {
-    let mut a = connect(addr);
-    let mut b = connect(addr);
-    for s in [&mut a, &mut b] {
-        send_get(s, "/hello");
-        assert_eq!(read_reply(s).status, 200);
-    }
-    // Sent from this thread, so that it surely leaves before the second.
-    send_get(&mut a, first);
-    let first_thread = thread::spawn(move || {
-        let reply = read_reply(&mut a);
-        let done = Instant::now();
-        assert_eq!(reply.status, 200, "{first}: {}", reply.body_str());
-        done
+/// Sends [`LONG_CPU`] on `conn` and returns once the server is inside its
+/// sqrt loop: its CPU time moved by [`INSIDE_CPU`] while nothing else was
+/// outstanding (the caller's earlier requests are all answered).
+fn start_long_cpu(server: &ServerProcess, conn: &mut Conn) {
+    let before = server.cpu_time();
+    send_get(conn, LONG_CPU);
+    wait_for("the server to spend CPU time on /cpu", || {
+        server.cpu_time() >= before + INSIDE_CPU
     });
-    thread::sleep(HEAD_START);
-    send_get(&mut b, second);
-    let reply = read_reply(&mut b);
-    let second_done = Instant::now();
-    assert_eq!(reply.status, 200, "{second}: {}", reply.body_str());
-    let first_done = first_thread.join().expect("first request");
-    (first_done, second_done)
+    assert!(
+        !conn.has_data(),
+        "/cpu was answered before the test saw it run: {LONG_CPU} is too short for this build"
+    );
 }
 
 #[test]
 fn cpu_work_blocks_the_loop() {
     let server = ServerProcess::start(BIN, &["--workers", "1"]);
-    let (cpu_done, hello_done) = race(server.addr, LONG_CPU, "/hello");
+    let (mut cpu, mut hello) = (warm(server.addr), warm(server.addr));
+    start_long_cpu(&server, &mut cpu);
+    // The only loop is inside /cpu now: /hello waits for it to end.
+    send_get(&mut hello, "/hello");
+    assert_eq!(read_reply(&mut hello).status, 200);
+    // The loop wrote /cpu's answer before it read /hello, and loopback puts
+    // written bytes in the peer's socket before `write` returns: once
+    // /hello's answer is here, /cpu's must be too (no clock compared).
     assert!(
-        hello_done > cpu_done,
+        cpu.has_data(),
         "/hello answered while /cpu ran: the loop was not blocked"
+    );
+    let reply = read_reply(&mut cpu);
+    assert_eq!(reply.status, 200, "{LONG_CPU}: {}", reply.body_str());
+}
+
+/// Sends `wait` (a timer or a database wait) on one connection, waits until
+/// the server has read it, then asks `/hello` on another: it must be
+/// answered while `wait` is still unanswered.
+fn hello_is_answered_during(server: &ServerProcess, wait: &str, what: &str) {
+    let (mut slow, mut hello) = (warm(server.addr), warm(server.addr));
+    send_get(&mut slow, wait);
+    // The loop reads a request and starts its handler in one poll of that
+    // connection's task, on its only thread: once no byte is unread, the
+    // wait has begun and /hello cannot be read before it.
+    server.wait_until_read();
+    send_get(&mut hello, "/hello");
+    let reply = read_reply(&mut hello);
+    assert_eq!(
+        (reply.status, reply.body_str().as_str()),
+        (200, "Hello World")
+    );
+    assert!(
+        !slow.has_data(),
+        "/hello waited for {wait}: {what} blocked the loop"
     );
 }
 
 #[test]
 fn a_timer_does_not_block_the_loop() {
     let server = ServerProcess::start(BIN, &["--workers", "1"]);
-    let (sleep_done, hello_done) = race(server.addr, "/sleep?ms=500", "/hello");
-    assert!(
-        hello_done < sleep_done,
-        "/hello waited for /sleep: the timer blocked the loop"
-    );
+    hello_is_answered_during(&server, LONG_SLEEP, "the timer");
 }
 
 #[test]
@@ -110,11 +143,7 @@ fn a_database_wait_does_not_block_the_loop() {
     let url = testkit::db::shared();
     let server = ServerProcess::start(BIN, &["--workers", "1", "--mysql-url", url]);
     assert_eq!(get(server.addr, "/db").body_str(), "1");
-    let (db_done, hello_done) = race(server.addr, "/db?sleep_ms=500", "/hello");
-    assert!(
-        hello_done < db_done,
-        "/hello waited for the database: the query blocked the loop"
-    );
+    hello_is_answered_during(&server, "/db?sleep_ms=5000", "the query");
 }
 
 #[test]
@@ -122,14 +151,8 @@ fn two_workers_are_two_loops_in_parallel() {
     let server = ServerProcess::start(BIN, &["--workers", "2"]);
     let addr = server.addr;
     // Block one loop with the sqrt loop...
-    let mut busy = connect(addr);
-    send_get(&mut busy, LONG_CPU);
-    let cpu = thread::spawn(move || {
-        let reply = read_reply(&mut busy);
-        assert_eq!(reply.status, 200);
-        Instant::now()
-    });
-    thread::sleep(HEAD_START);
+    let mut busy = warm(addr);
+    start_long_cpu(&server, &mut busy);
     // ...then say hello over new connections: SO_REUSEPORT hashes each to
     // one of the two loops, so some land on the free one (all 16 landing
     // on the busy one has a chance of 1 in 65536).
@@ -138,19 +161,20 @@ fn two_workers_are_two_loops_in_parallel() {
         let tx = tx.clone();
         thread::spawn(move || {
             let reply = get(addr, "/hello");
-            assert_eq!(reply.status, 200);
-            let _ = tx.send(Instant::now());
+            let _ = tx.send(reply.status);
         });
     }
     drop(tx);
-    let first_hello = rx.recv().expect("a hello");
-    let cpu_done = cpu.join().expect("the cpu request");
+    assert_eq!(rx.recv().expect("a hello"), 200);
+    // The first hello is answered by the free loop within milliseconds,
+    // while the busy one still has hundreds of ms of CPU to go.
     assert!(
-        first_hello < cpu_done,
+        !busy.has_data(),
         "no /hello was answered while one loop ran /cpu: not two loops"
     );
-    let answered = 1 + rx.iter().count();
-    assert_eq!(answered, 16);
+    let answered: Vec<u16> = rx.iter().collect();
+    assert_eq!(answered, [200; 15]);
+    assert_eq!(read_reply(&mut busy).status, 200);
 }
 
 #[test]
@@ -172,7 +196,9 @@ fn sigterm_stops_every_loop_after_in_flight_requests() {
     let server = ServerProcess::start(BIN, &["--workers", "2"]);
     let mut slow = connect(server.addr);
     send_get(&mut slow, "/sleep?ms=500");
-    thread::sleep(HEAD_START);
+    // Accepted and read: the request is in flight (a connection still in
+    // the accept queue, or with its request unread, is not).
+    server.wait_until_read();
     let status = thread::scope(|scope| {
         let reader = scope.spawn(|| read_reply(&mut slow));
         // A bound for a hung shutdown only: what is asserted is the order.
