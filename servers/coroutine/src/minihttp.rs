@@ -14,6 +14,14 @@
 //!   not refused with 431;
 //! - it has no read timeout: a slowloris client holds its coroutine forever.
 //!
+//! A request stays in flight until its answer is written: may_minihttp
+//! writes a batch of answers after `call` returns, so the guard of the last
+//! one is kept in the connection's service and released when the next
+//! request is read or the connection ends (a pipelined batch is written
+//! together, and its last guard covers it). Shutdown therefore never exits between an answer and
+//! its write; a client that keeps an idle keep-alive connection open delays
+//! it, by at most `server_common::shutdown::GRACE`.
+//!
 //! may_minihttp binds its own listener from an address; to learn the port
 //! of `--addr` with port 0, we bind first with `SO_REUSEPORT` (as
 //! may_minihttp does), hand it the bound address, and close ours before
@@ -24,6 +32,7 @@ use std::net::SocketAddr;
 
 use may::coroutine::JoinHandle;
 use may_minihttp::{HttpServer, HttpService, Request, Response};
+use server_common::shutdown::InFlight;
 use workloads::Body;
 
 use crate::app::App;
@@ -41,7 +50,11 @@ pub struct Server {
 pub fn start(addr: SocketAddr, app: &'static App) -> io::Result<Server> {
     let reserve = server_common::listen::bind(addr, true)?;
     let addr = reserve.local_addr()?;
-    let accept = HttpServer(Service(app)).start(addr)?;
+    let accept = HttpServer(Service {
+        app,
+        answered: None,
+    })
+    .start(addr)?;
     drop(reserve);
     Ok(Server { addr, accept })
 }
@@ -61,13 +74,31 @@ impl Server {
 }
 
 /// The contract as an `HttpService`: one per connection, all sharing the app.
-#[derive(Clone, Copy)]
-struct Service(&'static App);
+struct Service {
+    app: &'static App,
+    /// The last answer's request, in flight until may_minihttp has written
+    /// it: released when the next request is read or the connection ends.
+    answered: Option<InFlight>,
+}
+
+impl Clone for Service {
+    /// A new connection's service: nothing answered yet.
+    fn clone(&self) -> Service {
+        Service {
+            app: self.app,
+            answered: None,
+        }
+    }
+}
 
 impl HttpService for Service {
     fn call(&mut self, req: Request, rsp: &mut Response) -> io::Result<()> {
-        let app = self.0;
-        let _in_flight = app.shutdown.request();
+        let app = self.app;
+        let in_flight = app.shutdown.request();
+        // A new request was read: the earlier answers are written, or (in a
+        // pipelined batch) wait in the same buffer as this one, whose guard
+        // now covers them.
+        self.answered = None;
         let resp = app.respond(req.method(), req.path());
         rsp.status_code(
             usize::from(resp.status),
@@ -84,6 +115,7 @@ impl HttpService for Service {
             },
             Body::Owned(bytes) => rsp.body_vec(bytes),
         }
+        self.answered = Some(in_flight);
         Ok(())
     }
 }
