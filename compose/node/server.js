@@ -1,5 +1,5 @@
 'use strict';
-// Node.js implementation of the benchmark contract (DESIGN.md section 2):
+// Node.js implementation of the benchmark contract (docs/ARCHITECTURE.md §2):
 // one process, one event loop (the seed's setup), node:http, a mysql2 pool of
 // DB_POOL (20) connections.
 //

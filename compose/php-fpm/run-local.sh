@@ -25,7 +25,7 @@
 # process-group leader (bash job control, `set -m`) that call fails and it
 # stays in the caller's session, hence in the caller's scheduler autogroup.
 # nginx runs with `daemon off;` for the same reason. Do not wrap either in
-# setsid(1). See shared/ANCHORS.md, "Traps".
+# setsid(1). See docs/ARCHITECTURE.md §5 (the autogroup).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

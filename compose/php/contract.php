@@ -1,7 +1,7 @@
 <?php
 
 /**
- * The benchmark contract (DESIGN.md section 2) for every PHP stack.
+ * The benchmark contract (docs/ARCHITECTURE.md §2) for every PHP stack.
  *
  * One routing + workload library shared by php-fpm (index.php), RoadRunner
  * (worker.php), Swoole (server.php) and FrankenPHP (worker mode). A stack

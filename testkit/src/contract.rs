@@ -1,4 +1,4 @@
-//! The contract suite (DESIGN.md §2): every row of [`workloads::contract`]
+//! The contract suite (docs/ARCHITECTURE.md §2): every row of [`workloads::contract`]
 //! (the list `harness verify` runs too), then what rows cannot express: the
 //! database stopped and restarted, a stalled request, SIGTERM. Each function
 //! is one test; [`contract_tests!`](crate::contract_tests) turns them into

@@ -8,7 +8,7 @@
 //!   its threads' states), for tests that prove an order by state.
 //! - [`client`]: the raw HTTP/1 client that shows exactly what a server sent
 //!   (`workloads::probe`, which `harness verify` uses too).
-//! - [`contract`] and [`contract_tests!`]: the contract suite (DESIGN.md §2):
+//! - [`contract`] and [`contract_tests!`]: the contract suite (docs/ARCHITECTURE.md §2):
 //!   every row of `workloads::contract`, then the database down, a stalled
 //!   request and SIGTERM.
 

@@ -1,4 +1,4 @@
-//! The HTTP contract every benchmarked server implements (DESIGN.md §2).
+//! The HTTP contract every benchmarked server implements (docs/ARCHITECTURE.md §2).
 //!
 //! One place for the routes, the validation of query values, the business
 //! logic (the sqrt loop, the SQL), the exact response bodies and content
