@@ -171,8 +171,11 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
 
 #[test]
 fn ab_drives_the_same_runs_into_the_same_table() {
-    if harness::catalog::find_program(&["ab"]).is_none() {
-        eprintln!("skipped: ab is not installed (apt-get install apache2-utils)");
+    if harness::catalog::find_program(&["ab"]).is_none()
+        && crate::util::skip_without(
+            "ab (apt-get install apache2-utils; scripts/install-deps does)",
+        )
+    {
         return;
     }
     sibling_binary("worker-pool");
@@ -714,7 +717,7 @@ fn chromium() -> Option<PathBuf> {
 #[test]
 fn the_html_report_renders_in_headless_chromium() {
     let Some(browser) = chromium() else {
-        eprintln!("skipped: chromium is not installed (apt-get install chromium; scripts/install-deps does)");
+        crate::util::skip_without("chromium (apt-get install chromium; scripts/install-deps does)");
         return;
     };
     let dir = tmp("chromium");

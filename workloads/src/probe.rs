@@ -123,6 +123,10 @@ impl Conn {
             let mut chunk = [0u8; 16 * 1024];
             let n = match self.stream.read(&mut chunk) {
                 Ok(n) => n,
+                // A read with a timeout is never restarted after a signal
+                // (signal(7)), even one that stops and resumes the process
+                // without a handler: read again, within the same deadline.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // A socket read timeout is `WouldBlock` on Unix.
                 Err(e)
                     if matches!(
@@ -201,6 +205,7 @@ impl Conn {
             match self.stream.read(&mut chunk) {
                 Ok(0) => break Ok(()),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break Ok(()),
                 Err(e)
                     if matches!(

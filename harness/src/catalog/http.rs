@@ -46,7 +46,12 @@ pub fn get(addr: SocketAddr, host: &str, target: &str, timeout: Duration) -> io:
             ));
         }
         s.set_read_timeout(Some(left))?;
-        let n = s.read(&mut chunk)?;
+        let n = match s.read(&mut chunk) {
+            Ok(n) => n,
+            // A read with a timeout is not restarted after a signal: again.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n > 0 {
             buf.extend_from_slice(&chunk[..n]);
         }
