@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use plotters::prelude::*;
 
 use super::document::Models;
 use crate::report::align;
+use crate::report::page::{html_page, html_table, md_table, write_files};
 use crate::report::svg::{builder, escape, svg};
 
 fn findings_of<'a>(doc: &'a Models, experiment: &'a str) -> impl Iterator<Item = String> + 'a {
@@ -184,23 +184,6 @@ pub fn text(doc: &Models) -> String {
     o
 }
 
-fn md_table(rows: &[Vec<String>]) -> String {
-    let mut out = String::new();
-    for (i, r) in rows.iter().enumerate() {
-        out += &format!(
-            "| {} |\n",
-            r.iter()
-                .map(|c| c.replace('|', "\\|"))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
-        if i == 0 {
-            out += &format!("|{}\n", "---|".repeat(r.len()));
-        }
-    }
-    out
-}
-
 pub fn markdown(doc: &Models) -> String {
     let mut o = String::from("# harness models\n");
     for (key, title) in SECTIONS {
@@ -326,19 +309,6 @@ fn bars(caption: &str, y_desc: &str, bars: Vec<(String, f64)>) -> Option<String>
     }))
 }
 
-fn html_table(rows: &[Vec<String>]) -> String {
-    let mut o = String::from("<div class=\"wide\"><table>\n");
-    for (i, r) in rows.iter().enumerate() {
-        let tag = if i == 0 { "th" } else { "td" };
-        o += "<tr>";
-        for c in r {
-            o += &format!("<{tag}>{}</{tag}>", escape(c));
-        }
-        o += "</tr>\n";
-    }
-    o + "</table></div>\n"
-}
-
 pub fn html(doc: &Models) -> String {
     let mut b = format!(
         "<h1>harness models{}</h1>\n<p>{} · {} cores · kernel {} · harness {}</p>\n",
@@ -396,24 +366,17 @@ pub fn html(doc: &Models) -> String {
         }
         b += &html_table(&rows);
     }
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>harness models</title>\n<style>\
-         body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}\
-         table {{ border-collapse: collapse; font-size: 0.9em; }} th, td {{ border: 1px solid #ccc; padding: 3px 8px; }}\
-         .wide {{ overflow-x: auto; }}</style>\n</head>\n<body>\n{b}</body>\n</html>\n"
-    )
+    html_page("harness models", &b)
 }
 
 /// results.json, report.md and report.html into `dir`.
 pub fn write_all(dir: &Path, doc: &Models) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for (name, text) in [
-        ("results.json", doc.to_json()),
-        ("report.md", markdown(doc)),
-        ("report.html", html(doc)),
-    ] {
-        let p = dir.join(name);
-        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
-    }
-    Ok(())
+    write_files(
+        dir,
+        &[
+            ("results.json", doc.to_json()),
+            ("report.md", markdown(doc)),
+            ("report.html", html(doc)),
+        ],
+    )
 }

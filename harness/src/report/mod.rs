@@ -6,6 +6,7 @@ pub mod csv;
 pub mod hgrm;
 pub mod json;
 pub mod markdown;
+pub mod page;
 pub mod svg;
 pub mod text;
 

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use plotters::prelude::*;
 
 use super::document::{Cell, Reproduction};
 use crate::report::align;
+use crate::report::page::{html_page, html_table, md_table, write_files};
 use crate::report::svg::{builder, escape, svg};
 
 const HEADER: [&str; 12] = [
@@ -161,23 +161,6 @@ fn conditions_note(doc: &Reproduction) -> String {
     o
 }
 
-fn md_table(rows: &[Vec<String>]) -> String {
-    let mut out = String::new();
-    for (i, r) in rows.iter().enumerate() {
-        out += &format!(
-            "| {} |\n",
-            r.iter()
-                .map(|c| c.replace('|', "\\|"))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
-        if i == 0 {
-            out += &format!("|{}\n", "---|".repeat(r.len()));
-        }
-    }
-    out
-}
-
 pub fn markdown(doc: &Reproduction) -> String {
     let mut o = format!(
         "# harness reproduce {}\n\nSeed: **{}** — {}; load: `{}`.\n\n## Ours\n\n",
@@ -199,19 +182,6 @@ pub fn markdown(doc: &Reproduction) -> String {
         .replace("\nconditions:\n", "\n## Conditions\n\n")
         .replace("  - ", "- ");
     o
-}
-
-fn html_table(rows: &[Vec<String>]) -> String {
-    let mut o = String::from("<div class=\"wide\"><table>\n");
-    for (i, r) in rows.iter().enumerate() {
-        let tag = if i == 0 { "th" } else { "td" };
-        o += "<tr>";
-        for c in r {
-            o += &format!("<{tag}>{}</{tag}>", escape(c));
-        }
-        o += "</tr>\n";
-    }
-    o + "</table></div>\n"
 }
 
 /// Our ab figures (as the seed ran it) beside the seed's, per server and environment.
@@ -307,25 +277,17 @@ pub fn html(doc: &Reproduction) -> String {
         "<pre class=\"note\">{}</pre>\n",
         escape(&conditions_note(doc))
     );
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>harness reproduce {}</title>\n<style>\
-         body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}\
-         table {{ border-collapse: collapse; font-size: 0.9em; }} th, td {{ border: 1px solid #ccc; padding: 3px 8px; }}\
-         .wide {{ overflow-x: auto; }} .note {{ color: #555; white-space: pre-wrap; }}</style>\n</head>\n<body>\n{b}</body>\n</html>\n",
-        escape(&doc.experiment)
-    )
+    html_page(&format!("harness reproduce {}", doc.experiment), &b)
 }
 
 /// results.json, report.md and report.html into `dir`.
 pub fn write_all(dir: &Path, doc: &Reproduction) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for (name, text) in [
-        ("results.json", doc.to_json()),
-        ("report.md", markdown(doc)),
-        ("report.html", html(doc)),
-    ] {
-        let p = dir.join(name);
-        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
-    }
-    Ok(())
+    write_files(
+        dir,
+        &[
+            ("results.json", doc.to_json()),
+            ("report.md", markdown(doc)),
+            ("report.html", html(doc)),
+        ],
+    )
 }

@@ -2,6 +2,7 @@
 //! comparison": on the terminal (aligned text) and in report.md (Markdown).
 
 use super::super::results::{Results, Row, RowStatus, ServerStatus};
+use crate::report::page::md_table;
 use crate::report::{align, bytes, latency, thousands};
 
 /// The table's header.
@@ -178,30 +179,6 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
     }
     if results.interrupted {
         line("interrupted: the table covers what was measured before Ctrl-C/SIGTERM");
-    }
-    out
-}
-
-fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
-}
-
-fn md_table(rows: &[Vec<String>]) -> String {
-    let mut out = String::new();
-    for (i, r) in rows.iter().enumerate() {
-        out.push_str("| ");
-        out.push_str(
-            &r.iter()
-                .map(|c| md_escape(c))
-                .collect::<Vec<_>>()
-                .join(" | "),
-        );
-        out.push_str(" |\n");
-        if i == 0 {
-            out.push('|');
-            out.push_str(&"---|".repeat(r.len()));
-            out.push('\n');
-        }
     }
     out
 }
