@@ -114,8 +114,11 @@ pub struct Memory {
 #[serde(deny_unknown_fields)]
 pub struct MemoryPoint {
     pub requested: u64,
-    /// Connections the server accepted and the harness holds.
+    /// Connections the harness holds open (the kernel completed them).
     pub held: u64,
+    /// Of those, still waiting in the listening socket's accept queue when
+    /// RSS was read: a server at its connection limit leaves them there.
+    pub not_accepted: u64,
     /// The server's process tree, summed.
     pub rss_bytes: u64,
 }

@@ -235,10 +235,10 @@ pub fn memory(memory: &[Memory]) -> Vec<Finding> {
                 "memory",
                 &m.server,
                 format!(
-                    "{} ({}): {kib:.1} KiB per idle connection, {} of {} connections held{}",
+                    "{} ({}): {kib:.1} KiB per idle connection, {} of {} connections accepted{}",
                     m.server,
                     m.model,
-                    thousands(top.held as f64),
+                    thousands(top.held.saturating_sub(top.not_accepted) as f64),
                     thousands(top.requested as f64),
                     match m.hello_answered_at_most {
                         Some(true) => ", /hello still answered".to_string(),

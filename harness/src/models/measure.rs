@@ -244,28 +244,28 @@ pub fn memory(lab: &Lab, running: &Running, model: &str, levels: &[usize]) -> Me
     };
     let addr = running.addr;
     let mut held: Vec<TcpStream> = Vec::new();
-    let settle = |held: usize| {
-        // Every completed connection accepted by the server, or 10 s.
+    // Every completed connection accepted by the server (or 10 s); then
+    // the server's RSS, and what is still in the accept queue.
+    let settle = || {
         let deadline = Instant::now() + Duration::from_secs(10);
         while accept_queue(addr.port()).unwrap_or(0) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
-        // A settled RSS: give the allocator's bookkeeping a moment, then read.
-        std::thread::sleep(Duration::from_millis(300));
-        let _ = held;
-        rss_bytes(running)
+        (rss_bytes(running), accept_queue(addr.port()).unwrap_or(0))
     };
+    let (rss, _) = settle();
     out.points.push(MemoryPoint {
         requested: 0,
         held: 0,
-        rss_bytes: settle(0),
+        not_accepted: 0,
+        rss_bytes: rss,
     });
     for &n in levels {
         if lab.interrupted() {
             break;
         }
         hold(addr, &mut held, n);
-        let rss = settle(held.len());
+        let (rss, not_accepted) = settle();
         super::say(&format!(
             "  {}: {} idle connections held, RSS {:.1} MiB",
             running.name,
@@ -275,15 +275,17 @@ pub fn memory(lab: &Lab, running: &Running, model: &str, levels: &[usize]) -> Me
         out.points.push(MemoryPoint {
             requested: n as u64,
             held: held.len() as u64,
+            not_accepted,
             rss_bytes: rss,
         });
     }
     out.hello_answered_at_most = Some(hello_answers(addr, TIMEOUT));
     drop(held);
     if let (Some(first), Some(last)) = (out.points.first(), out.points.last()) {
-        if last.held > 0 {
+        let accepted = last.held.saturating_sub(last.not_accepted);
+        if accepted > 0 {
             out.kib_per_connection =
-                Some((last.rss_bytes as f64 - first.rss_bytes as f64) / 1024.0 / last.held as f64);
+                Some((last.rss_bytes as f64 - first.rss_bytes as f64) / 1024.0 / accepted as f64);
         }
     }
     out

@@ -133,7 +133,13 @@ fn memory_rows(doc: &Models) -> Vec<Vec<String>> {
         rows.push(vec![
             m.server.clone(),
             m.model.clone(),
-            top.map_or("—".into(), |p| format!("{} of {}", p.held, p.requested)),
+            top.map_or("—".into(), |p| {
+                format!(
+                    "{} of {}",
+                    p.held.saturating_sub(p.not_accepted),
+                    p.requested
+                )
+            }),
             top.map_or("—".into(), |p| {
                 format!("{:.1}", p.rss_bytes as f64 / 1048576.0)
             }),
