@@ -217,7 +217,12 @@ fn load(
         row.runs.push(doc);
         if gone {
             row.summary = summarize(&row.runs, &merged, tool);
-            let log = running.logs();
+            // How it died (its exit status or signal, with its log), when
+            // it has exited; its log alone when it only stopped answering.
+            let log = match running.check_alive() {
+                Err(died) => format!("{died:#}"),
+                Ok(()) => running.logs(),
+            };
             return (
                 fail(
                     row,
