@@ -1,29 +1,12 @@
 //! The `harness` binary end to end: report formats, the JSON schema, exit
 //! codes, help.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use harness::report::json::Document;
 use serde_json::Value;
 
-use crate::util::{harness_bin, Behaviour, TestServer};
-
-fn harness(args: &[&str]) -> Output {
-    Command::new(harness_bin())
-        .args(args)
-        .output()
-        .expect("run harness")
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "harness failed: {}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+use crate::util::{harness, harness_bin, stdout, Behaviour, TestServer};
 
 #[test]
 fn json_output_parses_round_trips_and_matches_the_schema() {

@@ -2,7 +2,6 @@
 //! share, is verified by its own check and timed in its own histogram; a run
 //! without `--path` reports as before.
 
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use harness::engine::{Pace, Plan, Route, RunResult, Stop};
@@ -12,7 +11,7 @@ use serde_json::Value;
 use testkit::ServerProcess;
 
 use crate::cli::validate;
-use crate::util::{harness_bin, run, sibling_binary, Behaviour, TestServer};
+use crate::util::{harness, run, sibling_binary, stdout, Behaviour, TestServer};
 
 /// The workspace's event-loop server: the contract's answers for every path.
 fn event_loop() -> ServerProcess {
@@ -140,23 +139,6 @@ fn an_open_loop_mix_times_each_path_from_its_intended_send_time() {
         assert!(l.p99 >= 500_000, "path {i}: p99 {} µs", l.p99);
         assert!(path.requests().abs_diff(r.stats.requests() / 2) <= 10);
     }
-}
-
-fn harness(args: &[&str]) -> Output {
-    Command::new(harness_bin())
-        .args(args)
-        .output()
-        .expect("run harness")
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "harness failed: {}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
 }
 
 /// The error of a run that must not start: a clear message, not a panic.

@@ -312,3 +312,22 @@ pub fn skip_without(why: &str) -> bool {
     eprintln!("skipped: {why}");
     true
 }
+
+/// `harness ARGS`, run to the end.
+pub fn harness(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(harness_bin())
+        .args(args)
+        .output()
+        .expect("run harness")
+}
+
+/// The stdout of a run that must have succeeded (its stderr otherwise).
+pub fn stdout(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "harness failed: {}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}

@@ -164,39 +164,19 @@ fn start_database(
 /// be placed in `environment`, else `skipped` with why.
 fn server_docs(entries: &[Entry], lab: &Lab, environment: Environment) -> Vec<ServerDoc> {
     let (ready, missing) = select::runnable(entries.to_vec(), &lab.paths);
-    entries
-        .iter()
-        .map(|e| {
-            let mut doc = ServerDoc {
-                name: e.name.clone(),
-                model: e.model.to_string(),
-                language: e.language.to_string(),
-                status: ServerStatus::Ran,
-                reason: None,
-                detail: None,
-                config: None,
-                versions: Vec::new(),
-                same_autogroup: None,
-                notes: Vec::new(),
-                contract: None,
-            };
-            doc.detail = ready
-                .iter()
-                .find(|(r, _)| r.name == e.name)
-                .map(|(_, d)| d.clone());
-            if let Some(m) = missing.iter().find(|m| m.name == e.name) {
-                doc.status = ServerStatus::Skipped;
-                doc.reason = Some(format!("{}; to run it: {}", m.reason, m.fix));
-            } else if environment != Environment::Bare && !e.placeable() {
+    let mut docs = ServerDoc::of_selection(entries, &ready, &missing);
+    if environment != Environment::Bare {
+        for (doc, e) in docs.iter_mut().zip(entries) {
+            if doc.status == ServerStatus::Ran && !e.placeable() {
                 doc.status = ServerStatus::Skipped;
                 doc.reason = Some(format!(
                     "--env {}: a server started elsewhere (--target) cannot be placed",
                     environment.name()
                 ));
             }
-            doc
-        })
-        .collect()
+        }
+    }
+    docs
 }
 
 /// Builds `environment` (none for bare) and notes it on every server.

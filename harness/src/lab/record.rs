@@ -151,3 +151,40 @@ impl Database {
         }
     }
 }
+
+impl ServerDoc {
+    /// One document per entry, in order: `ran` (so far) with what will be
+    /// started, or `skipped` with why and what to install.
+    pub fn of_selection(
+        entries: &[crate::catalog::Entry],
+        ready: &[(crate::catalog::Entry, String)],
+        missing: &[super::select::Missing],
+    ) -> Vec<ServerDoc> {
+        entries
+            .iter()
+            .map(|e| {
+                let m = missing.iter().find(|m| m.name == e.name);
+                ServerDoc {
+                    name: e.name.clone(),
+                    model: e.model.into(),
+                    language: e.language.into(),
+                    status: if m.is_some() {
+                        ServerStatus::Skipped
+                    } else {
+                        ServerStatus::Ran
+                    },
+                    reason: m.map(|m| format!("{}; to run it: {}", m.reason, m.fix)),
+                    detail: ready
+                        .iter()
+                        .find(|(r, _)| r.name == e.name)
+                        .map(|(_, d)| d.clone()),
+                    config: None,
+                    versions: Vec::new(),
+                    same_autogroup: None,
+                    notes: Vec::new(),
+                    contract: None,
+                }
+            })
+            .collect()
+    }
+}

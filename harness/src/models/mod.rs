@@ -146,7 +146,13 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     };
     let mut lab = Lab::open(args.repo_dir.as_deref())?;
     let entries = select::named(&args.servers)?;
-    let (ready, missing) = select::runnable(entries, &lab.paths);
+    let (ready, missing) = select::runnable(entries.clone(), &lab.paths);
+    for m in &missing {
+        say(&format!(
+            "{}: cannot run here: {}; to run it: {}",
+            m.name, m.reason, m.fix
+        ));
+    }
     if ready.is_empty() {
         bail!("none of the selected servers can run here (see `harness servers`)");
     }
@@ -160,7 +166,7 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
         command: std::env::args().collect(),
         machine: record::machine(),
         database: Database::of(&lab.database),
-        servers: server_docs(&ready, &missing),
+        servers: ServerDoc::of_selection(&entries, &ready, &missing),
         waiting: Vec::new(),
         stall: Vec::new(),
         connection_cost: Vec::new(),
@@ -192,41 +198,6 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn server_docs(ready: &[(Entry, String)], missing: &[select::Missing]) -> Vec<ServerDoc> {
-    let doc = |name: &str, model: &str, language: &str| ServerDoc {
-        name: name.into(),
-        model: model.into(),
-        language: language.into(),
-        status: ServerStatus::Ran,
-        reason: None,
-        detail: None,
-        config: None,
-        versions: Vec::new(),
-        same_autogroup: None,
-        notes: Vec::new(),
-        contract: None,
-    };
-    let mut out: Vec<ServerDoc> = ready
-        .iter()
-        .map(|(e, d)| ServerDoc {
-            detail: Some(d.clone()),
-            ..doc(&e.name, e.model, e.language)
-        })
-        .collect();
-    for m in missing {
-        say(&format!(
-            "{}: cannot run here: {}; to run it: {}",
-            m.name, m.reason, m.fix
-        ));
-        out.push(ServerDoc {
-            status: ServerStatus::Skipped,
-            reason: Some(format!("{}; to run it: {}", m.reason, m.fix)),
-            ..doc(&m.name, "?", "?")
-        });
-    }
-    out
 }
 
 /// Every selected experiment on one server, started afresh for each so

@@ -30,7 +30,7 @@ use clap::{Args, Subcommand};
 
 use crate::catalog::{supervise, Entry, Placement};
 use crate::env::{Environment, Setup};
-use crate::lab::record::{self, Database, ServerDoc, ServerStatus};
+use crate::lab::record::{self, Database, ServerDoc};
 use crate::lab::{select, Lab};
 use crate::units::parse_duration;
 use document::{Cell, Reproduction, SCHEMA};
@@ -165,38 +165,13 @@ fn servers(
     };
     let entries = select::servers_and_targets(&names, &common.targets)?;
     let (ready, missing) = select::runnable(entries.clone(), &lab.paths);
-    let docs = entries
-        .iter()
-        .map(|e| {
-            let m = missing.iter().find(|m| m.name == e.name);
-            if let Some(m) = m {
-                say(&format!(
-                    "{}: cannot run here: {}; to run it: {}",
-                    e.name, m.reason, m.fix
-                ));
-            }
-            ServerDoc {
-                name: e.name.clone(),
-                model: e.model.into(),
-                language: e.language.into(),
-                status: if m.is_some() {
-                    ServerStatus::Skipped
-                } else {
-                    ServerStatus::Ran
-                },
-                reason: m.map(|m| format!("{}; to run it: {}", m.reason, m.fix)),
-                detail: ready
-                    .iter()
-                    .find(|(r, _)| r.name == e.name)
-                    .map(|(_, d)| d.clone()),
-                config: None,
-                versions: Vec::new(),
-                same_autogroup: None,
-                notes: Vec::new(),
-                contract: None,
-            }
-        })
-        .collect();
+    for m in &missing {
+        say(&format!(
+            "{}: cannot run here: {}; to run it: {}",
+            m.name, m.reason, m.fix
+        ));
+    }
+    let docs = ServerDoc::of_selection(&entries, &ready, &missing);
     let runnable = ready.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
     if runnable.is_empty() {
         bail!("none of the selected servers can run here (see `harness servers`)");
