@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# CI validation of deploy/ without a cluster or a Docker engine:
+#   - render.sh renders for N agents (two values of N) and rejects bad input
+#   - check_manifests.py: every rendered document against Kubernetes' schemas
+#     (strict, offline, from PyPI kubernetes-validate), the Indexed Job's
+#     structure, the harness Dockerfile; and its --self-test (broken copies
+#     must be rejected)
+#   - bash -n on the scripts
+# Needs the Python tools venv scripts/install-deps makes (or BENCHLAB_PYTHON).
+# Exit status: 0 if every check passed; the last line says "N passed, M failed".
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$HERE" || exit 2
+PY=${BENCHLAB_PYTHON:-${XDG_CACHE_HOME:-$HOME/.cache}/benchlab/pytools/bin/python}
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $*"; }
+bad() { failed=$((failed + 1)); echo "FAIL $*"; }
+run() {
+    local label=$1 out
+    shift
+    if out=$("$@" 2>&1); then ok "$label"; else bad "$label"; printf '%s\n' "$out" | sed 's/^/     /'; fi
+}
+# rejects LABEL ARGS...: render.sh must exit 2 with a message for these arguments.
+rejects() {
+    local label=$1 out status
+    shift
+    out=$(kubernetes/render.sh "$@" 2>&1 >/dev/null)
+    status=$?
+    if [ "$status" -eq 2 ] && [ -n "$out" ]; then ok "render.sh rejects $label"; else bad "render.sh rejects $label (exit $status: $out)"; fi
+}
+
+for f in check.sh kubernetes/render.sh; do run "bash -n $f" bash -n "$f"; done
+
+if [ ! -x "$PY" ]; then
+    bad "no Python tools at $PY (scripts/install-deps makes them)"
+else
+    tmp=$(mktemp -d)
+    url=http://app.bench.svc.cluster.local:8080/hello
+    for n in 1 4; do
+        if kubernetes/render.sh --agents "$n" --url "$url" -c 32 -d 2m --rate 8000 --run "ci-$n" >"$tmp/$n.yaml" 2>"$tmp/$n.err"; then
+            run "manifests for $n agents (schemas, structure, Dockerfile)" \
+                "$PY" check_manifests.py "$tmp/$n.yaml" --agents "$n" --url "$url" --dockerfile Dockerfile
+        else
+            bad "render.sh --agents $n"; sed 's/^/     /' "$tmp/$n.err"
+        fi
+    done
+    run "check_manifests.py --self-test" \
+        "$PY" check_manifests.py "$tmp/4.yaml" --agents 4 --url "$url" --dockerfile Dockerfile --self-test
+    rm -rf "$tmp"
+fi
+
+rejects "no --agents" --url http://a/
+rejects "no --url" --agents 2
+rejects "0 agents" --agents 0 --url http://a/
+rejects "a non-http URL" --agents 2 --url ftp://a/
+rejects "a sub-second duration" --agents 2 --url http://a/ -d 500ms
+rejects "an image on :latest" --agents 2 --url http://a/ --image benchlab/harness:latest
+rejects "a run id that is no DNS label" --agents 2 --url http://a/ --run Bad_Id
+
+echo "deploy/check.sh: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
