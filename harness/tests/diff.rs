@@ -166,6 +166,7 @@ fn compare(servers: Vec<ServerDoc>, cells: &[Cell]) -> Results {
             timeout_s: 10.0,
             load_tool: "harness".into(),
             baseline: None,
+            environment: None,
         },
         machine: machine(),
         database: Database {
@@ -475,4 +476,30 @@ fn bad_input_is_a_clear_error_never_a_panic() {
     let o = harness(&["diff", b, b, "--alpha", "1.5"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("strictly between 0 and 1"));
+}
+
+#[test]
+fn the_environment_is_part_of_a_cell_even_in_results_from_before_it_was_recorded() {
+    let dir = tmp("diff-env");
+    let cells = || [Cell::new("php-fpm", 20_000.0, 5)];
+    let mut bare = compare(php(), &cells());
+    bare.settings.environment = Some("bare".into());
+    let mut bridge = compare(php(), &cells());
+    bridge.settings.environment = Some("bridge".into());
+    // Written before settings.environment: compare's note on each server.
+    let mut old_bridge = compare(php(), &cells());
+    old_bridge.servers[0]
+        .notes
+        .push("environment bridge: veth + Linux bridge, DNAT from 127.0.0.1".into());
+    let (bare, bridge, old_bridge) = (
+        write(dir.path(), "bare", &bare),
+        write(dir.path(), "bridge", &bridge),
+        write(dir.path(), "old", &old_bridge),
+    );
+    let d = diff_json(&bare, &bridge, &[]);
+    assert_eq!(d["cells"].as_array().unwrap().len(), 0);
+    assert_eq!(d["only_in_base"][0]["environment"], "bare");
+    assert_eq!(d["only_in_candidate"][0]["environment"], "bridge");
+    let d = diff_json(&old_bridge, &bridge, &[]);
+    assert_eq!(d["cells"][0]["environment"], "bridge", "{d:#}");
 }
