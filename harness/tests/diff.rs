@@ -9,6 +9,8 @@ use harness::compare::results::{
     ContractCheck, Database, Fairness, LatencyDoc, Machine, Results, RowFailure, RowStatus, RunDoc,
     ServerDoc, ServerStatus, Settings, WorkloadDoc,
 };
+use harness::models::document::{Models, WaitCurve, WaitPoint};
+use harness::reproduce::document::{Cell as ReproCell, Reproduction};
 use harness::stats::FailureCounts;
 use serde_json::Value;
 
@@ -169,12 +171,7 @@ fn compare(servers: Vec<ServerDoc>, cells: &[Cell]) -> Results {
             environment: None,
         },
         machine: machine(),
-        database: Database {
-            kind: "none".into(),
-            url: None,
-            version: None,
-            max_connections: None,
-        },
+        database: no_database(),
         servers,
         fairness: Fairness {
             warnings: Vec::new(),
@@ -445,28 +442,7 @@ fn bad_input_is_a_clear_error_never_a_panic() {
         "not a valid harness.compare/1 document",
     );
 
-    let models = harness::models::document::Models {
-        schema: "harness.models/1".into(),
-        harness_version: "0.1.0".into(),
-        started_utc: String::new(),
-        finished_utc: String::new(),
-        interrupted: false,
-        quick: true,
-        command: Vec::new(),
-        machine: machine(),
-        database: Database {
-            kind: "none".into(),
-            url: None,
-            version: None,
-            max_connections: None,
-        },
-        servers: Vec::new(),
-        waiting: Vec::new(),
-        stall: Vec::new(),
-        connection_cost: Vec::new(),
-        memory: Vec::new(),
-        findings: Vec::new(),
-    };
+    let models = models(Vec::new());
     std::fs::write(&other, models.to_json()).unwrap();
     fail(
         &["diff", b, other.to_str().unwrap()],
@@ -502,4 +478,133 @@ fn the_environment_is_part_of_a_cell_even_in_results_from_before_it_was_recorded
     assert_eq!(d["only_in_candidate"][0]["environment"], "bridge");
     let d = diff_json(&old_bridge, &bridge, &[]);
     assert_eq!(d["cells"][0]["environment"], "bridge", "{d:#}");
+}
+
+fn no_database() -> Database {
+    Database {
+        kind: "none".into(),
+        url: None,
+        version: None,
+        max_connections: None,
+    }
+}
+
+fn models(waiting: Vec<WaitCurve>) -> Models {
+    Models {
+        schema: "harness.models/1".into(),
+        harness_version: "0.1.0".into(),
+        started_utc: String::new(),
+        finished_utc: String::new(),
+        interrupted: false,
+        quick: true,
+        command: Vec::new(),
+        machine: machine(),
+        database: no_database(),
+        servers: php(),
+        waiting,
+        stall: Vec::new(),
+        connection_cost: Vec::new(),
+        memory: Vec::new(),
+        findings: Vec::new(),
+    }
+}
+
+fn wait_curve(rps: f64) -> WaitCurve {
+    WaitCurve {
+        server: "php-fpm".into(),
+        model: "worker-pool".into(),
+        path: "/sleep?ms=20".into(),
+        wait_ms: 20,
+        in_flight: Some(20),
+        in_flight_source: "workers".into(),
+        points: [1u64, 50]
+            .iter()
+            .map(|&c| WaitPoint {
+                connections: c,
+                rps: rps * c.min(20) as f64,
+                p50_ms: 21.0,
+                p99_ms: 25.0,
+                failed: 0,
+                predicted_rps: 50.0 * c.min(20) as f64,
+            })
+            .collect(),
+    }
+}
+
+fn reproduction(rps: f64) -> Reproduction {
+    let cell = |tool: &str, valid_rps: Option<f64>, error: Option<&str>| ReproCell {
+        server: "php-fpm".into(),
+        environment: "bare".into(),
+        condition: "as the seed ran it".into(),
+        tool: tool.into(),
+        connections: 100,
+        requests: 10_000,
+        rps,
+        valid_rps,
+        p99_ms: 30.0,
+        bodies_verified: valid_rps.is_some(),
+        error: error.map(String::from),
+        ..ReproCell::default()
+    };
+    Reproduction {
+        schema: "harness.reproduce/1".into(),
+        experiment: "swoole-vs-node".into(),
+        harness_version: "0.1.0".into(),
+        started_utc: String::new(),
+        finished_utc: String::new(),
+        interrupted: false,
+        command: Vec::new(),
+        machine: machine(),
+        database: no_database(),
+        servers: php(),
+        seed: harness::reproduce::seeds::swoole_vs_node(),
+        cells: vec![
+            cell("ab", None, None),
+            cell("harness", Some(rps * 0.5), None),
+            cell("ab -k", None, Some("ab is not installed")),
+        ],
+        findings: Vec::new(),
+    }
+}
+
+#[test]
+fn models_and_reproduce_results_are_diffed_cell_by_cell_with_one_figure_each() {
+    let dir = tmp("diff-kinds");
+    let file = |name: &str, json: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, json).unwrap();
+        p
+    };
+    let base = file("models-a.json", models(vec![wait_curve(50.0)]).to_json());
+    let cand = file("models-b.json", models(vec![wait_curve(40.0)]).to_json());
+    let d = diff_json(&base, &cand, &[]);
+    assert_eq!(d["base"]["schema"], "harness.models/1");
+    let cells = d["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{d:#}");
+    assert_eq!(cells[0]["workload"], "/sleep?ms=20");
+    assert_eq!(cells[0]["connections"], 1);
+    // One figure a side: the change is their ratio, never significant.
+    let change = cells[0]["rps"]["change_pct"].as_f64().unwrap();
+    assert!((change + 20.0).abs() < 1e-9, "{change}");
+    assert_eq!(cells[0]["rps"]["verdict"], "~");
+    assert!(cells[0]["warnings"].to_string().contains("too few runs"));
+
+    let base = file("repro-a.json", reproduction(1000.0).to_json());
+    let cand = file("repro-b.json", reproduction(1100.0).to_json());
+    let d = diff_json(&base, &cand, &[]);
+    let tools: Vec<&str> = d["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["ab", "ab -k", "harness"]);
+    let engine = &d["cells"][2];
+    // The engine's verified rate, not the tool's count.
+    assert_eq!(engine["rps"]["base"], serde_json::json!([500.0]));
+    let failed = &d["cells"][1];
+    assert_eq!(failed["rps"]["verdict"], "unmeasured");
+    assert!(failed["warnings"]
+        .to_string()
+        .contains("ab is not installed"));
 }

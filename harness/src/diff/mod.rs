@@ -48,8 +48,9 @@ cores, kernel, autogroup, harness build; run length, keep-alive, threads).
 Cells on one side only are listed.
 
 Exit status: 0; 1 with --fail-on regression when a cell is significantly
-worse by at least the threshold (in RPS or p99, comparable or not), and
-1 when an input cannot be read (the message says which and why).
+worse by at least the threshold (in RPS or p99, comparable or not: a gate
+errs toward failing), 1 when an input cannot be read (the message says
+which and why), 2 for a malformed flag.
 
 Examples:
   harness diff results/2026-11-30T02-40-00Z results/2026-11-30T03-10-00Z

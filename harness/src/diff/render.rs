@@ -21,13 +21,13 @@ fn rows(diff: &Diff) -> Vec<Vec<String>> {
         "change",
         &ci,
         "p",
-        "RPS",
+        "verdict",
         "p99 base",
         "p99 cand",
         "change",
         &ci,
         "p",
-        "p99",
+        "verdict",
         "comparable",
     ]
     .map(String::from)
@@ -80,10 +80,10 @@ fn confidence(alpha: f64) -> String {
     }
 }
 
-/// What the table means, in two sentences.
-fn legend(diff: &Diff) -> String {
+/// What the table means, in two sentences; `tilde` is how `~` is quoted.
+fn legend(diff: &Diff, tilde: &str) -> String {
     format!(
-        "{}. Median of the runs (their count in brackets). `~`: no significant \
+        "{}. Median of the runs (their count in brackets). {tilde}: no significant \
          difference at α = {} or a change under {}%.",
         diff.method, diff.alpha, diff.threshold_pct
     )
@@ -155,7 +155,7 @@ pub fn text(diff: &Diff) -> String {
         out.push_str(&align(&rows(diff), &[2, 5, 6, 7, 9, 11, 12, 13, 15]));
     }
     out.push('\n');
-    out.push_str(&legend(diff));
+    out.push_str(&legend(diff, "\"~\""));
     out.push('\n');
     for (title, lines) in notes(diff) {
         out.push_str(&format!("\n{title}:\n"));
@@ -180,7 +180,7 @@ pub fn markdown(diff: &Diff) -> String {
         out.push_str(&md_table(&rows(diff)));
     }
     out.push('\n');
-    out.push_str(&legend(diff));
+    out.push_str(&legend(diff, "`~`"));
     out.push('\n');
     for (title, lines) in notes(diff) {
         out.push_str(&format!("\n**{title}**\n\n"));
