@@ -427,6 +427,11 @@ fn bad_input_is_a_clear_error_never_a_panic() {
         &["diff", b, missing.to_str().unwrap()],
         "CANDIDATE: cannot read",
     );
+    // The --out of a compare, not one of its results directories: named.
+    fail(
+        &["diff", dir.path().to_str().unwrap(), b],
+        &format!("(results directories under it: {b})"),
+    );
 
     let other = dir.path().join("other.json");
     std::fs::write(&other, r#"{"schema": "harness.run/1"}"#).unwrap();

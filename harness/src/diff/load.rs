@@ -112,8 +112,28 @@ pub fn read(path: &Path) -> anyhow::Result<ResultSet> {
         path.to_path_buf()
     };
     let text = std::fs::read_to_string(&file)
-        .with_context(|| format!("cannot read {}", file.display()))?;
+        .with_context(|| format!("cannot read {}{}", file.display(), results_below(path)))?;
     parse(&text, file)
+}
+
+/// A hint when `dir` is the `--out` of a command rather than one of its
+/// results directories: the ones under it.
+fn results_below(dir: &Path) -> String {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return String::new();
+    };
+    let mut found: Vec<String> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("results.json").is_file())
+        .map(|p| p.display().to_string())
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        String::new()
+    } else {
+        format!(" (results directories under it: {})", found.join(", "))
+    }
 }
 
 /// Parses a results.json's text; `file` names it in errors.
