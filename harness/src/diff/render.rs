@@ -62,9 +62,18 @@ fn metric(m: &MetricDiff, value: impl Fn(f64) -> String) -> [String; 6] {
             (Some(lo), Some(hi)) => format!("[{}, {}]", signed_pct(lo), signed_pct(hi)),
             _ => "—".into(),
         },
-        m.p_value.map_or("—".into(), |p| format!("{p:.3}")),
+        m.p_value.map_or("—".into(), p_value),
         m.verdict.word().into(),
     ]
+}
+
+/// Three decimals; below 0.001 as `<0.001` (not a misleading `0.000`).
+fn p_value(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
 }
 
 fn signed_pct(v: f64) -> String {
