@@ -19,6 +19,7 @@ Examples:
   harness compare
   harness calibrate --env bare,pinned,bridge-direct,bridge,bridge-proxy
   harness compare --servers coroutine,node,php-fpm --workloads work -c 100 -d 30s --baseline php-fpm
+  harness diff results/BEFORE results/AFTER --format markdown --fail-on regression
 
 `harness <command> --help` explains each command."
 )]
@@ -45,6 +46,8 @@ pub enum Command {
     Models(crate::models::ModelsArgs),
     /// Redo a published benchmark (swoole-vs-node, docker-vs-bare): its figures beside ours.
     Reproduce(crate::reproduce::ReproduceArgs),
+    /// Is the candidate really faster? Two result sets, cell by cell: change, interval, verdict.
+    Diff(crate::diff::DiffArgs),
 }
 
 #[cfg(test)]

@@ -16,6 +16,9 @@
 //!   pinned, a Docker-like bridge, a userland proxy) cost ([`calibrate`],
 //!   [`env`]).
 //!
+//! - `harness diff BASE CANDIDATE`: two result sets, cell by cell: the
+//!   change, its confidence interval and a noise-aware verdict ([`diff`]).
+//!
 //! The binary is a thin wrapper around [`run_cli`]; tests drive the engine
 //! in-process with [`engine::run`].
 //!
@@ -29,6 +32,7 @@ pub mod calibrate;
 pub mod catalog;
 pub mod cli;
 pub mod compare;
+pub mod diff;
 pub mod engine;
 pub mod env;
 pub mod lab;
@@ -59,5 +63,6 @@ pub fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Calibrate(args) => calibrate::run(args),
         Command::Reproduce(args) => reproduce::run(args),
         Command::Models(args) => models::run(args),
+        Command::Diff(args) => diff::run(args),
     }
 }

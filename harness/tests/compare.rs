@@ -623,6 +623,7 @@ fn synthetic() -> Results {
             timeout_s: 10.0,
             load_tool: "harness".into(),
             baseline: Some("b".into()),
+            environment: Some("bare".into()),
         },
         machine: Machine {
             cpu_model: "CPU".into(),

@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
         "calibrate",
         "reproduce",
         "models",
+        "diff",
     ],
     &["lab"],
     &["env"],

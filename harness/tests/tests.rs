@@ -4,6 +4,7 @@
 mod cli;
 mod compare;
 mod compose_stacks;
+mod diff;
 mod engine;
 mod env;
 mod layers;

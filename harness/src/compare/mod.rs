@@ -102,7 +102,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         finished_utc: crate::units::now_utc(),
         interrupted,
         command: std::env::args().collect(),
-        settings: settings(&args, &workloads, threads, baseline),
+        settings: settings(&args, &workloads, threads, baseline, environment),
         machine,
         database,
         servers: docs,
@@ -274,6 +274,7 @@ fn settings(
     workloads: &[Workload],
     threads: usize,
     baseline: Option<String>,
+    environment: Environment,
 ) -> Settings {
     Settings {
         workloads: workloads
@@ -292,6 +293,7 @@ fn settings(
         timeout_s: args.timeout.as_secs_f64(),
         load_tool: args.load_tool.name().into(),
         baseline,
+        environment: Some(environment.name().into()),
     }
 }
 

@@ -51,6 +51,10 @@ pub struct Settings {
     /// `harness`, `ab` or `wrk`.
     pub load_tool: String,
     pub baseline: Option<String>,
+    /// Where the servers ran (`--env`: `bare`, `pinned`, `bridge`, …);
+    /// absent in results written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

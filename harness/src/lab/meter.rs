@@ -21,6 +21,13 @@ use crate::procfs::{self, proc_stat, CpuTicks};
 
 pub const INTERVAL: Duration = Duration::from_millis(200);
 
+/// Other processes taking this much of the machine (%) during a run
+/// contaminate it: the same load gets visibly fewer requests through.
+/// Below it is the floor of kernel work done outside any process (softirq
+/// served from idle: 2–8% for nginx + php-fpm on a quiet machine here).
+/// `compare` notes such rows; `diff` marks their cells not comparable.
+pub const CONTAMINATED_PCT: f64 = 10.0;
+
 /// What a window measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Sample {

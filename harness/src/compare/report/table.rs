@@ -85,11 +85,7 @@ fn baseline_note(results: &Results) -> String {
     }
 }
 
-/// Other processes taking this much of the machine (%) during a row's runs
-/// earn the row a note: the same load gets visibly fewer requests through.
-/// Below it is the floor of kernel work done outside any process (softirq
-/// served from idle: 2–8% for nginx + php-fpm on a quiet machine here).
-pub const CONTAMINATED_PCT: f64 = 10.0;
+pub use crate::lab::meter::CONTAMINATED_PCT;
 
 /// The notes under the table.
 pub fn footnotes(results: &Results, markdown: bool) -> String {
