@@ -517,6 +517,7 @@ fn synthetic() -> Results {
                 vec![]
             },
         }),
+        conformance: None,
     };
     let row = |server: &str, workload: &str, rps: f64| {
         // Something else ran during b's hello runs.
