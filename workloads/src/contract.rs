@@ -95,12 +95,15 @@ impl Outcome {
 }
 
 /// What [`Row::check`] found.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Checked {
     pub outcome: Outcome,
     /// What came back (conformance rows, always), and on a deviation what
     /// was expected; for a contract row, why it failed (empty on a pass).
     pub found: String,
+    /// The answer that did not match (a contract row), or the first answer
+    /// (a conformance row), to show what came.
+    pub response: Option<RawResponse>,
 }
 
 /// How a row failed. `Display` is the one-line reason `harness verify` prints.
@@ -461,17 +464,23 @@ impl Row {
         };
         if let Exchange::Conformance(probe) = &self.exchange {
             return match probe.run(addr, timeout) {
-                Ok(seen) if (probe.judge)(&seen) => Checked {
-                    outcome: Outcome::Pass,
-                    found: seen.describe(),
-                },
-                Ok(seen) => Checked {
-                    outcome: deviation,
-                    found: format!("{}; expected {}", seen.describe(), probe.expected),
-                },
+                Ok(seen) => {
+                    let (outcome, found) = if (probe.judge)(&seen) {
+                        (Outcome::Pass, seen.describe())
+                    } else {
+                        let found = format!("{}; expected {}", seen.describe(), probe.expected);
+                        (deviation, found)
+                    };
+                    Checked {
+                        outcome,
+                        found,
+                        response: seen.answers.into_iter().next(),
+                    }
+                }
                 Err(e) => Checked {
                     outcome: deviation,
                     found: e.to_string(),
+                    response: None,
                 },
             };
         }
@@ -479,10 +488,12 @@ impl Row {
             Ok(()) => Checked {
                 outcome: Outcome::Pass,
                 found: String::new(),
+                response: None,
             },
             Err(e) => Checked {
                 outcome: deviation,
                 found: e.to_string(),
+                response: e.response().cloned(),
             },
         }
     }
