@@ -148,11 +148,22 @@ impl Seen {
         self.answers.len() == 1 && statuses.contains(&self.answers[0].status) && self.closed()
     }
 
-    /// Exactly one answer, a 4xx or 5xx, then the close: the server either
-    /// refused the body or answered before reading it and then gave up the
-    /// connection, which leaves nothing to misread.
-    pub fn one_refusal_then_closed(&self) -> bool {
-        self.answers.len() == 1 && self.answers[0].status >= 400 && self.closed()
+    /// Answered, and nothing in or after the body served: the first answer
+    /// (the request itself, or its refusal), then at most an error answer
+    /// for the rest of the bytes (never the hidden 404, never a 2xx for the
+    /// request that follows), then the close.
+    pub fn closed_without_smuggling(&self) -> bool {
+        let later_errors = self
+            .answers
+            .iter()
+            .skip(1)
+            .all(|r| r.status >= 400 && r.status != 404);
+        matches!(self.answers.len(), 1 | 2) && later_errors && self.closed()
+    }
+
+    /// As [`Seen::closed_without_smuggling`], and refused: some answer is a 4xx or 5xx.
+    pub fn refused_without_smuggling(&self) -> bool {
+        self.closed_without_smuggling() && self.answers.iter().any(|r| r.status >= 400)
     }
 
     /// The first answer has one of these statuses (whatever followed).
@@ -474,9 +485,9 @@ pub fn rows() -> Vec<Row> {
                 2, |s| s.answers.len() == 1 && s.closed(), "one answer (400 preferred), then close")),
         row(HeaderFields, s6_3, Must, false,
             "chunked not the last transfer coding → 400, closed",
-            "a request body's length cannot be known: a server MUST answer 400 and close",
+            "a request body's length cannot be known: a server MUST answer 400 and close (a 501 for the coding, §6.1, refuses as well)",
             many(post_then_hello("Transfer-Encoding: chunked, gzip\r\n", &format!("0\r\n\r\n{HIDDEN}")),
-                2, |s| s.refused_and_closed(&[400]), "400, then close")),
+                2, |s| s.refused_and_closed(&[400, 501]), "400, then close")),
         row(HeaderFields, s6_1, Should, false,
             "unknown transfer coding (foo, chunked) → 501",
             "a server SHOULD answer 501 to a transfer coding it does not understand",
@@ -484,8 +495,8 @@ pub fn rows() -> Vec<Row> {
         row(HeaderFields, s6_1, Must, false,
             "Transfer-Encoding in an HTTP/1.0 request → closed after the answer",
             "an HTTP/1.0 message with Transfer-Encoding MUST be treated as faulty framing and the connection closed",
-            many(format!("POST /hello HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{HIDDEN}"),
-                2, |s| s.answers.len() == 1 && s.closed(), "one answer, then close")),
+            closing(format!("POST /hello HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{HIDDEN}"),
+                2, Seen::closed_without_smuggling, "one answer, then close (the request hidden after it never answered)")),
         // --- bodies -------------------------------------------------------
         row(Bodies, s6_3, Must, true,
             "body framed by Content-Length → next request answered",
@@ -510,13 +521,13 @@ pub fn rows() -> Vec<Row> {
         row(Bodies, s7_1, Should, false,
             "chunk size line ended by a bare LF → refused, closed",
             "chunk lines end in CRLF (the bare-LF leniency of §2.2 is for the head): parsers that differ here smuggle",
-            many(post_then_hello("Transfer-Encoding: chunked\r\n", &format!("{hidden_len:x}\n{HIDDEN}\r\n0\r\n\r\n")),
-                2, Seen::one_refusal_then_closed, "one 4xx (400 preferred), then close")),
+            closing(post_then_hello("Transfer-Encoding: chunked\r\n", &format!("{hidden_len:x}\n{HIDDEN}\r\n0\r\n\r\n")),
+                2, Seen::refused_without_smuggling, "a 400, then close (the body never served)")),
         row(Bodies, s7_1, Must, false,
             "chunk size that overflows 64 bits → 4xx, closed",
             "recipients MUST guard against integer overflow in chunk sizes: a wrapped size smuggles",
-            many(chunked_hidden(&format!("1{hidden_len:016x}"), ""),
-                2, Seen::one_refusal_then_closed, "one 4xx (400 preferred), then close")),
+            closing(chunked_hidden(&format!("1{hidden_len:016x}"), ""),
+                2, Seen::refused_without_smuggling, "a 4xx (400), then close (the body never served)")),
         // --- connections --------------------------------------------------
         row(Connections, section(9112, "9.3.2", "Pipelining"), Must, true,
             "three pipelined requests → answered in order",
@@ -594,6 +605,33 @@ mod tests {
         assert!(!seen(vec![resp(400, "bad")], End::Closed).framed(&[400]));
         assert!(!seen(vec![resp(405, "no")], End::Silent).framed(&[]));
         assert!(!seen(vec![], End::Closed).framed(&[]));
+    }
+
+    #[test]
+    fn smuggling_is_told_from_a_refusal() {
+        let closed = |statuses: &[u16]| {
+            seen(
+                statuses.iter().map(|&s| resp(s, "x")).collect(),
+                End::Closed,
+            )
+        };
+        assert!(
+            closed(&[405, 400]).refused_without_smuggling(),
+            "answered, then refused the body"
+        );
+        assert!(closed(&[400]).refused_without_smuggling());
+        assert!(
+            !closed(&[405, 404]).closed_without_smuggling(),
+            "the hidden request answered"
+        );
+        assert!(
+            !closed(&[405, 200]).closed_without_smuggling(),
+            "the next request served"
+        );
+        assert!(closed(&[200]).closed_without_smuggling());
+        assert!(!closed(&[200]).refused_without_smuggling());
+        let open = seen(vec![resp(400, "x")], End::Open);
+        assert!(!open.refused_without_smuggling(), "left open");
     }
 
     #[test]
