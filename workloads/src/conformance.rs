@@ -284,7 +284,6 @@ fn section(rfc: u16, number: &'static str, title: &'static str) -> Section {
 }
 
 /// One conformance row.
-#[allow(clippy::too_many_arguments)]
 fn row(
     group: Group,
     section: Section,

@@ -68,6 +68,20 @@ pub fn deviations(servers: &[ServerDoc]) -> Vec<String> {
     out
 }
 
+/// What each server says its HTTP layer does not do (`/config`'s
+/// `http_limits`), one line per limit.
+pub fn limits(servers: &[ServerDoc]) -> Vec<String> {
+    servers
+        .iter()
+        .flat_map(|s| {
+            s.config
+                .iter()
+                .flat_map(|c| c.http_limits.iter())
+                .map(move |l| format!("{} (its /config http_limits): {l}", s.name))
+        })
+        .collect()
+}
+
 /// One line per server for the notes under the results table.
 pub fn summaries(servers: &[ServerDoc]) -> Vec<String> {
     checked(servers)
@@ -96,6 +110,13 @@ pub fn markdown(servers: &[ServerDoc]) -> String {
         out.push_str("\nDeviations:\n\n");
         for d in devs {
             out.push_str(&format!("- {d}\n"));
+        }
+    }
+    let limits = limits(servers);
+    if !limits.is_empty() {
+        out.push_str("\nLimits the servers report themselves:\n\n");
+        for l in limits {
+            out.push_str(&format!("- {l}\n"));
         }
     }
     out
@@ -183,6 +204,22 @@ mod tests {
             summaries(&servers)[1],
             "third-party HTTP/1.1 conformance (RFC 9112/9110): 3 pass, 0 warn, 1 fail"
         );
+        servers[0].config = Some(workloads::ServerConfig {
+            server: "ours".into(),
+            model: "m".into(),
+            runtime: "r".into(),
+            workers: None,
+            db_pool: None,
+            opcache: None,
+            jit: None,
+            debug: false,
+            http_limits: vec!["no read timeout".into()],
+        });
+        assert_eq!(
+            limits(&servers),
+            ["ours (its /config http_limits): no read timeout"]
+        );
+        assert!(markdown(&servers).contains("- ours (its /config http_limits): no read timeout"));
         servers.iter_mut().for_each(|s| s.conformance = None);
         assert!(markdown(&servers).is_empty(), "old results: no section");
     }

@@ -115,7 +115,8 @@ pub fn render(results: &Results) -> String {
             "<p class=\"note\">{}.</p>\n",
             escape(super::conformance::LEGEND)
         ));
-        let deviations = super::conformance::deviations(&results.servers);
+        let mut deviations = super::conformance::deviations(&results.servers);
+        deviations.extend(super::conformance::limits(&results.servers));
         if !deviations.is_empty() {
             body.push_str("<div class=\"note\"><ul>\n");
             for d in deviations {
