@@ -17,7 +17,7 @@ use crate::procfs;
 /// the right answer).
 fn check_contract(ctx: &runner::Ctx, running: &Running) -> ContractCheck {
     let has_db = ctx.lab.db().is_some();
-    let rows: Vec<_> = workloads::contract::rows()
+    let rows: Vec<_> = crate::lab::contract::contract_rows()
         .into_iter()
         .filter(|r| has_db || !r.needs_db())
         .collect();
