@@ -306,6 +306,13 @@ fn the_default_compare_runs_every_server_installed_here() {
             known.sort_unstable();
             assert!(c.rows >= 40 && failed == known, "{name}: {c:?}");
         }
+        // Every server went through the conformance section; the Rust
+        // reference servers fail none of its MUST rows.
+        let conformance = s.conformance.as_ref().expect("a conformance check");
+        assert!(conformance.rows >= 30, "{name}: {conformance:?}");
+        if s.language == "rust" {
+            assert_eq!(conformance.totals().2, 0, "{name}: {conformance:?}");
+        }
         let workloads: &[&str] = if name == "nginx-static" {
             &["hello"]
         } else {
