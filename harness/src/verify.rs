@@ -100,7 +100,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
 /// Each conformance row (verdict, group, name, section and requirement,
 /// what was found), then the table of pass / warn / fail per group.
 pub fn conformance_text(verdicts: &[Verdict]) -> String {
-    let mut lines = Vec::new();
+    let mut lines = vec![["verdict", "group", "row", "requirement", "what was found"]
+        .map(String::from)
+        .to_vec()];
     for v in verdicts {
         let Some(c) = v.conformance else { continue };
         lines.push(vec![
