@@ -9,8 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::compare::results::{
-    ContractCheck, CurvePoint, Database, Fairness, LatencyDoc, Machine, Results, Row, RowFailure,
-    RowStatus, RunDoc, ServerDoc, ServerStatus, Settings, Summary, WorkloadDoc,
+    ConformanceCheck, ConformanceDeviation, ContractCheck, CurvePoint, Database, Fairness,
+    GroupTally, LatencyDoc, Machine, Results, Row, RowFailure, RowStatus, RunDoc, ServerDoc,
+    ServerStatus, Settings, Summary, WorkloadDoc,
 };
 use harness::procfs;
 use harness::stats::FailureCounts;
@@ -305,6 +306,13 @@ fn the_default_compare_runs_every_server_installed_here() {
             known.sort_unstable();
             assert!(c.rows >= 40 && failed == known, "{name}: {c:?}");
         }
+        // Every server went through the conformance section; the Rust
+        // reference servers fail none of its MUST rows.
+        let conformance = s.conformance.as_ref().expect("a conformance check");
+        assert!(conformance.rows >= 30, "{name}: {conformance:?}");
+        if s.language == "rust" {
+            assert_eq!(conformance.totals().2, 0, "{name}: {conformance:?}");
+        }
         let workloads: &[&str] = if name == "nginx-static" {
             &["hello"]
         } else {
@@ -517,6 +525,28 @@ fn synthetic() -> Results {
                 vec![]
             },
         }),
+        // b deviates from one MUST row of the conformance section.
+        conformance: Some(ConformanceCheck {
+            rows: 2,
+            groups: vec![GroupTally {
+                group: "header fields".into(),
+                pass: if name == "b" { 1 } else { 2 },
+                warn: 0,
+                fail: if name == "b" { 1 } else { 0 },
+            }],
+            deviations: if name == "b" {
+                vec![ConformanceDeviation {
+                    row: "two Host fields → 400".into(),
+                    group: "header fields".into(),
+                    section: "RFC 9112 §3.2 (Request Target)".into(),
+                    requirement: "MUST".into(),
+                    outcome: "fail".into(),
+                    found: "200 \"Hello World\"; expected 400".into(),
+                }]
+            } else {
+                vec![]
+            },
+        }),
     };
     let row = |server: &str, workload: &str, rps: f64| {
         // Something else ran during b's hello runs.
@@ -706,6 +736,30 @@ fn synthetic_results_match_the_schema_and_render() {
     );
     assert!(!table.contains("a hello c=100: other"), "{table}");
     assert!(table.contains("3.57×"), "{table}");
+    assert!(
+        table.contains("b HTTP/1.1 conformance (RFC 9112/9110): 1 pass, 0 warn, 1 fail"),
+        "{table}"
+    );
+    let md = harness::compare::report::table::markdown(&r);
+    assert!(md.contains("| b | 1 / 0 / 1 | 1 / 0 / 1 |"), "{md}");
+    assert!(
+        md.contains(
+            "- b FAIL [header fields] two Host fields → 400 — RFC 9112 §3.2 (Request Target) MUST"
+        ),
+        "{md}"
+    );
+    let html = harness::compare::report::html::render(&r);
+    assert!(
+        html.contains("HTTP/1.1 conformance"),
+        "the table beside the numbers"
+    );
+    // Results written before the section existed read and render without it.
+    let mut old: Value = serde_json::from_str(&r.to_json()).unwrap();
+    for s in old["servers"].as_array_mut().unwrap() {
+        s.as_object_mut().unwrap().remove("conformance");
+    }
+    let old = Results::from_json(&old.to_string()).unwrap();
+    assert!(!harness::compare::report::table::markdown(&old).contains("HTTP/1.1 conformance"));
 }
 
 /// Debian's chromium, if installed.

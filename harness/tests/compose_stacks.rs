@@ -4,8 +4,10 @@
 //! real MariaDB: every contract row (`harness verify`; for Swoole, every row
 //! but the known deviations of its core, each pinned with its reason), 503
 //! while the database is down and recovery after it returns, ApacheBench
-//! with 0 failed requests, `/config` read from the running process, and
-//! (Swoole) SIGTERM.
+//! with 0 failed requests, `/config` read from the running process,
+//! (Swoole) SIGTERM, and the conformance section (`harness verify
+//! --conformance`): every row gets a verdict and each deviation its RFC
+//! section; what they deviate in is reported, not pinned.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -59,6 +61,43 @@ fn every_contract_row_passes(name: &str) {
         failed.len(),
         failed.join("\n")
     );
+}
+
+/// The conformance section over a third-party stack: every row gets a
+/// verdict that says what was found, the table prints, and each deviation
+/// carries its RFC section. Which rows deviate is theirs to change: printed
+/// for the CI log, not pinned.
+fn conformance_section_runs(name: &str) {
+    let running = start(name, testkit::db::shared());
+    let verdicts = harness::lab::contract::check_conformance(running.addr, Duration::from_secs(5));
+    let rows = harness::lab::contract::conformance_rows();
+    assert_eq!(verdicts.len(), rows.len(), "a verdict per row");
+    for (v, row) in verdicts.iter().zip(&rows) {
+        assert_eq!(v.name, row.name);
+        assert!(v.conformance.is_some(), "{}", v.name);
+        assert!(
+            !v.found.is_empty(),
+            "{}: the verdict says what was found",
+            v.name
+        );
+    }
+    let check = harness::lab::record::ConformanceCheck::from_verdicts(&verdicts);
+    let (pass, warn, fail) = check.totals();
+    assert_eq!(pass + warn + fail, check.rows);
+    assert_eq!(check.deviations.len() as u32, warn + fail);
+    for d in &check.deviations {
+        assert!(
+            d.section.starts_with("RFC 9") && d.section.contains('§'),
+            "{}: {}",
+            d.row,
+            d.section
+        );
+    }
+    let text = harness::verify::conformance_text(&verdicts);
+    for group in ["request line", "header fields", "bodies", "connections"] {
+        assert!(text.contains(group), "{text}");
+    }
+    eprintln!("{name}:\n{text}");
 }
 
 fn database_down_is_503_then_recovers(name: &str) {
@@ -211,6 +250,24 @@ fn node_passes_every_contract_row() {
 #[test]
 fn php_fpm_passes_every_contract_row() {
     every_contract_row_passes("php-fpm");
+}
+
+#[test]
+fn node_goes_through_the_conformance_section() {
+    conformance_section_runs("node");
+}
+
+#[test]
+fn php_fpm_goes_through_the_conformance_section() {
+    conformance_section_runs("php-fpm");
+}
+
+#[test]
+fn swoole_goes_through_the_conformance_section() {
+    if !swoole_runs_here() {
+        return;
+    }
+    conformance_section_runs("swoole");
 }
 
 #[test]

@@ -48,3 +48,68 @@ fn verify_of_nothing_listening_is_an_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
 }
+
+#[test]
+fn verify_conformance_prints_each_row_with_its_section_and_the_table() {
+    // Answers every head with 200 Hello World: a 2xx to malformed requests.
+    let server = TestServer::start(Behaviour::Hello);
+    let out = Command::new(harness_bin())
+        .args([
+            "verify",
+            "--conformance",
+            &server.url("/"),
+            "--timeout",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a MUST row fails");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = |fragment: &str| {
+        text.lines()
+            .find(|l| l.contains(fragment))
+            .unwrap_or_else(|| panic!("no line with {fragment:?}:\n{text}"))
+    };
+    let no_host = line("HTTP/1.1 request without Host");
+    assert!(
+        no_host.starts_with("FAIL") && no_host.contains(" header fields "),
+        "{no_host}"
+    );
+    assert!(
+        no_host.contains("RFC 9112 §3.2 (Request Target) MUST")
+            && no_host.ends_with("200 \"Hello World\"; expected 400"),
+        "{no_host}"
+    );
+    let served = line("absolute-form target");
+    assert!(served.starts_with("PASS"), "{served}");
+    assert!(
+        served.ends_with("200 \"Hello World\""),
+        "says what it found: {served}"
+    );
+    let should = line("unknown method token (PURGE)");
+    assert!(
+        should.starts_with("WARN") && should.contains("SHOULD"),
+        "{should}"
+    );
+    for group in [
+        "request line",
+        "header fields",
+        "bodies",
+        "connections",
+        "all",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(group) && l.split_whitespace().count() >= 4),
+            "no table line for {group}:\n{text}"
+        );
+    }
+    assert!(text.contains("conformance rows:"), "{text}");
+
+    let out = Command::new(harness_bin())
+        .args(["verify", &server.url("/"), "--timeout", "1s"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("conformance"), "not by default:\n{text}");
+}

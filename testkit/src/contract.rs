@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use workloads::contract::Outcome;
 use workloads::{contract, expect, Expected};
 
 use crate::client::{self, Conn, RawResponse};
@@ -79,28 +80,22 @@ fn with_db<'a>(args: &[&'a str], url: &'a str) -> Vec<&'a str> {
 /// How long each step of a row (connect, write, read) may wait.
 const ROW_TIMEOUT: Duration = client::READ_TIMEOUT;
 
-/// Every row of [`workloads::contract::rows`], in order; fails with each
-/// failing row's name, why the contract has it, what differed and what came.
+/// Every row of [`workloads::contract::rows`], in order, the conformance
+/// section included: fails with each failing row's name (a contract row,
+/// or a MUST of the conformance section), why it is there, what differed
+/// and what came. A SHOULD of the conformance section not met is printed,
+/// not failed.
 pub fn every_row(s: &Subject) {
     let rows = contract::rows();
-    let failures: Vec<String> = rows
-        .iter()
-        .filter_map(|row| {
-            let e = row.run(s.addr, ROW_TIMEOUT).err()?;
-            let got = e
-                .response()
-                .map(|r| {
-                    format!(
-                        "\n    got:  {} {:?} {:?}",
-                        r.status,
-                        headers_debug(r),
-                        r.body_str()
-                    )
-                })
-                .unwrap_or_default();
-            Some(format!("{}: {e}\n    why:  {}{got}", row.name, row.why))
-        })
-        .collect();
+    let mut failures = Vec::new();
+    for row in &rows {
+        let checked = row.check(s.addr, ROW_TIMEOUT);
+        match checked.outcome {
+            Outcome::Pass => {}
+            Outcome::Warn => eprintln!("WARN {}: {}", row.name, checked.found),
+            Outcome::Fail => failures.push(failure(row, &checked)),
+        }
+    }
     assert!(
         failures.is_empty(),
         "{} of {} contract rows fail:\n{}",
@@ -108,6 +103,31 @@ pub fn every_row(s: &Subject) {
         rows.len(),
         failures.join("\n")
     );
+}
+
+/// A failed row's report: its name, what differed, why it is there, its
+/// RFC section (a conformance row) and what came.
+fn failure(row: &contract::Row, checked: &contract::Checked) -> String {
+    let got = checked
+        .response
+        .as_ref()
+        .map(|r| {
+            format!(
+                "\n    got:  {} {:?} {:?}",
+                r.status,
+                headers_debug(r),
+                r.body_str()
+            )
+        })
+        .unwrap_or_default();
+    let section = row
+        .conformance
+        .map(|c| format!("\n    rfc:  {} {}", c.section, c.requirement.name()))
+        .unwrap_or_default();
+    format!(
+        "{}: {}\n    why:  {}{section}{got}",
+        row.name, checked.found, row.why
+    )
 }
 
 /// Beyond the contract's `/config` row: a Rust reference server reports

@@ -18,6 +18,11 @@ pub struct ServerConfig {
     pub opcache: Option<bool>,
     pub jit: Option<String>,
     pub debug: bool,
+    /// What the server's HTTP layer is known not to do (RFC 9112 / 9110
+    /// requirements it leaves unmet, each with its section), for a server
+    /// that knows its own gaps; empty (and absent from the JSON) otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http_limits: Vec<String>,
 }
 
 impl ServerConfig {
@@ -53,6 +58,7 @@ mod tests {
             opcache: None,
             jit: None,
             debug: false,
+            http_limits: Vec::new(),
         };
         let v: serde_json::Value = serde_json::from_slice(&c.to_json()).unwrap();
         assert_eq!(v["workers"], 1);
@@ -60,5 +66,6 @@ mod tests {
         assert_eq!(v["debug"], false);
         let back: ServerConfig = serde_json::from_slice(&c.to_json()).unwrap();
         assert_eq!(back, c);
+        assert!(v.get("http_limits").is_none(), "absent when empty");
     }
 }

@@ -58,6 +58,8 @@ pub enum Exchange {
     Pipelined(Vec<&'static str>),
     /// The `Date` header is within 2 s of this machine's clock.
     DateFresh,
+    /// A conformance row's probe ([`crate::conformance`]).
+    Conformance(crate::conformance::Probe),
 }
 
 /// One row of the contract.
@@ -68,6 +70,40 @@ pub struct Row {
     /// What the contract requires here and why it matters, in one line.
     pub why: &'static str,
     pub exchange: Exchange,
+    /// Set for the rows of the conformance section: the RFC section, what
+    /// it requires, the group; `None` for the contract's own rows.
+    pub conformance: Option<crate::conformance::Conformance>,
+}
+
+/// A row's verdict: pass, warn (a SHOULD of the conformance section not
+/// met) or fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Outcome {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Warn => "WARN",
+            Outcome::Fail => "FAIL",
+        }
+    }
+}
+
+/// What [`Row::check`] found.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    pub outcome: Outcome,
+    /// What came back (conformance rows, always), and on a deviation what
+    /// was expected; for a contract row, why it failed (empty on a pass).
+    pub found: String,
+    /// The answer that did not match (a contract row), or the first answer
+    /// (a conformance row), to show what came.
+    pub response: Option<RawResponse>,
 }
 
 /// How a row failed. `Display` is the one-line reason `harness verify` prints.
@@ -109,6 +145,12 @@ pub enum RowError {
     BadDate(String),
     #[error("Date {date} is {skew:?} off")]
     StaleDate { date: String, skew: Duration },
+    /// A conformance probe's answers do not meet its requirement.
+    #[error("{found}; expected {expected}")]
+    Nonconforming {
+        found: String,
+        expected: &'static str,
+    },
     /// A failure at one step of a multi-request exchange.
     #[error("{step}: {source}")]
     Step {
@@ -176,6 +218,7 @@ fn request(method: &'static str, target: &str, why: &'static str) -> Row {
             method,
             target: target.to_string(),
         },
+        conformance: None,
     }
 }
 
@@ -184,6 +227,7 @@ fn reject(name: &str, why: &'static str, raw: Vec<u8>, statuses: &'static [u16])
         name: name.to_string(),
         why,
         exchange: Exchange::Reject { raw, statuses },
+        conformance: None,
     }
 }
 
@@ -192,11 +236,21 @@ fn row(name: &str, why: &'static str, exchange: Exchange) -> Row {
         name: name.to_string(),
         why,
         exchange,
+        conformance: None,
     }
 }
 
-/// Every row, in the order of the contract table.
+/// Every row: the contract's, in the order of its table, then the
+/// conformance section ([`crate::conformance::rows`]).
 pub fn rows() -> Vec<Row> {
+    let mut rows = contract_rows();
+    rows.extend(crate::conformance::rows());
+    rows
+}
+
+/// The contract's own rows (what `harness verify` runs without
+/// `--conformance`).
+fn contract_rows() -> Vec<Row> {
     let mut rows = Vec::new();
     for (t, why) in [
         (
@@ -381,7 +435,8 @@ impl Row {
             Exchange::Reject { .. }
             | Exchange::Http10Close
             | Exchange::Http10KeepAlive
-            | Exchange::DateFresh => false,
+            | Exchange::DateFresh
+            | Exchange::Conformance(_) => false,
         }
     }
 
@@ -395,13 +450,70 @@ impl Row {
             Exchange::Http10Close | Exchange::Http10KeepAlive | Exchange::DateFresh => {
                 vec![("GET", "/hello")]
             }
-            Exchange::Reject { .. } => Vec::new(),
+            Exchange::Reject { .. } | Exchange::Conformance(_) => Vec::new(),
+        }
+    }
+
+    /// Runs the row and judges it: a contract row passes or fails; a
+    /// conformance row's deviation fails a MUST and warns a SHOULD, and
+    /// its verdict always says what was found.
+    pub fn check(&self, addr: SocketAddr, timeout: Duration) -> Checked {
+        let deviation = match self.conformance {
+            Some(c) if c.requirement == crate::conformance::Requirement::Should => Outcome::Warn,
+            _ => Outcome::Fail,
+        };
+        if let Exchange::Conformance(probe) = &self.exchange {
+            return match probe.run(addr, timeout) {
+                Ok(seen) => {
+                    let (outcome, found) = if (probe.judge)(&seen) {
+                        (Outcome::Pass, seen.describe())
+                    } else {
+                        let found = format!("{}; expected {}", seen.describe(), probe.expected);
+                        (deviation, found)
+                    };
+                    Checked {
+                        outcome,
+                        found,
+                        response: seen.answers.into_iter().next(),
+                    }
+                }
+                Err(e) => Checked {
+                    outcome: deviation,
+                    found: e.to_string(),
+                    response: None,
+                },
+            };
+        }
+        match self.run(addr, timeout) {
+            Ok(()) => Checked {
+                outcome: Outcome::Pass,
+                found: String::new(),
+                response: None,
+            },
+            Err(e) => Checked {
+                outcome: deviation,
+                found: e.to_string(),
+                response: e.response().cloned(),
+            },
         }
     }
 
     /// Runs the exchange against `addr`: connecting, each write and each
     /// read wait at most `timeout`.
+    /// A conformance row fails here on any deviation, SHOULD or MUST
+    /// ([`Row::check`] tells them apart).
     pub fn run(&self, addr: SocketAddr, timeout: Duration) -> Result<(), RowError> {
+        if let Exchange::Conformance(probe) = &self.exchange {
+            let seen = probe.run(addr, timeout)?;
+            return if (probe.judge)(&seen) {
+                Ok(())
+            } else {
+                Err(RowError::Nonconforming {
+                    found: seen.describe(),
+                    expected: probe.expected,
+                })
+            };
+        }
         let mut c = Client::connect(addr, timeout)?;
         match &self.exchange {
             Exchange::Request { method, target } => {
@@ -507,6 +619,7 @@ impl Row {
                 }
                 Ok(())
             }
+            Exchange::Conformance(_) => unreachable!("run above"),
         }
     }
 }

@@ -98,6 +98,7 @@ pub const PATHS: &[&str] = &["/", "/hello", "/cpu", "/db", "/work", "/sleep", "/
 /// Unknown query parameters are ignored; known ones are validated strictly:
 /// ASCII digits only, within range, or a 400 that says why.
 pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
+    let target = origin_form(target);
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p, q),
         None => (target, ""),
@@ -133,6 +134,23 @@ pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
         _ => unreachable!("path checked above"),
     };
     Ok(Route { endpoint, head })
+}
+
+/// The path and query of a target in absolute-form (`http://host/hello`),
+/// which a server MUST accept (RFC 9112 §3.2.2); any other target as it is.
+fn origin_form(target: &str) -> &str {
+    let scheme_len = if target.len() >= 7 && target[..7].eq_ignore_ascii_case("http://") {
+        7
+    } else if target.len() >= 8 && target[..8].eq_ignore_ascii_case("https://") {
+        8
+    } else {
+        return target;
+    };
+    let rest = &target[scheme_len..];
+    match rest.find('/') {
+        Some(i) => &rest[i..],
+        None => "/",
+    }
 }
 
 /// A query string, read without allocating.
@@ -213,6 +231,21 @@ mod tests {
         assert_eq!(ep("/sleep?ms=0"), Endpoint::Sleep { ms: 0 });
         assert_eq!(ep("/config"), Endpoint::Config);
         assert_eq!(ep("/hello?cachebuster=1"), Endpoint::Hello);
+    }
+
+    #[test]
+    fn absolute_form_targets_route_by_their_path() {
+        assert!(route("GET", "http://verify/hello").is_ok());
+        assert!(route("GET", "HTTP://verify:80/cpu?n=3").is_ok());
+        assert!(route("GET", "https://verify").is_ok(), "the root");
+        assert_eq!(
+            route("GET", "http://verify/nope").map(|_| ()),
+            Err(Rejection::NotFound)
+        );
+        assert_eq!(
+            route("GET", "verify:443").map(|_| ()),
+            Err(Rejection::NotFound)
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //! ```
 
 mod config;
+pub mod conformance;
 pub mod contract;
 mod endpoint;
 pub mod probe;

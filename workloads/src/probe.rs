@@ -91,6 +91,12 @@ impl Conn {
         self.stream.write_all(bytes)
     }
 
+    /// Shuts down the sending side (a half-close): the server reads the
+    /// end of the stream, and can still answer.
+    pub fn shutdown_write(&self) -> io::Result<()> {
+        self.stream.shutdown(std::net::Shutdown::Write)
+    }
+
     /// Sends `METHOD target HTTP/1.1` with a Host header.
     pub fn send_request(&mut self, method: &str, target: &str) -> io::Result<()> {
         self.send(format!("{method} {target} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes())

@@ -118,6 +118,7 @@ mod tests {
     ) -> ServerDoc {
         ServerDoc {
             contract: None,
+            conformance: None,
             name: name.into(),
             model: "m".into(),
             language: "l".into(),
@@ -133,6 +134,7 @@ mod tests {
                 opcache,
                 jit: jit.map(String::from),
                 debug: false,
+                http_limits: Vec::new(),
             }),
             versions: vec![],
             same_autogroup: Some(true),

@@ -1,12 +1,13 @@
 //! The pre-pass of a comparison: each runnable server started once, its
 //! `/config` read, its processes' scheduler autogroup checked, the whole
-//! contract run (`harness verify`), each workload's own answer checked, and
-//! stopped, before anything is loaded.
+//! contract run (`harness verify`) with its conformance section (`harness
+//! verify --conformance`), each workload's own answer checked, and stopped,
+//! before anything is loaded.
 
 use std::time::Duration;
 
 use super::plan::Workload;
-use super::results::{ContractCheck, ServerDoc, ServerStatus};
+use super::results::{ConformanceCheck, ContractCheck, ServerDoc, ServerStatus};
 use super::runner;
 use crate::catalog::{Entry, Running};
 use crate::procfs;
@@ -16,7 +17,7 @@ use crate::procfs;
 /// the right answer).
 fn check_contract(ctx: &runner::Ctx, running: &Running) -> ContractCheck {
     let has_db = ctx.lab.db().is_some();
-    let rows: Vec<_> = workloads::contract::rows()
+    let rows: Vec<_> = crate::lab::contract::contract_rows()
         .into_iter()
         .filter(|r| has_db || !r.needs_db())
         .collect();
@@ -41,6 +42,30 @@ fn check_contract(ctx: &runner::Ctx, running: &Running) -> ContractCheck {
             .collect::<String>()
     ));
     contract
+}
+
+/// The conformance section over a started server (it asks only for
+/// `/hello`), printed as it goes: the tally, then each row not passed.
+fn check_conformance(ctx: &runner::Ctx, running: &Running) -> ConformanceCheck {
+    let verdicts = crate::lab::contract::check_conformance(running.addr, Duration::from_secs(5));
+    let check = ConformanceCheck::from_verdicts(&verdicts);
+    ctx.progress.line(&format!(
+        "  HTTP/1.1 conformance (harness verify --conformance): {}{}",
+        check.summary(),
+        check
+            .deviations
+            .iter()
+            .map(|d| format!(
+                "\n    {} {} ({} {}): {}",
+                d.outcome.to_ascii_uppercase(),
+                d.row,
+                d.section,
+                d.requirement,
+                d.found
+            ))
+            .collect::<String>()
+    ));
+    check
 }
 
 /// The pre-pass: start each runnable server once, read its `/config`,
@@ -78,6 +103,9 @@ pub fn run(
         };
         if e.serves_whole_contract() {
             docs[i].contract = Some(check_contract(ctx, &running));
+        }
+        if e.serves("/hello") {
+            docs[i].conformance = Some(check_conformance(ctx, &running));
         }
         if running.managed() {
             let tree = procfs::tree(&running.pids());

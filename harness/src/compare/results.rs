@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::stats::{FailureCounts, SecondPoint};
 
 pub use crate::lab::record::{
-    machine, ContractCheck, Database, Machine, RowFailure, ServerDoc, ServerStatus,
+    machine, ConformanceCheck, ConformanceDeviation, ContractCheck, Database, GroupTally, Machine,
+    RowFailure, ServerDoc, ServerStatus,
 };
 
 /// The schema identifier; bumped on any incompatible change.

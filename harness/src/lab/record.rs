@@ -56,6 +56,10 @@ pub struct ServerDoc {
     /// results written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<ContractCheck>,
+    /// The conformance section (`harness verify --conformance`), run once
+    /// before loading (absent in results written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conformance: Option<ConformanceCheck>,
 }
 
 /// What became of a server in a comparison.
@@ -112,6 +116,123 @@ impl ContractCheck {
             passed: (verdicts.len() - failed.len()) as u32,
             failed,
         }
+    }
+}
+
+/// The conformance section over one server: pass / warn / fail per group,
+/// and every row that did not pass with its RFC section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConformanceCheck {
+    pub rows: u32,
+    /// In the section's order of groups.
+    pub groups: Vec<GroupTally>,
+    pub deviations: Vec<ConformanceDeviation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupTally {
+    /// `request line`, `header fields`, `bodies`, `connections`.
+    pub group: String,
+    pub pass: u32,
+    pub warn: u32,
+    pub fail: u32,
+}
+
+/// A conformance row a server did not pass.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConformanceDeviation {
+    pub row: String,
+    pub group: String,
+    /// `RFC 9112 §6.3 (Message Body Length)`.
+    pub section: String,
+    /// `MUST` or `SHOULD`.
+    pub requirement: String,
+    /// `fail` (a MUST) or `warn` (a SHOULD).
+    pub outcome: String,
+    /// What the server did, and what was expected.
+    pub found: String,
+}
+
+impl ConformanceCheck {
+    /// From the verdicts of the conformance rows (others are ignored).
+    pub fn from_verdicts(verdicts: &[super::contract::Verdict]) -> ConformanceCheck {
+        use workloads::conformance::Group;
+        use workloads::contract::Outcome;
+        let rows: Vec<_> = verdicts
+            .iter()
+            .filter_map(|v| v.conformance.map(|c| (v, c)))
+            .collect();
+        let groups = Group::ALL
+            .iter()
+            .map(|&g| {
+                let count = |o: Outcome| {
+                    rows.iter()
+                        .filter(|(v, c)| c.group == g && v.outcome == o)
+                        .count() as u32
+                };
+                GroupTally {
+                    group: g.name().into(),
+                    pass: count(Outcome::Pass),
+                    warn: count(Outcome::Warn),
+                    fail: count(Outcome::Fail),
+                }
+            })
+            .collect();
+        let deviations = rows
+            .iter()
+            .filter(|(v, _)| v.outcome != Outcome::Pass)
+            .map(|(v, c)| ConformanceDeviation {
+                row: v.name.clone(),
+                group: c.group.name().into(),
+                section: c.section.to_string(),
+                requirement: c.requirement.name().into(),
+                outcome: v.outcome.name().to_ascii_lowercase(),
+                found: v.found.clone(),
+            })
+            .collect();
+        ConformanceCheck {
+            rows: rows.len() as u32,
+            groups,
+            deviations,
+        }
+    }
+
+    /// The per-group table's header, then one line per group and the total:
+    /// `group, pass, warn, fail`.
+    pub fn tally_rows(&self) -> Vec<Vec<String>> {
+        let mut rows = vec![["group", "pass", "warn", "fail"].map(String::from).to_vec()];
+        for g in &self.groups {
+            rows.push(vec![
+                g.group.clone(),
+                g.pass.to_string(),
+                g.warn.to_string(),
+                g.fail.to_string(),
+            ]);
+        }
+        let (p, w, f) = self.totals();
+        rows.push(vec![
+            "all".into(),
+            p.to_string(),
+            w.to_string(),
+            f.to_string(),
+        ]);
+        rows
+    }
+
+    /// `34 pass, 3 warn, 1 fail`.
+    pub fn summary(&self) -> String {
+        let (p, w, f) = self.totals();
+        format!("{p} pass, {w} warn, {f} fail")
+    }
+
+    /// Pass, warn and fail over every group.
+    pub fn totals(&self) -> (u32, u32, u32) {
+        self.groups.iter().fold((0, 0, 0), |(p, w, f), g| {
+            (p + g.pass, w + g.warn, f + g.fail)
+        })
     }
 }
 
@@ -183,6 +304,7 @@ impl ServerDoc {
                     same_autogroup: None,
                     notes: Vec::new(),
                     contract: None,
+                    conformance: None,
                 }
             })
             .collect()

@@ -306,6 +306,7 @@ mod tests {
             opcache: None,
             jit: None,
             debug: false,
+            http_limits: Vec::new(),
         };
         assert_eq!(in_flight("worker-pool", Some(&cfg), false).0, Some(20));
         assert_eq!(in_flight("worker-pool", Some(&cfg), true).0, Some(10));

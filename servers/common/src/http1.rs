@@ -36,10 +36,17 @@ pub struct Request<'b> {
 /// Why a request cannot be served; the connection is closed after the answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParseError {
-    /// 400: not HTTP/1.x, a bad header, a bad Content-Length, a chunked body.
+    /// 400: not HTTP/1.x, a bad header, a bad or conflicting Content-Length,
+    /// Host missing (HTTP/1.1), repeated or invalid, Transfer-Encoding with
+    /// Content-Length or in HTTP/1.0, chunked not the last coding.
     Malformed,
     /// 431: head over [`MAX_HEAD_BYTES`] or more than [`MAX_HEADERS`] fields.
     HeadTooLarge,
+    /// 411: a chunked body. No endpoint reads a body, and RFC 9112 §6.3 lets
+    /// a server refuse one without Content-Length.
+    LengthRequired,
+    /// 501: a transfer coding other than chunked (RFC 9112 §6.1).
+    UnknownCoding,
 }
 
 impl ParseError {
@@ -47,6 +54,8 @@ impl ParseError {
         match self {
             ParseError::Malformed => 400,
             ParseError::HeadTooLarge => 431,
+            ParseError::LengthRequired => 411,
+            ParseError::UnknownCoding => 501,
         }
     }
 
@@ -54,8 +63,146 @@ impl ParseError {
         match self {
             ParseError::Malformed => b"malformed request",
             ParseError::HeadTooLarge => b"request header fields too large",
+            ParseError::LengthRequired => b"a body needs Content-Length",
+            ParseError::UnknownCoding => b"transfer coding not implemented",
         }
     }
+}
+
+/// Whether a Host value is `uri-host [ ":" port ]` as far as its characters
+/// go (RFC 9110 §7.2, RFC 3986 §3.2.2: unreserved, percent-encoded,
+/// sub-delims, an IP literal's brackets and colons). Empty is valid.
+pub fn valid_host(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b))
+}
+
+/// A Content-Length value: `1*DIGIT`, or a list of equal ones (`5, 5`,
+/// which RFC 9112 §6.3 lets a recipient read as one). `None`: invalid
+/// (a sign, a non-digit, conflicting values, an overflow).
+pub fn content_length(value: &[u8]) -> Option<usize> {
+    let mut length = None;
+    for item in value.split(|&b| b == b',') {
+        let digits = item.trim_ascii();
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let n: usize = std::str::from_utf8(digits).ok()?.parse().ok()?;
+        match length {
+            Some(m) if m != n => return None,
+            _ => length = Some(n),
+        }
+    }
+    length
+}
+
+/// What the Transfer-Encoding fields of a request say, in order.
+#[derive(Default)]
+struct Codings {
+    present: bool,
+    chunked: usize,
+    other: bool,
+    last_is_chunked: bool,
+}
+
+impl Codings {
+    fn add(&mut self, value: &[u8]) {
+        self.present = true;
+        for coding in value.split(|&b| b == b',') {
+            let coding = coding.trim_ascii();
+            if coding.is_empty() {
+                continue;
+            }
+            let chunked = coding.eq_ignore_ascii_case(b"chunked");
+            self.chunked += usize::from(chunked);
+            self.other |= !chunked;
+            self.last_is_chunked = chunked;
+        }
+    }
+
+    /// The refusal of a request with these codings (RFC 9112 §6.1, §6.3).
+    fn refusal(&self, http10: bool, content_length: bool) -> ParseError {
+        if http10 || content_length || !self.last_is_chunked || self.chunked > 1 {
+            ParseError::Malformed
+        } else if self.other {
+            ParseError::UnknownCoding
+        } else {
+            ParseError::LengthRequired
+        }
+    }
+}
+
+/// What a request's header fields say of its framing and its connection,
+/// checked as RFC 9112 requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fields {
+    /// From Content-Length (0 without one).
+    pub body_len: usize,
+    /// `Connection: close`.
+    pub close: bool,
+    /// `Connection: keep-alive`.
+    pub keep_alive_token: bool,
+}
+
+impl Fields {
+    /// Whether the connection stays open after the answer: HTTP/1.1 unless
+    /// `close`; HTTP/1.0 only with `keep-alive`.
+    pub fn keep_alive(&self, http10: bool) -> bool {
+        !self.close && (!http10 || self.keep_alive_token)
+    }
+}
+
+/// Checks a request's header fields (name, value): Host exactly once in
+/// HTTP/1.1 and at most once in 1.0, with a valid value (RFC 9112 §3.2);
+/// Content-Length digits only and never conflicting (§6.3); any
+/// Transfer-Encoding refused: 411 for chunked, 501 for another coding,
+/// 400 with Content-Length, in HTTP/1.0 or with chunked not last (§6.1, §6.3).
+pub fn check_fields<'a>(
+    http10: bool,
+    fields: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> Result<Fields, ParseError> {
+    let mut close = false;
+    let mut keep_alive_token = false;
+    let mut length: Option<usize> = None;
+    let mut codings = Codings::default();
+    let mut hosts = 0;
+    for (name, value) in fields {
+        if name.eq_ignore_ascii_case("connection") {
+            for token in value.split(|&b| b == b',') {
+                let token = token.trim_ascii();
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive_token = true;
+                }
+            }
+        } else if name.eq_ignore_ascii_case("content-length") {
+            let n = content_length(value).ok_or(ParseError::Malformed)?;
+            if length.is_some_and(|m| m != n) {
+                return Err(ParseError::Malformed);
+            }
+            length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            codings.add(value);
+        } else if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+            if !valid_host(value) {
+                return Err(ParseError::Malformed);
+            }
+        }
+    }
+    if hosts > 1 || (hosts == 0 && !http10) {
+        return Err(ParseError::Malformed);
+    }
+    if codings.present {
+        return Err(codings.refusal(http10, length.is_some()));
+    }
+    Ok(Fields {
+        body_len: length.unwrap_or(0),
+        close,
+        keep_alive_token,
+    })
 }
 
 /// Parses one request at the start of `buf`. `Ok(None)`: incomplete, read more.
@@ -78,29 +225,8 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request<'_>>, ParseError> {
         return Err(ParseError::HeadTooLarge);
     }
     let http10 = req.version == Some(0);
-    let mut close = false;
-    let mut keep_alive_token = false;
-    let mut body_len = 0usize;
-    for h in req.headers.iter() {
-        if h.name.eq_ignore_ascii_case("connection") {
-            for token in h.value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
-                if token.eq_ignore_ascii_case(b"close") {
-                    close = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    keep_alive_token = true;
-                }
-            }
-        } else if h.name.eq_ignore_ascii_case("content-length") {
-            body_len = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or(ParseError::Malformed)?;
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            // No endpoint takes a body; a chunked one cannot be skipped cheaply.
-            return Err(ParseError::Malformed);
-        }
-    }
+    let fields = check_fields(http10, req.headers.iter().map(|h| (h.name, h.value)))?;
+    let body_len = fields.body_len;
     if body_len > MAX_BODY_BYTES {
         return Err(ParseError::Malformed);
     }
@@ -108,11 +234,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request<'_>>, ParseError> {
     if buf.len() < len {
         return Ok(None);
     }
-    let keep_alive = if http10 {
-        keep_alive_token && !close
-    } else {
-        !close
-    };
+    let keep_alive = fields.keep_alive(http10);
     Ok(Some(Request {
         method: req.method.ok_or(ParseError::Malformed)?,
         target: req.path.ok_or(ParseError::Malformed)?,
@@ -151,9 +273,11 @@ fn status_line(status: u16) -> &'static [u8] {
         400 => b"HTTP/1.1 400 Bad Request\r\n",
         404 => b"HTTP/1.1 404 Not Found\r\n",
         405 => b"HTTP/1.1 405 Method Not Allowed\r\n",
+        411 => b"HTTP/1.1 411 Length Required\r\n",
         408 => b"HTTP/1.1 408 Request Timeout\r\n",
         431 => b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
         500 => b"HTTP/1.1 500 Internal Server Error\r\n",
+        501 => b"HTTP/1.1 501 Not Implemented\r\n",
         503 => b"HTTP/1.1 503 Service Unavailable\r\n",
         _ => b"HTTP/1.1 500 Internal Server Error\r\n",
     }
@@ -239,7 +363,7 @@ mod tests {
 
     #[test]
     fn connection_semantics() {
-        let r = parse(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+        let r = parse(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .unwrap()
             .unwrap();
         assert!(!r.keep_alive);
@@ -255,10 +379,87 @@ mod tests {
 
     #[test]
     fn bodies_are_skipped() {
-        let buf = b"POST /hello HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET";
+        let buf = b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET";
         let r = parse(buf).unwrap().unwrap();
         assert_eq!(&buf[r.len..], b"GET");
         assert_eq!(parse(&buf[..buf.len() - 5]), Ok(None));
+    }
+
+    #[test]
+    fn host_is_required_once_and_valid() {
+        let req = |host: &str| {
+            parse(format!("GET / HTTP/1.1\r\n{host}\r\n").as_bytes()).map(|r| r.is_some())
+        };
+        assert_eq!(req(""), Err(ParseError::Malformed), "missing in 1.1");
+        assert_eq!(req("Host: a\r\nHost: b\r\n"), Err(ParseError::Malformed));
+        assert_eq!(req("Host: a b\r\n"), Err(ParseError::Malformed));
+        assert_eq!(req("Host: my_host:8080\r\n"), Ok(true));
+        assert_eq!(req("Host: [::1]:80\r\n"), Ok(true));
+        assert_eq!(req("Host:\r\n"), Ok(true), "empty is valid");
+        assert!(
+            parse(b"GET / HTTP/1.0\r\n\r\n").unwrap().is_some(),
+            "1.0 needs none"
+        );
+    }
+
+    #[test]
+    fn content_length_is_digits_and_agrees_with_itself() {
+        assert_eq!(content_length(b" 12 "), Some(12));
+        assert_eq!(content_length(b"5, 5"), Some(5));
+        for bad in [
+            &b"+5"[..],
+            b"-1",
+            b"5, 6",
+            b"",
+            b"0x5",
+            b"99999999999999999999999",
+        ] {
+            assert_eq!(
+                content_length(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let two = |a: &str, b: &str| {
+            let buf = format!(
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {a}\r\nContent-Length: {b}\r\n\r\nabc"
+            );
+            // The whole buffer is the request: its body is the 3 octets.
+            parse(buf.as_bytes()).map(|r| r.map(|r| r.len == buf.len()))
+        };
+        assert_eq!(two("3", "3"), Ok(Some(true)));
+        assert_eq!(two("1", "3"), Err(ParseError::Malformed));
+    }
+
+    #[test]
+    fn transfer_codings_are_refused_as_rfc_9112_says() {
+        let te = |version: &str, fields: &str| {
+            parse(format!("POST / HTTP/{version}\r\nHost: x\r\n{fields}\r\n").as_bytes())
+                .map(|r| r.map(|r| r.len))
+        };
+        let chunked = "Transfer-Encoding: chunked\r\n";
+        assert_eq!(te("1.1", chunked), Err(ParseError::LengthRequired));
+        assert_eq!(
+            te(
+                "1.1",
+                "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
+            ),
+            Err(ParseError::UnknownCoding)
+        );
+        assert_eq!(
+            te("1.1", "Transfer-Encoding: chunked, gzip\r\n"),
+            Err(ParseError::Malformed)
+        );
+        assert_eq!(
+            te("1.1", "Transfer-Encoding: chunked, chunked\r\n"),
+            Err(ParseError::Malformed)
+        );
+        assert_eq!(
+            te("1.1", &format!("Content-Length: 5\r\n{chunked}")),
+            Err(ParseError::Malformed)
+        );
+        assert_eq!(te("1.0", chunked), Err(ParseError::Malformed));
     }
 
     #[test]

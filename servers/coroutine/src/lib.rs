@@ -109,6 +109,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         opcache: None,
         jit: None,
         debug: cfg!(debug_assertions),
+        http_limits: match args.engine {
+            Engine::Contract => Vec::new(),
+            Engine::Minihttp => minihttp::HTTP_LIMITS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        },
     };
     let db = Db::new(&args.common.mysql_url, args.common.db_pool as usize)
         .context("cannot configure the database")?;

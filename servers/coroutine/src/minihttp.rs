@@ -1,17 +1,36 @@
 //! `--engine minihttp`: `may_minihttp` 0.1.11 itself, the TechEmpower
 //! reference, serving the contract's endpoints through its `HttpService`.
 //!
-//! It is for keep-alive clients only. As may_minihttp is, not fixed here
-//! (`harness verify` lists these as deviations):
-//! - it never closes a connection: an HTTP/1.0 request, or one that says
-//!   `Connection: close`, is answered and the connection stays open
-//!   (ApacheBench without `-k` waits for the close and stalls);
-//! - it always answers `HTTP/1.1`, with `Server: M` and its own reason
-//!   phrase for 200 (`Ok`), without `Connection: keep-alive` for HTTP/1.0;
-//! - it sends the body on HEAD;
-//! - it drops a request with more than 16 headers, and closes the
-//!   connection on a malformed one, without answering; a head over 8 KiB is
-//!   not refused with 431;
+//! It is for keep-alive clients. may_minihttp parses with `httparse` and,
+//! on any parse error, closes the connection without a word; it never
+//! closes a connection otherwise, never reads a body the service does not
+//! read, and knows no Transfer-Encoding. Its API gives a service no hook
+//! before its parser and no say over its write buffer, but
+//! `HttpServiceFactory` hands each connection's service the socket, so
+//! this module adds a small check around it (RFC 9112):
+//! - every parsed request's fields go through the shared codec's
+//!   [`check_fields`] (Host, Content-Length, Transfer-Encoding) and a head
+//!   size bound (431), and a body with Content-Length is read and dropped,
+//!   so a request hidden in a body is never answered;
+//! - a request that ends its connection (refused, `Connection: close`,
+//!   HTTP/1.0 without keep-alive) and comes first on its connection is
+//!   answered by the shared codec's encoder on the socket, which is then
+//!   shut down: nothing pipelined after it is processed or answered;
+//! - a connection may_minihttp drops on a parse error before any request
+//!   was answered gets a 400 (written when its service is dropped, if the
+//!   client is still there).
+//!
+//! What remains (`/config` lists it as `http_limits`, [`HTTP_LIMITS`]; the
+//! conformance tests in tests/model.rs pin each one):
+//! - after requests answered on the connection, a malformed one is still
+//!   dropped without an answer, and one that ends the connection is
+//!   answered by may_minihttp with `Connection: close`, then the read side
+//!   is shut down: requests pipelined after it in the same read are
+//!   answered too;
+//! - a client that half-closes right after its request gets no answer
+//!   (may_minihttp ends the connection on the end of input before parsing);
+//! - may_minihttp's own answers say `HTTP/1.1` and `Server: M`, with its
+//!   own reason phrase for 200 (`Ok`), and carry the body on HEAD;
 //! - it has no read timeout: a slowloris client holds its coroutine forever.
 //!
 //! A request stays in flight until its answer is written: may_minihttp
@@ -27,15 +46,34 @@
 //! may_minihttp does), hand it the bound address, and close ours before
 //! announcing, so every connection goes to its listener.
 
-use std::io;
+use std::io::{self, Read};
 use std::net::SocketAddr;
+use std::os::fd::RawFd;
 
 use may::coroutine::JoinHandle;
-use may_minihttp::{HttpServer, HttpService, Request, Response};
+use may_minihttp::{HttpService, HttpServiceFactory, Request, Response};
+use server_common::http1::{
+    self, check_fields, Connection, ParseError, MAX_BODY_BYTES, MAX_HEAD_BYTES,
+};
 use server_common::shutdown::InFlight;
 use workloads::Body;
 
 use crate::app::App;
+
+/// What this engine's HTTP layer is known not to do, as `/config` reports
+/// it (`http_limits`): the gaps may_minihttp leaves that the module's
+/// check cannot close (see the module documentation).
+pub const HTTP_LIMITS: &[&str] = &[
+    "a malformed request after others on its connection is dropped without an answer (RFC 9112 §2.2)",
+    "requests pipelined in one write after a Connection: close that is not the connection's first request are answered (RFC 9112 §9.6)",
+    "a request followed at once by the client's half-close gets no answer",
+    "answers carry the body on HEAD (RFC 9110 §9.3.2)",
+    "no read timeout: a stalled request holds its coroutine",
+];
+
+/// The `Server` value may_minihttp sends, used on the answers this module
+/// writes itself.
+const SERVER: &str = "M";
 
 /// The `Allow` header line of a 405 (`workloads::ALLOW`).
 const ALLOW_HEADER: &str = "Allow: GET, HEAD";
@@ -50,11 +88,7 @@ pub struct Server {
 pub fn start(addr: SocketAddr, app: &'static App) -> io::Result<Server> {
     let reserve = server_common::listen::bind(addr, true)?;
     let addr = reserve.local_addr()?;
-    let accept = HttpServer(Service {
-        app,
-        answered: None,
-    })
-    .start(addr)?;
+    let accept = Factory { app }.start(addr)?;
     drop(reserve);
     Ok(Server { addr, accept })
 }
@@ -73,51 +107,201 @@ impl Server {
     }
 }
 
-/// The contract as an `HttpService`: one per connection, all sharing the app.
-struct Service {
+/// Makes each connection's service, with the connection's socket.
+struct Factory {
     app: &'static App,
-    /// The last answer's request, in flight until may_minihttp has written
-    /// it: released when the next request is read or the connection ends.
-    answered: Option<InFlight>,
 }
 
-impl Clone for Service {
-    /// A new connection's service: nothing answered yet.
-    fn clone(&self) -> Service {
+impl HttpServiceFactory for Factory {
+    type Service = Service;
+
+    /// may_minihttp passes the connection's file descriptor as `id`.
+    fn new_service(&self, id: usize) -> Service {
         Service {
             app: self.app,
+            fd: id as RawFd,
             answered: None,
+            requests: 0,
+            done: false,
         }
     }
 }
 
+/// The contract as an `HttpService`: one per connection, all sharing the app.
+struct Service {
+    app: &'static App,
+    /// The connection's socket, open while may_minihttp runs the service.
+    fd: RawFd,
+    /// The last answer's request, in flight until may_minihttp has written
+    /// it: released when the next request is read or the connection ends.
+    answered: Option<InFlight>,
+    /// Requests read on this connection.
+    requests: u64,
+    /// The connection was answered and shut down here: whatever may_minihttp
+    /// still parses from its buffer is neither processed nor answered.
+    done: bool,
+}
+
 impl HttpService for Service {
     fn call(&mut self, req: Request, rsp: &mut Response) -> io::Result<()> {
+        if self.done {
+            return Ok(());
+        }
         let app = self.app;
         let in_flight = app.shutdown.request();
         // A new request was read: the earlier answers are written, or (in a
         // pipelined batch) wait in the same buffer as this one, whose guard
         // now covers them.
         self.answered = None;
-        let resp = app.respond(req.method(), req.path());
-        rsp.status_code(
-            usize::from(resp.status),
-            workloads::Response::reason(resp.status),
-        );
-        rsp.header(content_type_header(resp.content_type));
-        if resp.status == 405 {
-            rsp.header(ALLOW_HEADER);
+        let first = self.requests == 0;
+        self.requests += 1;
+        let http10 = req.version() == 0;
+        let head_only = req.method() == "HEAD";
+        let (resp, keep_alive) = match check(&req, http10) {
+            Err(refusal) => (
+                workloads::Response::text(refusal.status(), refusal.reason()),
+                false,
+            ),
+            Ok(fields) => {
+                let resp = app.respond(req.method(), req.path());
+                if fields.body_len > 0 {
+                    // Read and drop the body, so nothing in it is parsed
+                    // as a request.
+                    io::copy(
+                        &mut req.body().take(fields.body_len as u64),
+                        &mut io::sink(),
+                    )?;
+                }
+                (resp, fields.keep_alive(http10))
+            }
+        };
+        if !keep_alive && first {
+            // Nothing answered before on this connection: answer here and
+            // shut the socket, so nothing after this request is processed.
+            let mut out = Vec::with_capacity(256 + resp.body.as_bytes().len());
+            http1::encode(&mut out, SERVER, &resp, head_only, Connection::Close);
+            send_all(self.fd, &out);
+            // SAFETY: `fd` is this connection's socket, open while its
+            // service runs; may_minihttp's next write then fails and it
+            // ends the connection.
+            unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
+            self.done = true;
+            self.answered = Some(in_flight);
+            return Ok(());
         }
-        match resp.body {
-            Body::Static(bytes) => match std::str::from_utf8(bytes) {
-                Ok(text) => rsp.body(text),
-                Err(_) => rsp.body_vec(bytes.to_vec()),
-            },
-            Body::Owned(bytes) => rsp.body_vec(bytes),
+        fill(rsp, resp);
+        if !keep_alive {
+            rsp.header("Connection: close");
+            // SAFETY: as above. may_minihttp writes this batch of answers,
+            // reads the end of input and closes.
+            unsafe { libc::shutdown(self.fd, libc::SHUT_RD) };
+        } else if http10 {
+            rsp.header("Connection: keep-alive");
         }
         self.answered = Some(in_flight);
         Ok(())
     }
+}
+
+impl Drop for Service {
+    /// may_minihttp drops the service when the connection ends. With no
+    /// request read and the client still there, the end was a parse error
+    /// (may_minihttp closes silently): answer it with 400.
+    fn drop(&mut self) {
+        if self.requests == 0 && client_still_there(self.fd) {
+            let mut out = Vec::with_capacity(256);
+            http1::encode_error(&mut out, SERVER, ParseError::Malformed);
+            send_all(self.fd, &out);
+        }
+    }
+}
+
+/// What may_minihttp does not check in a parsed request: the shared
+/// codec's field checks, a Content-Length it can read (digits only: it
+/// parses the first one with `unwrap`), the body and head bounds.
+fn check(req: &Request, http10: bool) -> Result<http1::Fields, ParseError> {
+    let headers = req.headers();
+    let head_bytes = req.method().len()
+        + req.path().len()
+        + 12
+        + headers
+            .iter()
+            .map(|h| h.name.len() + h.value.len() + 4)
+            .sum::<usize>();
+    if head_bytes > MAX_HEAD_BYTES {
+        return Err(ParseError::HeadTooLarge);
+    }
+    let plain_length = |v: &[u8]| !v.is_empty() && v.iter().all(u8::is_ascii_digit);
+    if headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("content-length") && !plain_length(h.value))
+    {
+        return Err(ParseError::Malformed);
+    }
+    let fields = check_fields(http10, headers.iter().map(|h| (h.name, h.value)))?;
+    if fields.body_len > MAX_BODY_BYTES {
+        return Err(ParseError::Malformed);
+    }
+    Ok(fields)
+}
+
+/// The contract's response as may_minihttp's.
+fn fill(rsp: &mut Response, resp: workloads::Response) {
+    rsp.status_code(
+        usize::from(resp.status),
+        workloads::Response::reason(resp.status),
+    );
+    rsp.header(content_type_header(resp.content_type));
+    if resp.status == 405 {
+        rsp.header(ALLOW_HEADER);
+    }
+    match resp.body {
+        Body::Static(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => rsp.body(text),
+            Err(_) => rsp.body_vec(bytes.to_vec()),
+        },
+        Body::Owned(bytes) => rsp.body_vec(bytes),
+    }
+}
+
+/// Writes `bytes` on the non-blocking socket as far as it takes them at
+/// once (a fresh connection's send buffer holds any answer here).
+fn send_all(fd: RawFd, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: `fd` is open (see `Service::fd`); the pointer and length
+        // describe `bytes`.
+        let n = unsafe {
+            libc::send(
+                fd,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            bytes = &bytes[n as usize..];
+        } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        } else {
+            return;
+        }
+    }
+}
+
+/// Whether the client has neither closed nor reset the connection: a
+/// peek finds data, or nothing yet.
+fn client_still_there(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: `fd` is open (see `Service::fd`); one byte into `byte`.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0 || (n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock)
 }
 
 /// may_minihttp takes whole header lines as `&'static str`.

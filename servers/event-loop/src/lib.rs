@@ -63,6 +63,7 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32) -> ServerConfig {
         opcache: None,
         jit: None,
         debug: cfg!(debug_assertions),
+        http_limits: Vec::new(),
     }
 }
 

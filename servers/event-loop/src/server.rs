@@ -93,6 +93,11 @@ fn builder() -> http1::Builder {
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .keep_alive(true)
+        // A client that half-closes after its request (shutdown(SHUT_WR),
+        // as `nc -N` does) still gets its answer (the conformance section's
+        // half-close row): without it, hyper may read the end of input
+        // before answering and drop the request.
+        .half_close(true)
         // A head not ended within 8 KiB: 431 (hyper's answer, completed by
         // crate::io). Not max_buf_size, which would cap the write buffer too.
         .max_header_size(MAX_HEAD_BYTES)

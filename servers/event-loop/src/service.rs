@@ -13,8 +13,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, SERVER};
-use hyper::{Request, Response, StatusCode};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, HOST, SERVER};
+use hyper::{Request, Response, StatusCode, Version};
 use workloads::{Action, Body};
 
 use crate::db::Db;
@@ -38,6 +38,15 @@ pub async fn handle(
     state: Arc<Loop>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    if !host_is_valid(&req) {
+        let mut resp = into_hyper(workloads::Response::text(
+            400,
+            b"Host missing, repeated or invalid",
+        ));
+        resp.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+        return Ok(resp);
+    }
     let target = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let route = workloads::route(req.method().as_str(), target);
     drop(req);
@@ -55,6 +64,17 @@ pub async fn handle(
         },
     };
     Ok(into_hyper(resp))
+}
+
+/// RFC 9112 §3.2: Host exactly once in HTTP/1.1 (at most once in 1.0), with
+/// a valid value; hyper leaves this to the service.
+fn host_is_valid<B>(req: &Request<B>) -> bool {
+    let mut hosts = req.headers().get_all(HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => false,
+        (Some(host), None) => server_common::http1::valid_host(host.as_bytes()),
+        (None, _) => req.version() != Version::HTTP_11,
+    }
 }
 
 /// The contract's response as hyper's, `Server` first (see [`crate::io`]).

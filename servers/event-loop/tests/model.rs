@@ -242,7 +242,7 @@ fn pipelined_answers_before_a_close_are_all_sent() {
     let server = ServerProcess::start(BIN, &[]);
     let cases: [(&[u8], usize); 2] = [
         (
-            b"GET /hello HTTP/1.1\r\n\r\nGET /hello HTTP/1.1\r\nConnection: close\r\n\r\nGET /hello HTTP/1.1\r\n\r\n",
+            b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\nGET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nGET /hello HTTP/1.1\r\nHost: t\r\n\r\n",
             2,
         ),
         (

@@ -138,7 +138,7 @@ mod tests {
         let mut inbox = Inbox::new();
         feed(
             &mut inbox,
-            b"GET /hello HTTP/1.1\r\n\r\nHEAD /cpu?n=5 HTTP/1.1\r\n\r\nGET /nope HTTP/1.0\r\n\r\nGET /",
+            b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\nHEAD /cpu?n=5 HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.0\r\n\r\nGET /",
         );
         let a = inbox.next_request().unwrap().unwrap();
         assert_eq!(a.routed, Ok(Endpoint::Hello));
@@ -151,7 +151,7 @@ mod tests {
         assert!(!c.keep_alive(), "HTTP/1.0 without keep-alive closes");
         assert!(inbox.next_request().unwrap().is_none());
         assert!(!inbox.is_empty());
-        feed(&mut inbox, b"hello HTTP/1.1\r\n\r\n");
+        feed(&mut inbox, b"hello HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(inbox.next_request().unwrap().is_some());
         assert!(inbox.is_empty());
     }
@@ -159,14 +159,14 @@ mod tests {
     #[test]
     fn grows_for_large_heads_and_refuses_oversized_ones() {
         let mut inbox = Inbox::new();
-        let mut req = b"GET /hello HTTP/1.1\r\nX-Pad: ".to_vec();
+        let mut req = b"GET /hello HTTP/1.1\r\nHost: x\r\nX-Pad: ".to_vec();
         req.extend(std::iter::repeat_n(b'a', 6000));
         req.extend_from_slice(b"\r\n\r\n");
         feed(&mut inbox, &req);
         assert!(inbox.next_request().unwrap().is_some());
 
         let mut inbox = Inbox::new();
-        let mut big = b"GET /hello HTTP/1.1\r\nX-Pad: ".to_vec();
+        let mut big = b"GET /hello HTTP/1.1\r\nHost: x\r\nX-Pad: ".to_vec();
         big.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
         feed(&mut inbox, &big);
         assert_eq!(inbox.next_request().unwrap_err(), ParseError::HeadTooLarge);
@@ -175,9 +175,9 @@ mod tests {
     #[test]
     fn skips_bodies() {
         let mut inbox = Inbox::new();
-        let mut req = b"POST /hello HTTP/1.1\r\nContent-Length: 10000\r\n\r\n".to_vec();
+        let mut req = b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n".to_vec();
         req.extend(std::iter::repeat_n(b'x', 10000));
-        req.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        req.extend_from_slice(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         feed(&mut inbox, &req);
         let post = inbox.next_request().unwrap().unwrap();
         assert_eq!(post.routed, Err(Rejection::MethodNotAllowed));

@@ -101,6 +101,7 @@ impl Settings {
             opcache: None,
             jit: None,
             debug: cfg!(debug_assertions),
+            http_limits: Vec::new(),
         };
         Settings {
             name,

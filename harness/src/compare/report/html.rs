@@ -105,6 +105,27 @@ pub fn render(results: &Results) -> String {
         }
     }
 
+    let conformance = super::conformance::rows(&results.servers);
+    if !conformance.is_empty() {
+        body.push_str(
+            "<h2>HTTP/1.1 conformance (<code>harness verify --conformance</code>)</h2>\n",
+        );
+        body.push_str(&html_table(&conformance, 1, &[]));
+        body.push_str(&format!(
+            "<p class=\"note\">{}.</p>\n",
+            escape(super::conformance::LEGEND)
+        ));
+        let mut deviations = super::conformance::deviations(&results.servers);
+        deviations.extend(super::conformance::limits(&results.servers));
+        if !deviations.is_empty() {
+            body.push_str("<div class=\"note\"><ul>\n");
+            for d in deviations {
+                body.push_str(&format!("<li>{}</li>\n", escape(&d)));
+            }
+            body.push_str("</ul></div>\n");
+        }
+    }
+
     body.push_str("<h2>Charts</h2>\n");
     for w in &s.workloads {
         for &c in &s.connections {

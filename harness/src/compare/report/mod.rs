@@ -1,8 +1,10 @@
 //! Reports of a comparison, from [`Results`] alone (so `harness report`
 //! re-renders them from results.json): the terminal table and report.md
-//! ([`table`]), report.html with SVG charts ([`html`], [`charts`]).
+//! ([`table`]), report.html with SVG charts ([`html`], [`charts`]), each
+//! server's HTTP/1.1 conformance ([`conformance`]).
 
 pub mod charts;
+pub mod conformance;
 pub mod html;
 pub mod settings;
 pub mod table;

@@ -170,6 +170,9 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
             ));
         }
     }
+    for summary in super::conformance::summaries(&results.servers) {
+        line(&summary);
+    }
     for w in &results.fairness.warnings {
         line(&format!("warning: {w}"));
     }
@@ -215,6 +218,7 @@ pub fn markdown(results: &Results) -> String {
     out.push_str(&md_table(&rows));
     out.push('\n');
     out.push_str(&footnotes(results, true));
+    out.push_str(&super::conformance::markdown(&results.servers));
     out.push_str("\n## Settings of each server (`/config`)\n\n");
     let cfg = super::settings::rows(&results.servers, super::settings::View::Report);
     out.push_str(&md_table(&cfg));

@@ -1,0 +1,679 @@
+//! The contract's conformance section: how a server treats HTTP/1.1 itself,
+//! beyond our routes. Each row is one requirement of RFC 9112 (HTTP/1.1) or
+//! RFC 9110 (HTTP Semantics), named by its section, and says what it
+//! requires (MUST: a deviation fails; SHOULD: a deviation warns) and what
+//! was found.
+//!
+//! The rows ask only for `/hello` (every server here serves it). What a
+//! benchmark origin may answer: a 404/405/501 for a route or method it does
+//! not serve is fine (a `POST /hello` with a body may get 405, as long as
+//! the body was framed right: the request pipelined after it is answered);
+//! silence, or a 2xx to a malformed or ambiguous request, is not.
+//!
+//! A body-framing row hides a `GET /nope` where a server that frames the
+//! body wrongly would read it as the next request: a 404 among the answers
+//! is request smuggling, made visible.
+//!
+//! The rows are part of [`crate::contract::rows`] (one list), with
+//! [`crate::contract::Row::conformance`] set; `harness verify` runs them
+//! with `--conformance`.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::contract::{Exchange, Row, RowError};
+use crate::probe::{Conn, RawResponse};
+
+/// Where a requirement is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Section {
+    /// 9112 (HTTP/1.1), 9110 (HTTP Semantics) or 9293 (TCP).
+    pub rfc: u16,
+    /// `6.3`.
+    pub number: &'static str,
+    /// `Message Body Length`.
+    pub title: &'static str,
+}
+
+impl fmt::Display for Section {
+    /// `RFC 9112 §6.3 (Message Body Length)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RFC {} §{} ({})", self.rfc, self.number, self.title)
+    }
+}
+
+/// How strongly the RFC asks for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requirement {
+    /// MUST / MUST NOT (or the only reading the grammar allows): a deviation fails.
+    Must,
+    /// SHOULD / RECOMMENDED: a deviation warns.
+    Should,
+}
+
+impl Requirement {
+    pub fn name(self) -> &'static str {
+        match self {
+            Requirement::Must => "MUST",
+            Requirement::Should => "SHOULD",
+        }
+    }
+}
+
+/// The groups of the section, in the order they are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Group {
+    RequestLine,
+    HeaderFields,
+    Bodies,
+    Connections,
+}
+
+impl Group {
+    pub const ALL: [Group; 4] = [
+        Group::RequestLine,
+        Group::HeaderFields,
+        Group::Bodies,
+        Group::Connections,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::RequestLine => "request line",
+            Group::HeaderFields => "header fields",
+            Group::Bodies => "bodies",
+            Group::Connections => "connections",
+        }
+    }
+}
+
+/// What makes a row a conformance row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conformance {
+    pub group: Group,
+    pub section: Section,
+    pub requirement: Requirement,
+    /// The request is valid HTTP/1.1 (or valid obsolete syntax a server
+    /// must handle): whatever else, it must get an answer, never a silent
+    /// close.
+    pub well_formed: bool,
+}
+
+/// What a conformance row sends and how it judges what came back.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    /// Written at once on a fresh connection.
+    pub raw: Vec<u8>,
+    /// Then the client shuts down its sending side (a half-close).
+    pub half_close: bool,
+    /// The most answers a conforming server sends (more are read as a deviation).
+    pub answers: usize,
+    /// The judge needs to know whether the server closed after its answers.
+    pub needs_close: bool,
+    /// Whether what was seen meets the requirement.
+    pub judge: fn(&Seen) -> bool,
+    /// What a conforming server does, in a few words (printed with a deviation).
+    pub expected: &'static str,
+}
+
+/// How the exchange ended, after the answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The server closed (or reset) the connection.
+    Closed,
+    /// Still open, nothing more within the wait.
+    Open,
+    /// No (further) complete answer within the row's timeout.
+    Silent,
+    /// Bytes that are not an HTTP response.
+    NotHttp(String),
+    /// All the answers came and the close did not matter.
+    NotChecked,
+}
+
+/// What a server did with a probe.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub answers: Vec<RawResponse>,
+    pub end: End,
+    /// The row's timeout, for saying how long silence lasted.
+    pub waited: Duration,
+}
+
+impl Seen {
+    /// Exactly one answer, with one of these statuses, then the close.
+    pub fn refused_and_closed(&self, statuses: &[u16]) -> bool {
+        self.answers.len() == 1 && statuses.contains(&self.answers[0].status) && self.closed()
+    }
+
+    /// Answered, and nothing in or after the body served: the first answer
+    /// (the request itself, or its refusal), then at most an error answer
+    /// for the rest of the bytes (never the hidden 404, never a 2xx for the
+    /// request that follows), then the close.
+    pub fn closed_without_smuggling(&self) -> bool {
+        let later_errors = self
+            .answers
+            .iter()
+            .skip(1)
+            .all(|r| r.status >= 400 && r.status != 404);
+        matches!(self.answers.len(), 1 | 2) && later_errors && self.closed()
+    }
+
+    /// As [`Seen::closed_without_smuggling`], and refused: some answer is a 4xx or 5xx.
+    pub fn refused_without_smuggling(&self) -> bool {
+        self.closed_without_smuggling() && self.answers.iter().any(|r| r.status >= 400)
+    }
+
+    /// The first answer has one of these statuses (whatever followed).
+    pub fn first_is(&self, statuses: &[u16]) -> bool {
+        self.answers
+            .first()
+            .is_some_and(|r| statuses.contains(&r.status))
+    }
+
+    /// The first answer is `200 Hello World`.
+    pub fn first_is_hello(&self) -> bool {
+        self.answers.first().is_some_and(is_hello)
+    }
+
+    pub fn closed(&self) -> bool {
+        self.end == End::Closed
+    }
+
+    /// The body was framed right: the request pipelined after it got
+    /// `200 Hello World` and nothing hidden in the body was answered, or
+    /// the server answered once (not with a status in `refusals_not_allowed`)
+    /// and closed, which leaves nothing to misread.
+    fn framed(&self, refusals_not_allowed: &[u16]) -> bool {
+        match self.answers.as_slice() {
+            [_, second] => is_hello(second),
+            [only] => self.closed() && !refusals_not_allowed.contains(&only.status),
+            _ => false,
+        }
+    }
+
+    /// One line: each answer's status (and a 2xx's body), then how it ended.
+    pub fn describe(&self) -> String {
+        let answers: Vec<String> = self.answers.iter().map(short).collect();
+        let mut out = if answers.is_empty() {
+            "no answer".to_string()
+        } else {
+            answers.join(", ")
+        };
+        match &self.end {
+            End::Closed => out.push_str(", then closed"),
+            End::Open => out.push_str(", connection left open"),
+            End::Silent if self.answers.is_empty() => {
+                out.push_str(&format!(" within {:?}", self.waited))
+            }
+            End::Silent => out.push_str(&format!(", then nothing within {:?}", self.waited)),
+            End::NotHttp(what) => out.push_str(&format!(", then bytes that are not HTTP: {what}")),
+            End::NotChecked => {}
+        }
+        out
+    }
+}
+
+fn is_hello(r: &RawResponse) -> bool {
+    r.status == 200 && r.body == b"Hello World"
+}
+
+/// `404`, or `200 "Hello World"` for a 2xx.
+fn short(r: &RawResponse) -> String {
+    if (200..300).contains(&r.status) {
+        let body = r.body_str();
+        let body: String = body.chars().take(40).collect();
+        format!("{} {body:?}", r.status)
+    } else {
+        r.status.to_string()
+    }
+}
+
+/// How long the judge waits for a close it needs to see.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+impl Probe {
+    /// Sends the probe and collects the answers (at most `answers`, each
+    /// within `timeout`), then, where it matters, whether the server closed.
+    pub fn run(&self, addr: SocketAddr, timeout: Duration) -> Result<Seen, RowError> {
+        let mut c = Conn::connect_within(addr, timeout, timeout).map_err(RowError::Connect)?;
+        c.send(&self.raw).map_err(RowError::Send)?;
+        if self.half_close {
+            c.shutdown_write().map_err(RowError::Send)?;
+        }
+        let mut seen = Seen {
+            answers: Vec::new(),
+            end: End::NotChecked,
+            waited: timeout,
+        };
+        for _ in 0..self.answers {
+            match c.read_response(false) {
+                Ok(r) => seen.answers.push(r),
+                Err(e) => {
+                    seen.end = match e.kind() {
+                        io::ErrorKind::TimedOut => End::Silent,
+                        io::ErrorKind::InvalidData => End::NotHttp(e.to_string()),
+                        _ => End::Closed,
+                    };
+                    return Ok(seen);
+                }
+            }
+        }
+        if self.needs_close {
+            seen.end = if c.is_closed(CLOSE_WAIT.min(timeout)) {
+                End::Closed
+            } else {
+                End::Open
+            };
+        }
+        Ok(seen)
+    }
+}
+
+const HOST: &str = "Host: verify\r\n";
+/// The request pipelined after a body: answered `200 Hello World` if the
+/// body was framed right.
+const FOLLOW: &str = "GET /hello HTTP/1.1\r\nHost: verify\r\n\r\n";
+/// Hidden in a body: answered (404) only by a server that misframes it.
+const HIDDEN: &str = "GET /nope HTTP/1.1\r\nHost: verify\r\n\r\n";
+
+fn section(rfc: u16, number: &'static str, title: &'static str) -> Section {
+    Section { rfc, number, title }
+}
+
+/// One conformance row.
+fn row(
+    group: Group,
+    section: Section,
+    requirement: Requirement,
+    well_formed: bool,
+    name: &str,
+    why: &'static str,
+    probe: Probe,
+) -> Row {
+    Row {
+        name: name.to_string(),
+        why,
+        exchange: Exchange::Conformance(probe),
+        conformance: Some(Conformance {
+            group,
+            section,
+            requirement,
+            well_formed,
+        }),
+    }
+}
+
+/// A probe read for one answer, the close not looked at.
+fn one(raw: impl Into<Vec<u8>>, judge: fn(&Seen) -> bool, expected: &'static str) -> Probe {
+    Probe {
+        raw: raw.into(),
+        half_close: false,
+        answers: 1,
+        needs_close: false,
+        judge,
+        expected,
+    }
+}
+
+/// A probe read for up to `answers` answers, each within the timeout (a
+/// conforming server that answers fewer closes, which ends the reading).
+fn many(
+    raw: impl Into<Vec<u8>>,
+    answers: usize,
+    judge: fn(&Seen) -> bool,
+    expected: &'static str,
+) -> Probe {
+    Probe {
+        raw: raw.into(),
+        half_close: false,
+        answers,
+        needs_close: false,
+        judge,
+        expected,
+    }
+}
+
+/// A probe whose judge needs the close after its last answer: up to
+/// `answers` answers, then whether the server closed (a server that
+/// answers fewer is read to its close or its silence anyway).
+fn closing(
+    raw: impl Into<Vec<u8>>,
+    answers: usize,
+    judge: fn(&Seen) -> bool,
+    expected: &'static str,
+) -> Probe {
+    Probe {
+        raw: raw.into(),
+        half_close: false,
+        answers,
+        needs_close: true,
+        judge,
+        expected,
+    }
+}
+
+/// `GET /hello HTTP/1.1` with these extra header lines (each ending in CRLF).
+fn hello_with(headers: &str) -> String {
+    format!("GET /hello HTTP/1.1\r\n{HOST}{headers}\r\n")
+}
+
+/// `POST /hello` with these framing headers and body, then [`FOLLOW`].
+fn post_then_hello(framing: &str, body: &str) -> String {
+    format!("POST /hello HTTP/1.1\r\n{HOST}{framing}\r\n{body}{FOLLOW}")
+}
+
+/// A chunked body whose only chunk is [`HIDDEN`], then [`FOLLOW`].
+fn chunked_hidden(size_line: &str, after_last: &str) -> String {
+    post_then_hello(
+        "Transfer-Encoding: chunked\r\n",
+        &format!("{size_line}\r\n{HIDDEN}\r\n0\r\n{after_last}\r\n"),
+    )
+}
+
+/// The conformance section, in the order of its groups.
+pub fn rows() -> Vec<Row> {
+    use Group::*;
+    use Requirement::*;
+    let s2_2 = section(9112, "2.2", "Message Parsing");
+    let s3 = section(9112, "3", "Request Line");
+    let s3_2 = section(9112, "3.2", "Request Target");
+    let s5_1 = section(9112, "5.1", "Field Line Parsing");
+    let s6_1 = section(9112, "6.1", "Transfer-Encoding");
+    let s6_3 = section(9112, "6.3", "Message Body Length");
+    let s7_1 = section(9112, "7.1", "Chunked Transfer Coding");
+    let s9_6 = section(9112, "9.6", "Tear-down");
+    let methods = section(9110, "9.1", "Methods: Overview");
+    // Statuses a chunked body may not be refused with: chunked MUST be
+    // decoded (§7.1); only 411 (§6.3) or a 413 for its size is a refusal.
+    const NOT_FOR_CHUNKED: &[u16] = &[400, 501];
+    let hidden_len = HIDDEN.len();
+
+    vec![
+        // --- request line -------------------------------------------------
+        row(RequestLine, s2_2, Should, true,
+            "empty line before the request line → ignored, answered",
+            "robustness: a server SHOULD ignore at least one CRLF before the request line (left over from a client's previous body)",
+            one(format!("\r\n{}", hello_with("")), Seen::first_is_hello, "200 Hello World")),
+        row(RequestLine, methods, Should, true,
+            "lowercase method (get) → not served as GET",
+            "methods are case-sensitive tokens: `get` is an unknown method (501 or 405), never GET",
+            one(format!("get /hello HTTP/1.1\r\n{HOST}\r\n"), |s| s.first_is(&[400, 404, 405, 501]), "405 or 501 (an unknown method)")),
+        row(RequestLine, methods, Should, true,
+            "unknown method token (PURGE) → 501 or 405",
+            "a method the origin does not implement SHOULD get 501 (405 if it knows it but not here)",
+            one(format!("PURGE /hello HTTP/1.1\r\n{HOST}\r\n"), |s| s.first_is(&[405, 501]), "501 or 405")),
+        row(RequestLine, s3, Should, false,
+            "method with a non-token character → 400, closed",
+            "an invalid request line SHOULD get 400 and the connection closed (§2.2), not a guess",
+            closing(format!("GE(T /hello HTTP/1.1\r\n{HOST}\r\n"), 1, |s| s.refused_and_closed(&[400]), "400, then close")),
+        row(RequestLine, s3, Should, false,
+            "space inside the request target → 400",
+            "no whitespace is allowed in the target (§3.2): 400 (or a 301), never an autocorrected answer",
+            one(format!("GET /hel lo HTTP/1.1\r\n{HOST}\r\n"), |s| s.first_is(&[400, 301]), "400")),
+        row(RequestLine, section(9112, "3.2.2", "absolute-form"), Must, true,
+            "absolute-form target (http://verify/hello) → served",
+            "a server MUST accept the absolute-form, the target a client sends to a proxy",
+            one(format!("GET http://verify/hello HTTP/1.1\r\n{HOST}\r\n"), Seen::first_is_hello, "200 Hello World")),
+        row(RequestLine, section(9110, "2.5", "Protocol Version"), Should, true,
+            "higher minor version (HTTP/1.2) → served as HTTP/1.1",
+            "a recipient SHOULD process a higher minor version as the highest it implements",
+            one(format!("GET /hello HTTP/1.2\r\n{HOST}\r\n"), Seen::first_is_hello, "200 Hello World")),
+        row(RequestLine, s3, Should, false,
+            "HTTP/0.9 request line (no version) → 400",
+            "HTTP/0.9 is not spoken any more: a request line without a version SHOULD get 400, not a bare body",
+            one("GET /hello\r\n\r\n", |s| s.first_is(&[400, 505]), "400 (or 505)")),
+        // --- header fields ------------------------------------------------
+        row(HeaderFields, s5_1, Must, false,
+            "whitespace between field name and colon → 400",
+            "a server MUST reject it with 400: a proxy may read `Host :` otherwise than the origin",
+            one(hello_with("X-Test : 1\r\n"), |s| s.first_is(&[400]), "400")),
+        row(HeaderFields, section(9112, "5.2", "Obsolete Line Folding"), Must, true,
+            "obs-fold in a header → 400, or unfolded and served",
+            "a server MUST reject obs-fold with 400 or replace it with spaces, never drop the request",
+            one(hello_with("X-Folded: a\r\n b\r\n"), |s| s.first_is(&[400]) || s.first_is_hello(), "400, or 200 Hello World")),
+        row(HeaderFields, section(9110, "5.1", "Field Names"), Should, false,
+            "field name with a non-token character → 400",
+            "field names are tokens; a line that is not a field SHOULD get 400 (RFC 9112 §2.2)",
+            one(hello_with("X(Bad): 1\r\n"), |s| s.first_is(&[400]), "400")),
+        row(HeaderFields, s2_2, Must, false,
+            "bare CR in a field value → 400, or replaced and served",
+            "a recipient MUST treat a bare CR as invalid or replace it with SP: it splits lines differently elsewhere",
+            one(hello_with("X-Test: a\rb\r\n"), |s| s.first_is(&[400]) || s.first_is_hello(), "400, or 200 Hello World")),
+        row(HeaderFields, section(9110, "5.5", "Field Values"), Must, false,
+            "NUL in a field value → 400, or replaced and served",
+            "a recipient MUST reject CR, LF or NUL in a value, or replace each with SP",
+            one(hello_with("X-Test: a\0b\r\n"), |s| s.first_is(&[400]) || s.first_is_hello(), "400, or 200 Hello World")),
+        row(HeaderFields, s3_2, Must, false,
+            "HTTP/1.1 request without Host → 400",
+            "a server MUST answer 400 to an HTTP/1.1 request that lacks Host",
+            one("GET /hello HTTP/1.1\r\n\r\n", |s| s.first_is(&[400]), "400")),
+        row(HeaderFields, s3_2, Must, false,
+            "two Host fields → 400",
+            "a server MUST answer 400 to a request with more than one Host: which one routes it is ambiguous",
+            one("GET /hello HTTP/1.1\r\nHost: verify\r\nHost: other\r\n\r\n", |s| s.first_is(&[400]), "400")),
+        row(HeaderFields, s3_2, Must, false,
+            "Host with an invalid value (a space) → 400",
+            "a server MUST answer 400 to a Host field with an invalid value",
+            one("GET /hello HTTP/1.1\r\nHost: ver ify\r\n\r\n", |s| s.first_is(&[400]), "400")),
+        row(HeaderFields, s3_2, Should, true,
+            "Host with an underscore (a valid reg-name) → served",
+            "`_` is unreserved in a URI host (RFC 3986 §3.2.2): a valid Host is served, not refused",
+            one("GET /hello HTTP/1.1\r\nHost: my_host\r\n\r\n", Seen::first_is_hello, "200 Hello World")),
+        row(HeaderFields, s6_3, Must, true,
+            "two equal Content-Length fields → one body, or 400",
+            "equal values MAY be read as one (or refused); either way the body is framed by that length",
+            many(post_then_hello(&format!("Content-Length: {hidden_len}\r\nContent-Length: {hidden_len}\r\n"), HIDDEN),
+                2, |s| s.framed(&[]), "the body framed by its length (the next request answered), or 400")),
+        row(HeaderFields, s6_3, Must, false,
+            "two different Content-Length values → 400, closed",
+            "conflicting lengths are an unrecoverable framing error: a server MUST answer 400 and close (smuggling)",
+            many(post_then_hello(&format!("Content-Length: 1\r\nContent-Length: {hidden_len}\r\n"), HIDDEN),
+                2, |s| s.refused_and_closed(&[400]), "400, then close")),
+        row(HeaderFields, s6_3, Must, false,
+            "Content-Length not a plain number (+N) → 400, closed",
+            "Content-Length is 1*DIGIT: any other value is a framing error, 400 and close (a `+` is read by some parsers, not by others)",
+            many(post_then_hello(&format!("Content-Length: +{hidden_len}\r\n"), HIDDEN),
+                2, |s| s.refused_and_closed(&[400]), "400, then close")),
+        row(HeaderFields, s6_1, Must, false,
+            "Content-Length with Transfer-Encoding → one answer, closed",
+            "a server MAY reject it or frame by Transfer-Encoding alone, and MUST close the connection after answering (smuggling)",
+            many(format!("POST /hello HTTP/1.1\r\n{HOST}Content-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{HIDDEN}", 5 + hidden_len),
+                2, |s| s.answers.len() == 1 && s.closed(), "one answer (400 preferred), then close")),
+        row(HeaderFields, s6_3, Must, false,
+            "chunked not the last transfer coding → 400, closed",
+            "a request body's length cannot be known: a server MUST answer 400 and close (a 501 for the coding, §6.1, refuses as well)",
+            many(post_then_hello("Transfer-Encoding: chunked, gzip\r\n", &format!("0\r\n\r\n{HIDDEN}")),
+                2, |s| s.refused_and_closed(&[400, 501]), "400, then close")),
+        row(HeaderFields, s6_1, Should, false,
+            "unknown transfer coding (foo, chunked) → 501",
+            "a server SHOULD answer 501 to a transfer coding it does not understand",
+            one(post_then_hello("Transfer-Encoding: foo, chunked\r\n", "0\r\n\r\n"), |s| s.first_is(&[501]), "501")),
+        row(HeaderFields, s6_1, Must, false,
+            "Transfer-Encoding in an HTTP/1.0 request → closed after the answer",
+            "an HTTP/1.0 message with Transfer-Encoding MUST be treated as faulty framing and the connection closed",
+            closing(format!("POST /hello HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{HIDDEN}"),
+                2, Seen::closed_without_smuggling, "one answer, then close (the request hidden after it never answered)")),
+        // --- bodies -------------------------------------------------------
+        row(Bodies, s6_3, Must, true,
+            "body framed by Content-Length → next request answered",
+            "the body is exactly Content-Length octets: what follows is the next request, what is inside is not",
+            many(post_then_hello(&format!("Content-Length: {hidden_len}\r\n"), HIDDEN),
+                2, |s| s.framed(&[]), "the next request answered 200 Hello World")),
+        row(Bodies, s7_1, Must, true,
+            "chunked body (upper-case hex size) → decoded, next request answered",
+            "recipients MUST decode chunked (or refuse a body without Content-Length with 411, §6.3)",
+            many(chunked_hidden(&format!("{hidden_len:X}"), ""),
+                2, |s| s.framed(NOT_FOR_CHUNKED), "the next request answered 200 Hello World, or 411")),
+        row(Bodies, section(9112, "7.1.1", "Chunk Extensions"), Must, true,
+            "chunk extension → ignored, next request answered",
+            "a recipient MUST ignore unrecognised chunk extensions",
+            many(chunked_hidden(&format!("{hidden_len:x};name=value"), ""),
+                2, |s| s.framed(NOT_FOR_CHUNKED), "the next request answered 200 Hello World, or 411")),
+        row(Bodies, section(9112, "7.1.2", "Chunked Trailer Section"), Must, true,
+            "trailer field after the last chunk → next request answered",
+            "the trailer section is part of the chunked body: it ends at its empty line",
+            many(chunked_hidden(&format!("{hidden_len:x}"), "X-Trailer: 1\r\n"),
+                2, |s| s.framed(NOT_FOR_CHUNKED), "the next request answered 200 Hello World, or 411")),
+        row(Bodies, s7_1, Should, false,
+            "chunk size line ended by a bare LF → refused, closed",
+            "chunk lines end in CRLF (the bare-LF leniency of §2.2 is for the head): parsers that differ here smuggle",
+            closing(post_then_hello("Transfer-Encoding: chunked\r\n", &format!("{hidden_len:x}\n{HIDDEN}\r\n0\r\n\r\n")),
+                2, Seen::refused_without_smuggling, "a 400, then close (the body never served)")),
+        row(Bodies, s7_1, Must, false,
+            "chunk size that overflows 64 bits → 4xx, closed",
+            "recipients MUST guard against integer overflow in chunk sizes: a wrapped size smuggles",
+            closing(chunked_hidden(&format!("1{hidden_len:016x}"), ""),
+                2, Seen::refused_without_smuggling, "a 4xx (400), then close (the body never served)")),
+        // --- connections --------------------------------------------------
+        row(Connections, section(9112, "9.3.2", "Pipelining"), Must, true,
+            "three pipelined requests → answered in order",
+            "a server MUST send the answers to pipelined requests in the order received",
+            many(format!("{FOLLOW}GET /nope HTTP/1.1\r\n{HOST}\r\n{FOLLOW}"), 3,
+                |s| s.answers.iter().map(|r| r.status).eq([200, 404, 200]), "200, 404, 200")),
+        row(Connections, s9_6, Must, true,
+            "Connection: close → answered, then closed",
+            "a server MUST close the connection after answering a request with the close option",
+            closing(hello_with("Connection: close\r\n"), 1, |s| s.first_is_hello() && s.closed(), "200 Hello World, then close")),
+        row(Connections, s9_6, Must, true,
+            "request pipelined after Connection: close → not processed",
+            "a server MUST NOT process any further request received on a connection it is closing",
+            many(format!("{}GET /nope HTTP/1.1\r\n{HOST}\r\n", hello_with("Connection: close\r\n")), 2,
+                |s| s.answers.len() == 1 && s.first_is_hello() && s.closed(), "200 Hello World only, then close")),
+        row(Connections, s9_6, Should, true,
+            "Connection: close → the answer says close",
+            "a server SHOULD send the close option in its final answer",
+            one(hello_with("Connection: close\r\n"),
+                |s| s.answers.first().and_then(|r| r.header("connection")).is_some_and(|v| v.to_ascii_lowercase().contains("close")),
+                "Connection: close in the answer")),
+        row(Connections, section(9112, "9.3", "Persistence"), Should, true,
+            "HTTP/1.0 without keep-alive → answered, then closed",
+            "an HTTP/1.0 connection without keep-alive closes after the answer; clients reading to the close wait otherwise",
+            closing("GET /hello HTTP/1.0\r\n\r\n", 1, |s| s.first_is_hello() && s.closed(), "200 Hello World, then close")),
+        row(Connections, section(9110, "7.8", "Upgrade"), Must, true,
+            "Upgrade: h2c → ignored (answered) or 101",
+            "a server MAY ignore Upgrade and answer as if it were absent, or switch with 101: never neither",
+            one(hello_with("Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n"),
+                |s| s.first_is_hello() || s.first_is(&[101]), "200 Hello World, or 101")),
+        row(Connections, section(9110, "7.8", "Upgrade"), Must, true,
+            "Upgrade in an HTTP/1.0 request → ignored",
+            "a server MUST ignore Upgrade in an HTTP/1.0 request",
+            one("GET /hello HTTP/1.0\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", Seen::first_is_hello, "200 Hello World")),
+        row(Connections, section(9110, "9.3.6", "CONNECT"), Should, true,
+            "CONNECT to an origin → refused (4xx/5xx)",
+            "an origin that is not a proxy refuses CONNECT (501 SHOULD for a method it does not implement, §9.1), it never goes silent",
+            one("CONNECT verify:443 HTTP/1.1\r\nHost: verify:443\r\n\r\n", |s| s.answers.first().is_some_and(|r| r.status >= 400), "a 4xx or 5xx")),
+        row(Connections, section(9293, "3.6", "Closing a Connection"), Should, true,
+            "request then half-close (FIN) → still answered",
+            "a TCP half-close ends the client's sending only: it may still receive (nc -N, some scripts and proxies do this)",
+            Probe { raw: hello_with("").into_bytes(), half_close: true, answers: 1, needs_close: false,
+                    judge: Seen::first_is_hello, expected: "200 Hello World" }),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resp(status: u16, body: &str) -> RawResponse {
+        RawResponse {
+            status,
+            version: 1,
+            headers: Vec::new(),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    fn seen(answers: Vec<RawResponse>, end: End) -> Seen {
+        Seen {
+            answers,
+            end,
+            waited: Duration::from_secs(2),
+        }
+    }
+
+    #[test]
+    fn framing_is_judged_by_the_request_that_follows() {
+        let hello = || resp(200, "Hello World");
+        assert!(seen(vec![resp(405, "no"), hello()], End::NotChecked).framed(&[]));
+        // The hidden /nope answered: smuggled.
+        assert!(!seen(vec![resp(405, "no"), resp(404, "no")], End::NotChecked).framed(&[]));
+        assert!(seen(vec![resp(411, "len")], End::Closed).framed(&[400]));
+        assert!(!seen(vec![resp(400, "bad")], End::Closed).framed(&[400]));
+        assert!(!seen(vec![resp(405, "no")], End::Silent).framed(&[]));
+        assert!(!seen(vec![], End::Closed).framed(&[]));
+    }
+
+    #[test]
+    fn smuggling_is_told_from_a_refusal() {
+        let closed = |statuses: &[u16]| {
+            seen(
+                statuses.iter().map(|&s| resp(s, "x")).collect(),
+                End::Closed,
+            )
+        };
+        assert!(
+            closed(&[405, 400]).refused_without_smuggling(),
+            "answered, then refused the body"
+        );
+        assert!(closed(&[400]).refused_without_smuggling());
+        assert!(
+            !closed(&[405, 404]).closed_without_smuggling(),
+            "the hidden request answered"
+        );
+        assert!(
+            !closed(&[405, 200]).closed_without_smuggling(),
+            "the next request served"
+        );
+        assert!(closed(&[200]).closed_without_smuggling());
+        assert!(!closed(&[200]).refused_without_smuggling());
+        let open = seen(vec![resp(400, "x")], End::Open);
+        assert!(!open.refused_without_smuggling(), "left open");
+    }
+
+    #[test]
+    fn describes_what_came() {
+        let s = seen(vec![resp(200, "Hello World"), resp(404, "x")], End::Closed);
+        assert_eq!(s.describe(), "200 \"Hello World\", 404, then closed");
+        assert_eq!(seen(vec![], End::Silent).describe(), "no answer within 2s");
+        assert_eq!(
+            seen(vec![], End::Closed).describe(),
+            "no answer, then closed"
+        );
+    }
+
+    #[test]
+    fn every_group_has_rows_and_sections_are_cited() {
+        let rows = rows();
+        for g in Group::ALL {
+            assert!(
+                rows.iter()
+                    .any(|r| r.conformance.is_some_and(|c| c.group == g)),
+                "{g:?}"
+            );
+        }
+        for r in &rows {
+            let c = r.conformance.expect("a conformance row");
+            assert!(matches!(c.section.rfc, 9110 | 9112 | 9293), "{}", r.name);
+            assert!(c
+                .section
+                .number
+                .chars()
+                .all(|ch| ch.is_ascii_digit() || ch == '.'));
+        }
+        assert!(rows
+            .iter()
+            .any(|r| r.conformance.unwrap().requirement == Requirement::Must));
+        assert!(rows
+            .iter()
+            .any(|r| r.conformance.unwrap().requirement == Requirement::Should));
+    }
+
+    #[test]
+    fn section_prints_as_cited() {
+        let s = section(9112, "6.3", "Message Body Length");
+        assert_eq!(s.to_string(), "RFC 9112 §6.3 (Message Body Length)");
+    }
+}
