@@ -191,8 +191,17 @@ function send(req, res, status, type, body, extra) {
 
 const ROUTES = new Set(['/', '/hello', '/cpu', '/db', '/work', '/sleep', '/config']);
 
+// A target in absolute-form (http://host/hello) routes by its path: a
+// server MUST accept that form (RFC 9112 §3.2.2).
+function originForm(target) {
+  const m = /^https?:\/\/[^/?]*/i.exec(target);
+  if (!m) return target;
+  const rest = target.slice(m[0].length);
+  return rest.startsWith('/') ? rest : '/';
+}
+
 function handle(req, res) {
-  const target = req.url;
+  const target = originForm(req.url);
   const q = target.indexOf('?');
   const path = q < 0 ? target : target.slice(0, q);
   if (!ROUTES.has(path)) return send(req, res, 404, 'text/plain', 'not found');

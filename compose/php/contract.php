@@ -48,6 +48,12 @@ final class BadRequest extends \InvalidArgumentException
  */
 function handle(string $method, string $target, callable $db, array|callable $facts = []): array
 {
+    // A target in absolute-form (http://host/hello) routes by its path:
+    // a server MUST accept that form (RFC 9112 §3.2.2).
+    if (preg_match('#^https?://[^/?]*#i', $target, $m) === 1) {
+        $rest = substr($target, strlen($m[0]));
+        $target = str_starts_with($rest, '/') ? $rest : '/';
+    }
     $q = strpos($target, '?');
     $path = $q === false ? $target : substr($target, 0, $q);
     $query = $q === false ? '' : substr($target, $q + 1);

@@ -139,17 +139,27 @@ pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
 /// The path and query of a target in absolute-form (`http://host/hello`),
 /// which a server MUST accept (RFC 9112 §3.2.2); any other target as it is.
 fn origin_form(target: &str) -> &str {
-    let scheme_len = if target.len() >= 7 && target[..7].eq_ignore_ascii_case("http://") {
+    // Compared as bytes: slicing the str could split a multi-byte character.
+    let starts = |scheme: &[u8]| {
+        target
+            .as_bytes()
+            .get(..scheme.len())
+            .is_some_and(|b| b.eq_ignore_ascii_case(scheme))
+    };
+    let scheme_len = if starts(b"http://") {
         7
-    } else if target.len() >= 8 && target[..8].eq_ignore_ascii_case("https://") {
+    } else if starts(b"https://") {
         8
     } else {
         return target;
     };
+    // The authority ends at the path or, with an empty path, at the query
+    // (`http://host?x=1`: the root with a query); a target with no path
+    // at all is the root.
     let rest = &target[scheme_len..];
-    match rest.find('/') {
-        Some(i) => &rest[i..],
-        None => "/",
+    match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
+        _ => "/",
     }
 }
 
@@ -238,6 +248,12 @@ mod tests {
         assert!(route("GET", "http://verify/hello").is_ok());
         assert!(route("GET", "HTTP://verify:80/cpu?n=3").is_ok());
         assert!(route("GET", "https://verify").is_ok(), "the root");
+        assert!(route("GET", "http://verify?n=3").is_ok(), "the root, with a query");
+        assert_eq!(
+            route("GET", "http:/\u{e9}/hello").map(|_| ()),
+            Err(Rejection::NotFound),
+            "a multi-byte character where the scheme ends is no panic"
+        );
         assert_eq!(
             route("GET", "http://verify/nope").map(|_| ()),
             Err(Rejection::NotFound)

@@ -261,9 +261,14 @@ fn check_jit(running: &mut Running) {
     match running.config() {
         Ok(c) if c.opcache == Some(true) && c.jit.as_deref().is_some_and(|j| j != "off") => {}
         Ok(c) => running.notes.push(format!(
-            "php-fpm: OPcache {:?}, JIT {:?} although -d opcache.jit=tracing was given \
+            "php-fpm: OPcache {}, JIT {} although -d opcache.jit=tracing was given \
              (the seed's configuration runs the tracing JIT)",
-            c.opcache, c.jit
+            match c.opcache {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "not reported",
+            },
+            c.jit.as_deref().unwrap_or("not reported")
         )),
         Err(why) => running.notes.push(format!("php-fpm: {why}")),
     }
