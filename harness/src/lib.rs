@@ -31,6 +31,7 @@ pub mod cli;
 pub mod compare;
 pub mod engine;
 pub mod env;
+pub mod intervals;
 pub mod lab;
 pub mod machine;
 pub mod models;

@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["env"],
     &["catalog"],
     &["engine", "report"],
-    &["stats", "procfs", "machine", "target", "units"],
+    &["stats", "intervals", "procfs", "machine", "target", "units"],
 ];
 
 fn layer_of(module: &str) -> usize {

@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::stats::{SecondPoint, SeriesSink, Stats};
+use crate::intervals::{Interval, IntervalSink};
+use crate::stats::{Percentiles, SecondPoint, Stats};
 
 pub use schedule::{MAX_CYCLE, MAX_PATHS};
 
@@ -204,6 +205,14 @@ pub struct Plan {
     pub warmup: Duration,
     /// The hard bound of a [`Stop::Count`] run, warm-up excluded.
     pub max_duration: Duration,
+    /// The length of the series' intervals, each with its own histogram: a
+    /// whole number of seconds (see `intervals`).
+    pub interval: Duration,
+    /// What this agent is called in a merge (`--tag`); for reports.
+    pub tag: Option<String>,
+    /// When all agents of a multi-machine run were told to begin (`--start-at`,
+    /// Unix seconds); the caller waits for it. For reports.
+    pub start_at_unix_s: Option<f64>,
 }
 
 impl Plan {
@@ -224,6 +233,9 @@ impl Plan {
             timeout: Duration::from_secs(10),
             warmup: Duration::ZERO,
             max_duration: Duration::from_secs(600),
+            interval: Duration::from_secs(1),
+            tag: None,
+            start_at_unix_s: None,
         }
     }
 
@@ -278,6 +290,9 @@ impl Plan {
         }
         if self.timeout.is_zero() {
             return bad("the timeout must be positive");
+        }
+        if self.interval.is_zero() || self.interval.subsec_nanos() != 0 {
+            return bad("the interval must be a whole number of seconds, at least 1 s");
         }
         self.cycle().map(drop)
     }
@@ -365,7 +380,11 @@ pub struct RunResult {
     /// Why the run ended early, in words.
     pub message: Option<String>,
     pub stats: Stats,
+    /// One point per interval, derived from `intervals`.
     pub series: Vec<SecondPoint>,
+    /// Every interval of the measured time, with its histogram; their sum is
+    /// `stats.latency_us`.
+    pub intervals: Vec<Interval>,
 }
 
 impl RunResult {
@@ -456,7 +475,7 @@ pub(crate) struct Shared<'a> {
     /// Set by any thread that finds the server gone: all stop.
     abort: AtomicBool,
     abort_message: Mutex<Option<String>>,
-    sink: SeriesSink,
+    sink: IntervalSink,
     progress: Vec<ThreadProgress>,
 }
 
@@ -527,7 +546,7 @@ pub fn run(
         interrupt: &control.interrupt,
         abort: AtomicBool::new(false),
         abort_message: Mutex::new(None),
-        sink: SeriesSink::new(threads),
+        sink: IntervalSink::new(threads),
         progress: (0..threads).map(|_| ThreadProgress::default()).collect(),
     };
 
@@ -599,8 +618,12 @@ pub fn run(
         )),
         _ => None,
     });
-    let seconds = duration.as_secs_f64().ceil() as u32;
-    let series = shared.sink.finish(seconds);
+    let count = (duration.as_nanos()).div_ceil(plan.interval.as_nanos()) as u32;
+    let intervals = shared.sink.finish(count);
+    // The run's latency is the sum of its intervals (each success was
+    // recorded once, in its interval): the two agree by construction.
+    stats.latency_us = Interval::sum(&intervals).expect("the engine's own encoding decodes");
+    let series = series(&intervals, plan.interval);
     let started_unix_s = started
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
@@ -614,7 +637,29 @@ pub fn run(
         message,
         stats,
         series,
+        intervals,
     })
+}
+
+/// The chart points of `intervals`.
+pub fn series(intervals: &[Interval], interval: Duration) -> Vec<SecondPoint> {
+    intervals
+        .iter()
+        .map(|i| {
+            let p = i
+                .histogram()
+                .map(|h| Percentiles::of(&h))
+                .unwrap_or_default();
+            SecondPoint {
+                second: i.index * interval.as_secs() as u32,
+                requests: i.requests(),
+                errors: i.failures.total(),
+                p50_us: p.p50,
+                p99_us: p.p99,
+                max_us: p.max,
+            }
+        })
+        .collect()
 }
 
 fn sum(slots: &[ThreadProgress], f: impl Fn(&ThreadProgress) -> &AtomicU64) -> u64 {
