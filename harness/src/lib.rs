@@ -34,6 +34,7 @@ pub mod env;
 pub mod intervals;
 pub mod lab;
 pub mod machine;
+pub mod merge;
 pub mod models;
 pub mod procfs;
 pub mod report;
@@ -60,5 +61,6 @@ pub fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Calibrate(args) => calibrate::run(args),
         Command::Reproduce(args) => reproduce::run(args),
         Command::Models(args) => models::run(args),
+        Command::Merge(args) => merge::run(args),
     }
 }

@@ -139,6 +139,16 @@ impl StatusCounts {
         self.0[i] += 1;
     }
 
+    /// Counts `n` responses of `status` at once (a merge of runs).
+    pub fn count_n(&mut self, status: u16, n: u64) {
+        let i = if (100..600).contains(&status) {
+            status as usize
+        } else {
+            0
+        };
+        self.0[i] += n;
+    }
+
     /// `(status, count)` of every status seen; status 0 stands for codes
     /// outside 100..=599.
     pub fn seen(&self) -> impl Iterator<Item = (u16, u64)> + '_ {

@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
         "calibrate",
         "reproduce",
         "models",
+        "merge",
     ],
     &["lab"],
     &["env"],

@@ -385,6 +385,9 @@ pub struct RunResult {
     /// Every interval of the measured time, with its histogram; their sum is
     /// `stats.latency_us`.
     pub intervals: Vec<Interval>,
+    /// A run made by `harness merge`: the names of the runs it adds up
+    /// (empty for a run of the engine).
+    pub merged: Vec<String>,
 }
 
 impl RunResult {
@@ -638,6 +641,7 @@ pub fn run(
         stats,
         series,
         intervals,
+        merged: Vec::new(),
     })
 }
 
