@@ -219,7 +219,7 @@ fn four_agents_with_one_start_at_merge_to_their_sum_inside_the_common_window() {
         // A late start is said (the tolerance is 0.1 s; the engine's clock
         // is read a moment after the check).
         let warned = String::from_utf8_lossy(&out.stderr).contains("after --start-at");
-        if late > 0.15 || late < 0.05 {
+        if !(0.05..=0.15).contains(&late) {
             assert_eq!(warned, late > 0.1, "late {late} s: warned {warned}");
         }
         // Its requests inside [start_at, start_at + late + d].

@@ -121,8 +121,7 @@ pub fn parse(text: &[u8]) -> Result<Vec<LoggedInterval>, String> {
     let mut failures = text_str
         .lines()
         .filter(|l| !l.starts_with('#') || l.starts_with("#failures ") || l.starts_with("#["))
-        .filter(|l| !l.trim().is_empty() && !l.starts_with("\"StartTimestamp\""))
-        .peekable();
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("\"StartTimestamp\""));
     for entry in IntervalLogIterator::new(text) {
         let entry = entry.map_err(|e| format!("not an HdrHistogram interval log ({e:?})"))?;
         match entry {
@@ -131,7 +130,7 @@ pub fn parse(text: &[u8]) -> Result<Vec<LoggedInterval>, String> {
             LogEntry::Interval(h) => {
                 let mut counts = FailureCounts::default();
                 // Skip to this interval's line, keeping the last comment before it.
-                while let Some(line) = failures.next() {
+                for line in failures.by_ref() {
                     if let Some(f) = parse_failures(line) {
                         counts = f;
                     } else if !line.starts_with('#') {
@@ -187,9 +186,11 @@ mod tests {
 
     #[test]
     fn failure_comments_round_trip() {
-        let mut f = FailureCounts::default();
-        f.timeout = 3;
-        f.connect = 1;
+        let f = FailureCounts {
+            timeout: 3,
+            connect: 1,
+            ..FailureCounts::default()
+        };
         let line = format!("#{}", failures_comment(&f));
         assert_eq!(parse_failures(&line), Some(f));
         assert_eq!(parse_failures("#other"), None);
