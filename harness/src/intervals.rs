@@ -6,9 +6,9 @@
 //! significant digits, the run histogram's bounds); a thread hands its
 //! finished interval to the [`IntervalSink`] once per interval (a lock per
 //! thread per interval, never per request). An interval every thread has
-//! moved past is *settled*: summarised and kept only as V2-deflate bytes
-//! (the `.hlog` encoding, a few hundred bytes to a few KiB instead of the
-//! 136 KiB of a live 3-digit histogram). The run's latency histogram is the
+//! moved past is *settled*, then encoded by the thread watching the run and
+//! kept only as V2-deflate bytes (the `.hlog` encoding, a few hundred bytes
+//! to a few KiB instead of the 136 KiB of a live 3-digit histogram). The run's latency histogram is the
 //! sum of its intervals ([`Interval::sum`]), so the two agree by construction.
 
 use std::collections::BTreeMap;
@@ -132,7 +132,11 @@ impl IntervalAcc {
     }
 }
 
-/// Where threads hand in their intervals.
+/// Where threads hand in their intervals. An interval every thread has
+/// moved past is settled; [`IntervalSink::encode_settled`], called by the
+/// thread that watches the run (not an engine thread), encodes it and
+/// gives its emptied histogram back for a later interval: the engine's
+/// threads neither compress nor, in the steady state, allocate.
 pub(crate) struct IntervalSink {
     inner: Mutex<SinkInner>,
 }
@@ -141,7 +145,11 @@ struct SinkInner {
     /// Per thread: every interval before this one has been handed in.
     through: Vec<u32>,
     pending: BTreeMap<u32, IntervalAcc>,
-    settled: Vec<Interval>,
+    /// Settled, not encoded yet.
+    settled: Vec<IntervalAcc>,
+    /// Emptied accumulators, for the next intervals.
+    spare: Vec<IntervalAcc>,
+    encoded: Vec<Interval>,
 }
 
 impl IntervalSink {
@@ -150,17 +158,24 @@ impl IntervalSink {
             inner: Mutex::new(SinkInner {
                 through: vec![0; threads],
                 pending: BTreeMap::new(),
-                settled: Vec::new(),
+                settled: Vec::with_capacity(8),
+                spare: Vec::new(),
+                encoded: Vec::new(),
             }),
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, SinkInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Hands in `acc`'s interval for `thread` and resets `acc` for `next`.
     pub(crate) fn hand_in(&self, thread: usize, acc: &mut IntervalAcc, next: u32) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.lock();
         if !acc.is_empty() {
-            let p = inner.pending.entry(acc.index).or_insert_with(|| {
-                let mut p = IntervalAcc::new();
+            let SinkInner { pending, spare, .. } = &mut *inner;
+            let p = pending.entry(acc.index).or_insert_with(|| {
+                let mut p = spare.pop().unwrap_or_else(IntervalAcc::new);
                 p.index = acc.index;
                 p
             });
@@ -178,13 +193,42 @@ impl IntervalSink {
         acc.latency_us.reset();
     }
 
+    /// Encodes the settled intervals, outside the lock.
+    pub(crate) fn encode_settled(&self) {
+        let batch: Vec<IntervalAcc> = {
+            let mut inner = self.lock();
+            if inner.settled.is_empty() {
+                return;
+            }
+            inner.settled.drain(..).collect()
+        };
+        let mut done = Vec::with_capacity(batch.len());
+        let mut emptied = Vec::with_capacity(batch.len());
+        for mut acc in batch {
+            done.push(Interval {
+                index: acc.index,
+                ok: acc.ok,
+                failures: acc.failures,
+                histogram_v2: encode(&acc.latency_us),
+            });
+            acc.ok = 0;
+            acc.failures = FailureCounts::default();
+            acc.latency_us.reset();
+            emptied.push(acc);
+        }
+        let mut inner = self.lock();
+        inner.encoded.extend(done);
+        inner.spare.extend(emptied);
+    }
+
     /// Every interval `0..count`, once all threads have handed in their
     /// last one; quiet intervals (a stalled server) are there too, empty.
     pub(crate) fn finish(self, count: u32) -> Vec<Interval> {
-        let mut inner = self.inner.into_inner().unwrap_or_else(|e| e.into_inner());
-        inner.settle(u32::MAX);
+        self.lock().settle(u32::MAX);
+        self.encode_settled();
+        let inner = self.inner.into_inner().unwrap_or_else(|e| e.into_inner());
         let mut by_index: BTreeMap<u32, Interval> =
-            inner.settled.into_iter().map(|i| (i.index, i)).collect();
+            inner.encoded.into_iter().map(|i| (i.index, i)).collect();
         for index in 0..count {
             by_index.entry(index).or_insert_with(|| Interval {
                 index,
@@ -203,13 +247,7 @@ impl SinkInner {
             if *entry.key() >= before {
                 break;
             }
-            let acc = entry.remove();
-            self.settled.push(Interval {
-                index: acc.index,
-                ok: acc.ok,
-                failures: acc.failures,
-                histogram_v2: encode(&acc.latency_us),
-            });
+            self.settled.push(entry.remove());
         }
     }
 }
@@ -248,9 +286,13 @@ mod tests {
         t1.failed(Failure::Timeout);
         sink.hand_in(0, &mut t0, 1);
         // Thread 1 has not moved on: interval 0 is still open.
-        assert!(sink.inner.lock().unwrap().settled.is_empty());
+        assert!(sink.lock().settled.is_empty());
         sink.hand_in(1, &mut t1, 2);
-        assert_eq!(sink.inner.lock().unwrap().settled.len(), 1);
+        assert_eq!(sink.lock().settled.len(), 1);
+        sink.encode_settled();
+        let inner = sink.lock();
+        assert_eq!((inner.encoded.len(), inner.spare.len()), (1, 1));
+        drop(inner);
         t0.ok(7);
         all.record(7).unwrap();
         sink.hand_in(0, &mut t0, 3);

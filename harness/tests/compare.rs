@@ -793,7 +793,10 @@ fn the_html_report_renders_in_headless_chromium() {
         "the charts did not survive:\n{dom}"
     );
     assert!(dom.contains("workers differ"), "fairness warnings missing");
-    for chart in ["requests/s over time at c=100", "p99 latency over time at c=100"] {
+    for chart in [
+        "requests/s over time at c=100",
+        "p99 latency over time at c=100",
+    ] {
         assert!(dom.contains(chart), "no chart {chart:?}");
     }
     assert!(!log.contains(":CONSOLE("), "console messages: {log}");

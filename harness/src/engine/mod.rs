@@ -565,6 +565,8 @@ pub fn run(
         let mut last_report = Instant::now();
         while !handles.iter().all(|h| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(20));
+            // Compressing settled intervals is this thread's job, not the engine's.
+            shared.sink.encode_settled();
             if last_report.elapsed() >= Duration::from_millis(250) {
                 last_report = Instant::now();
                 let now = shared.clock.now();
