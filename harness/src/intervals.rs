@@ -29,11 +29,43 @@ pub struct Interval {
     /// Successful requests (the histogram's count).
     pub ok: u64,
     pub failures: FailureCounts,
+    /// Its successes' latency (µs): what a chart point needs, computed
+    /// once, when the histogram is at hand.
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
     /// The latency of its successes, V2-deflate encoded (see [`encode`]).
     pub histogram_v2: Vec<u8>,
 }
 
 impl Interval {
+    /// Interval `index` of `ok` successes timed in `latency_us`, and `failures`.
+    pub fn of(
+        index: u32,
+        ok: u64,
+        failures: FailureCounts,
+        latency_us: &Histogram<u64>,
+    ) -> Interval {
+        let q = |q: f64| {
+            if latency_us.is_empty() {
+                0
+            } else {
+                latency_us.value_at_quantile(q)
+            }
+        };
+        Interval {
+            index,
+            ok,
+            failures,
+            p50_us: q(0.5),
+            p90_us: q(0.9),
+            p99_us: q(0.99),
+            max_us: latency_us.max(),
+            histogram_v2: encode(latency_us),
+        }
+    }
+
     /// Requests finished in it: successes and failures.
     pub fn requests(&self) -> u64 {
         self.ok + self.failures.total()
@@ -150,6 +182,8 @@ struct SinkInner {
     /// Emptied accumulators, for the next intervals.
     spare: Vec<IntervalAcc>,
     encoded: Vec<Interval>,
+    /// The sum of the encoded intervals' histograms: the run's.
+    total: Histogram<u64>,
 }
 
 impl IntervalSink {
@@ -161,6 +195,7 @@ impl IntervalSink {
                 settled: Vec::with_capacity(8),
                 spare: Vec::new(),
                 encoded: Vec::new(),
+                total: latency_histogram(),
             }),
         }
     }
@@ -202,42 +237,36 @@ impl IntervalSink {
             }
             inner.settled.drain(..).collect()
         };
-        let mut done = Vec::with_capacity(batch.len());
-        let mut emptied = Vec::with_capacity(batch.len());
+        let done: Vec<Interval> = batch
+            .iter()
+            .map(|acc| Interval::of(acc.index, acc.ok, acc.failures, &acc.latency_us))
+            .collect();
+        let mut inner = self.lock();
         for mut acc in batch {
-            done.push(Interval {
-                index: acc.index,
-                ok: acc.ok,
-                failures: acc.failures,
-                histogram_v2: encode(&acc.latency_us),
-            });
+            inner.total.add(&acc.latency_us).expect("same bounds");
             acc.ok = 0;
             acc.failures = FailureCounts::default();
             acc.latency_us.reset();
-            emptied.push(acc);
+            inner.spare.push(acc);
         }
-        let mut inner = self.lock();
         inner.encoded.extend(done);
-        inner.spare.extend(emptied);
     }
 
     /// Every interval `0..count`, once all threads have handed in their
-    /// last one; quiet intervals (a stalled server) are there too, empty.
-    pub(crate) fn finish(self, count: u32) -> Vec<Interval> {
+    /// last one (quiet intervals, a stalled server, are there too, empty),
+    /// and the sum of their histograms.
+    pub(crate) fn finish(self, count: u32) -> (Vec<Interval>, Histogram<u64>) {
         self.lock().settle(u32::MAX);
         self.encode_settled();
         let inner = self.inner.into_inner().unwrap_or_else(|e| e.into_inner());
         let mut by_index: BTreeMap<u32, Interval> =
             inner.encoded.into_iter().map(|i| (i.index, i)).collect();
         for index in 0..count {
-            by_index.entry(index).or_insert_with(|| Interval {
-                index,
-                ok: 0,
-                failures: FailureCounts::default(),
-                histogram_v2: encode(&latency_histogram()),
+            by_index.entry(index).or_insert_with(|| {
+                Interval::of(index, 0, FailureCounts::default(), &latency_histogram())
             });
         }
-        by_index.into_values().collect()
+        (by_index.into_values().collect(), inner.total)
     }
 }
 
@@ -296,10 +325,12 @@ mod tests {
         t0.ok(7);
         all.record(7).unwrap();
         sink.hand_in(0, &mut t0, 3);
-        let intervals = sink.finish(4);
+        let (intervals, total) = sink.finish(4);
+        assert_eq!(total, all);
         assert_eq!(intervals.len(), 4);
         assert_eq!((intervals[0].ok, intervals[0].requests()), (100, 101));
         assert_eq!(intervals[0].failures.timeout, 1);
+        assert_eq!((intervals[0].p50_us, intervals[0].max_us), (500, 5003));
         assert_eq!(intervals[1].ok, 1);
         assert_eq!(intervals[2].requests() + intervals[3].requests(), 0);
         let sum = Interval::sum(&intervals).unwrap();

@@ -172,12 +172,9 @@ fn from_document(name: String, doc: Document) -> anyhow::Result<Source> {
         .intervals
         .iter()
         .map(|i| {
-            Ok(Interval {
-                index: (i.start_s / interval.as_secs_f64()).round() as u32,
-                ok: i.ok,
-                failures: i.failures,
-                histogram_v2: intervals::decode_base64(&i.histogram_v2)?,
-            })
+            let h = intervals::decode(&intervals::decode_base64(&i.histogram_v2)?)?;
+            let index = (i.start_s / interval.as_secs_f64()).round() as u32;
+            Ok(Interval::of(index, i.ok, i.failures, &h))
         })
         .collect::<Result<Vec<_>, String>>()
         .map_err(anyhow::Error::msg)?;
@@ -264,12 +261,7 @@ fn merge(sources: Vec<Source>) -> anyhow::Result<RunResult> {
             let (ok, failures, h) = slots
                 .remove(&index)
                 .unwrap_or_else(|| (0, FailureCounts::default(), latency_histogram()));
-            Interval {
-                index,
-                ok,
-                failures,
-                histogram_v2: intervals::encode(&h),
-            }
+            Interval::of(index, ok, failures, &h)
         })
         .collect();
 

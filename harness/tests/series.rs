@@ -34,9 +34,13 @@ fn hdrhistogram_python() -> Option<PathBuf> {
 }
 
 /// Sums every interval of an .hlog with PyPI `hdrhistogram`'s own reader;
-/// prints `intervals total p50 p99 max`.
+/// prints `intervals total p50 p99 max`, then each recorded bucket as
+/// `value count`. The percentiles are taken at the rank Rust's
+/// `value_at_quantile` uses, ceil(q × total) (Java's and Python's own
+/// `get_value_at_percentile` round q × total instead, which picks the
+/// neighbouring bucket when the fraction is under one half).
 const READ_HLOG_PY: &str = r#"
-import sys
+import math, sys
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 reader = HistogramLogReader(sys.argv[1], HdrHistogram(1, 60_000_000, 3))
@@ -48,8 +52,11 @@ while True:
         break
     total.add(h)
     n += 1
-print(n, total.get_total_count(), total.get_value_at_percentile(50),
-      total.get_value_at_percentile(99), total.get_max_value())
+count = total.get_total_count()
+at = lambda q: total.get_value_at_percentile(100.0 * max(1, math.ceil(q * count)) / count)
+print(n, count, at(0.5), at(0.99), total.get_max_value())
+for item in total.get_recorded_iterator():
+    print(item.value_iterated_to, item.count_at_value_iterated_to)
 "#;
 
 #[test]
@@ -81,10 +88,22 @@ fn the_hlog_is_read_back_by_pypi_hdrhistogram_with_our_totals_and_p99() {
         "{}",
         String::from_utf8_lossy(&read.stderr)
     );
-    let fields: Vec<u64> = String::from_utf8_lossy(&read.stdout)
+    let text = String::from_utf8_lossy(&read.stdout);
+    let mut lines = text.lines();
+    let fields: Vec<u64> = lines
+        .next()
+        .expect("a summary line")
         .split_whitespace()
         .map(|f| f.parse().unwrap())
         .collect();
+    // Bucket for bucket, the histogram of our JSON.
+    let buckets: Vec<[u64; 2]> = lines
+        .map(|l| {
+            let (v, c) = l.split_once(' ').expect("value count");
+            [v.parse().unwrap(), c.parse().unwrap()]
+        })
+        .collect();
+    assert_eq!(buckets, doc.histogram.buckets);
     let l = &doc.latency_us;
     assert_eq!(
         fields,

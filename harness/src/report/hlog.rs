@@ -169,13 +169,11 @@ pub fn to_intervals(
 ) -> Vec<Interval> {
     logged
         .iter()
-        .map(|l| Interval {
-            index: ((l.start_unix_s - start_unix_s) / interval.as_secs_f64())
+        .map(|l| {
+            let index = ((l.start_unix_s - start_unix_s) / interval.as_secs_f64())
                 .round()
-                .max(0.0) as u32,
-            ok: l.histogram.len(),
-            failures: l.failures,
-            histogram_v2: crate::intervals::encode(&l.histogram),
+                .max(0.0) as u32;
+            Interval::of(index, l.histogram.len(), l.failures, &l.histogram)
         })
         .collect()
 }

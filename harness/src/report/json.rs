@@ -15,8 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::{check_kind, common_check, mix_spec, paths, run_check_kind, PathSummary};
 use crate::engine::{Check, Pace, RunResult, Stop};
 use crate::stats::{
-    latency_histogram, FailureCounts, Percentiles, SecondPoint, HIST_HIGH_US, HIST_LOW_US,
-    HIST_SIGFIG,
+    FailureCounts, Percentiles, SecondPoint, HIST_HIGH_US, HIST_LOW_US, HIST_SIGFIG,
 };
 use base64::Engine as _;
 
@@ -388,8 +387,6 @@ pub fn document(r: &RunResult) -> Document {
             .iter()
             .map(|i| {
                 let offset = p.interval * i.index;
-                let h = i.histogram().unwrap_or_else(|_| latency_histogram());
-                let q = Percentiles::of(&h);
                 IntervalDoc {
                     start_s: offset.as_secs_f64(),
                     duration_s: r
@@ -400,10 +397,10 @@ pub fn document(r: &RunResult) -> Document {
                     requests: i.requests(),
                     ok: i.ok,
                     failures: i.failures,
-                    p50_us: q.p50,
-                    p90_us: q.p90,
-                    p99_us: q.p99,
-                    max_us: q.max,
+                    p50_us: i.p50_us,
+                    p90_us: i.p90_us,
+                    p99_us: i.p99_us,
+                    max_us: i.max_us,
                     histogram_v2: base64::engine::general_purpose::STANDARD.encode(&i.histogram_v2),
                 }
             })
@@ -421,6 +418,7 @@ pub fn render(r: &RunResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::latency_histogram;
 
     #[test]
     fn histogram_round_trips_bucket_for_bucket() {
