@@ -14,6 +14,8 @@ Examples:
   harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab
   harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s --format json > run.json
+  harness run http://127.0.0.1:8082/hello -d 30s --start-at 2026-12-01T01:00:00Z --tag a1 --hlog a1.hlog
+  harness merge a1.hlog a2.hlog a3.hlog a4.hlog
   harness verify http://127.0.0.1:8082
   harness servers
   harness compare
@@ -48,6 +50,8 @@ pub enum Command {
     Reproduce(crate::reproduce::ReproduceArgs),
     /// Is the candidate really faster? Two result sets, cell by cell: change, interval, verdict.
     Diff(crate::diff::DiffArgs),
+    /// Add several runs (.hlog or run JSON, e.g. one per load machine) into one exact report.
+    Merge(crate::merge::MergeArgs),
 }
 
 #[cfg(test)]

@@ -35,8 +35,10 @@ pub mod compare;
 pub mod diff;
 pub mod engine;
 pub mod env;
+pub mod intervals;
 pub mod lab;
 pub mod machine;
+pub mod merge;
 pub mod models;
 pub mod procfs;
 pub mod report;
@@ -64,5 +66,6 @@ pub fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reproduce(args) => reproduce::run(args),
         Command::Models(args) => models::run(args),
         Command::Diff(args) => diff::run(args),
+        Command::Merge(args) => merge::run(args),
     }
 }

@@ -36,6 +36,19 @@ Latency counts from the request's write (keep-alive), its connect
 (--no-keepalive: connect time is also reported apart) or its intended send
 time (--rate). Only successful requests enter the latency histogram.
 
+Over time: the run is cut into intervals (--interval, 1 s), each with its
+own full latency histogram; the run's histogram is their exact sum.
+--hlog FILE writes them as an HdrHistogram interval log (V2 compressed,
+values in µs, tagged with --tag), which HdrHistogram's Java, Python and Go
+tools read; --series FILE.csv writes one row per interval (requests,
+failures by kind, p50/p90/p99/max). The JSON report carries them too.
+
+Many load machines: give every agent the same --start-at (Unix seconds or
+RFC 3339) and its own --tag; they wait and begin together, each with its
+share of the connections and of --rate. An agent that starts late says so
+on stderr and in its JSON (recording.late_s) and still runs its whole
+duration. `harness merge` adds their .hlog or JSON files exactly.
+
 Mixes: --path TARGET[:WEIGHT] (repeatable) loads the URL's server with
 several paths in one run instead of the URL's path (give the URL without
 one). Each path gets WEIGHT parts of the requests (a positive integer,
@@ -51,7 +64,9 @@ Examples:
   harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000
   harness run http://127.0.0.1:8082/hello -d 5s --format json --hist run.hgrm > run.json
   harness run http://127.0.0.1:8082 --path /hello:99 --path '/cpu?n=200000:1' -d 10s
-  harness run http://example.test/ --no-verify -H 'Accept: text/html'")]
+  harness run http://example.test/ --no-verify -H 'Accept: text/html'
+  harness run http://127.0.0.1:8082/hello -d 30s --hlog run.hlog --series run.csv
+  harness run http://10.0.0.5:8082/hello -c 25 -d 60s --start-at 2026-12-01T01:00:00Z --tag agent-1 --hlog agent-1.hlog")]
 pub struct RunArgs {
     /// The URL to load: http://host[:port]/path[?query] (without a path
     /// when --path gives the paths).
@@ -81,8 +96,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
-    /// Open loop: this many requests per second in total, latency from the
-    /// intended send times.
+    /// Open loop: this many requests per second from this process (with
+    /// several agents, each agent's share), latency from the intended send
+    /// times.
     #[arg(long, value_name = "REQ_PER_S")]
     pub rate: Option<f64>,
 
@@ -118,7 +134,59 @@ pub struct RunArgs {
     /// Do not compare bodies with the contract's: only the status class.
     #[arg(long)]
     pub no_verify: bool,
+
+    /// The length of the series' intervals, each with its own histogram
+    /// (whole seconds).
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_interval)]
+    pub interval: Duration,
+
+    /// Also write every interval's histogram as an HdrHistogram interval log.
+    #[arg(long, value_name = "FILE")]
+    pub hlog: Option<PathBuf>,
+
+    /// Also write the interval series as CSV.
+    #[arg(long, value_name = "FILE.csv")]
+    pub series: Option<PathBuf>,
+
+    /// Begin at this time (Unix seconds or RFC 3339), with the other agents
+    /// given the same time.
+    #[arg(long, value_name = "TIME", value_parser = crate::units::parse_time)]
+    pub start_at: Option<f64>,
+
+    /// This agent's name in .hlog lines, the JSON and `harness merge`
+    /// (letters, digits, `-`, `_`, `.`).
+    #[arg(long, value_name = "NAME", value_parser = parse_tag)]
+    pub tag: Option<String>,
 }
+
+/// Parses `--interval`: a whole number of seconds, at least 1.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() || d.subsec_nanos() != 0 {
+        return Err(format!(
+            "{s:?}: the interval must be whole seconds (1s, 5s, 1m)"
+        ));
+    }
+    Ok(d)
+}
+
+/// Parses `--tag`: what an `.hlog` tag can hold.
+fn parse_tag(s: &str) -> Result<String, String> {
+    if s.is_empty()
+        || s.len() > 64
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(format!(
+            "{s:?}: a tag is 1 to 64 letters, digits, `-`, `_` or `.` (e.g. agent-1)"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// How late an agent may begin after `--start-at` without a warning.
+const START_TOLERANCE_S: f64 = 0.1;
 
 /// The hard bound of a `-n` run without `-d`.
 const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(600);
@@ -247,6 +315,9 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     if let Some(rate) = args.rate {
         plan.pace = Pace::Rate(rate);
     }
+    plan.interval = args.interval;
+    plan.tag.clone_from(&args.tag);
+    plan.start_at_unix_s = args.start_at;
     Ok(plan)
 }
 
@@ -262,6 +333,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .context("cannot install the Ctrl-C handler")?;
         signal_hook::flag::register(sig, Arc::clone(&control.interrupt))
             .context("cannot install the Ctrl-C handler")?;
+    }
+
+    if let Some(at) = plan.start_at_unix_s {
+        let late_s = wait_until(at, &control.interrupt);
+        if late_s > START_TOLERANCE_S {
+            eprintln!(
+                "harness: warning: starting {late_s:.3} s after --start-at {at:.3} ({}): this agent's \
+                 window ends that much later than the others'; it runs its full duration",
+                crate::units::utc(at as u64)
+            );
+        }
     }
 
     let live = std::io::stderr().is_terminal();
@@ -305,6 +387,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(path, report::hgrm::render(&result.stats.latency_us))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    write_series_files(&result, args.hlog.as_deref(), args.series.as_deref())?;
     if let Some(m) = &result.message {
         eprintln!("harness: {m}");
     }
@@ -321,6 +404,41 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         End::ServerGone => ExitCode::FAILURE,
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// Writes the `.hlog` and the series CSV, where asked for.
+pub fn write_series_files(
+    result: &engine::RunResult,
+    hlog: Option<&std::path::Path>,
+    series: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    if let Some(path) = hlog {
+        let log = report::hlog::render(result).map_err(anyhow::Error::msg)?;
+        std::fs::write(path, log).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = series {
+        let csv = report::series::render(result).map_err(anyhow::Error::msg)?;
+        std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Sleeps until `at` (Unix seconds) or an interrupt; returns how late it is
+/// then (negative: early, when interrupted).
+fn wait_until(at: f64, interrupt: &std::sync::atomic::AtomicBool) -> f64 {
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    loop {
+        let left = at - now();
+        if left <= 0.0 || interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            return -left;
+        }
+        // Short naps: Ctrl-C is honoured within 100 ms.
+        std::thread::sleep(Duration::from_secs_f64(left.min(0.1)));
+    }
 }
 
 /// Raises the soft limit on open files to `need` (up to the hard limit).

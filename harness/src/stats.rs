@@ -2,14 +2,9 @@
 //! no locks, no atomics) and the engine merges them once at the end with
 //! `+=`, as wrk sums its per-thread counters after `pthread_join`.
 //!
-//! The per-second time series is the one piece shared while the run goes: a
-//! thread hands its finished second to a [`SeriesSink`] once per second (a
-//! lock per thread per second, never per request), and the sink keeps only
-//! the seconds some thread is still filling.
+//! The time series (per interval, with full histograms) is in `intervals`.
 
-use std::collections::BTreeMap;
 use std::ops::AddAssign;
-use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -20,9 +15,6 @@ pub const HIST_LOW_US: u64 = 1;
 pub const HIST_HIGH_US: u64 = 60_000_000;
 /// Significant digits of the run's histograms.
 pub const HIST_SIGFIG: u8 = 3;
-/// Significant digits of the per-second histograms (their p99 is a chart
-/// point: 1% resolution is plenty and keeps a second at 20 KiB).
-const SECOND_SIGFIG: u8 = 2;
 
 /// A latency histogram in µs: 1 µs .. 60 s, 3 significant digits.
 pub fn latency_histogram() -> Histogram<u64> {
@@ -145,6 +137,16 @@ impl StatusCounts {
             0
         };
         self.0[i] += 1;
+    }
+
+    /// Counts `n` responses of `status` at once (a merge of runs).
+    pub fn count_n(&mut self, status: u16, n: u64) {
+        let i = if (100..600).contains(&status) {
+            status as usize
+        } else {
+            0
+        };
+        self.0[i] += n;
     }
 
     /// `(status, count)` of every status seen; status 0 stands for codes
@@ -280,15 +282,6 @@ impl Stats {
     pub fn requests(&self) -> u64 {
         self.ok + self.failures.total()
     }
-
-    /// Adds the paths' latency histograms into `latency_us`. The engine
-    /// times each success once, in its path's histogram, and calls this
-    /// when a thread ends: one histogram record per request, not two.
-    pub(crate) fn sum_paths_latency(&mut self) {
-        for p in &self.paths {
-            self.latency_us.add(&p.latency_us).expect("same bounds");
-        }
-    }
 }
 
 impl AddAssign<&Stats> for Stats {
@@ -361,154 +354,18 @@ impl Percentiles {
     }
 }
 
-/// One second of the run, for charts.
+/// One interval of the run (`--interval`, 1 s by default), for charts.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SecondPoint {
-    /// Seconds since measuring started: this point covers `[second, second + 1)`.
+    /// Seconds since measuring started at which this interval begins.
     pub second: u32,
-    /// Requests finished in this second (successes and failures).
+    /// Requests finished in this interval (successes and failures).
     pub requests: u64,
     pub errors: u64,
-    /// Latency of this second's successes (0 when there were none).
+    /// Latency of this interval's successes (0 when there were none).
     pub p50_us: u64,
     pub p99_us: u64,
     pub max_us: u64,
-}
-
-/// One thread's counts for the second it is in.
-pub(crate) struct SecondAcc {
-    second: u32,
-    requests: u64,
-    errors: u64,
-    latency_us: Histogram<u64>,
-}
-
-impl SecondAcc {
-    pub(crate) fn new() -> SecondAcc {
-        SecondAcc {
-            second: 0,
-            requests: 0,
-            errors: 0,
-            latency_us: Histogram::new_with_bounds(HIST_LOW_US, HIST_HIGH_US, SECOND_SIGFIG)
-                .expect("valid bounds"),
-        }
-    }
-
-    pub(crate) fn second(&self) -> u32 {
-        self.second
-    }
-
-    #[inline]
-    pub(crate) fn ok(&mut self, latency_us: u64) {
-        self.requests += 1;
-        self.latency_us.saturating_record(latency_us);
-    }
-
-    #[inline]
-    pub(crate) fn error(&mut self) {
-        self.requests += 1;
-        self.errors += 1;
-    }
-}
-
-/// Where threads hand in their seconds; finished seconds are reduced to a
-/// [`SecondPoint`] as soon as every thread has moved past them.
-pub(crate) struct SeriesSink {
-    inner: Mutex<SinkInner>,
-}
-
-struct SinkInner {
-    /// Per thread: every second before this one has been handed in.
-    through: Vec<u32>,
-    pending: BTreeMap<u32, SecondAcc>,
-    done: Vec<SecondPoint>,
-}
-
-impl SeriesSink {
-    pub(crate) fn new(threads: usize) -> SeriesSink {
-        SeriesSink {
-            inner: Mutex::new(SinkInner {
-                through: vec![0; threads],
-                pending: BTreeMap::new(),
-                done: Vec::new(),
-            }),
-        }
-    }
-
-    /// Hands in `acc`'s second for `thread` and resets `acc` for `next_second`.
-    pub(crate) fn hand_in(&self, thread: usize, acc: &mut SecondAcc, next_second: u32) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if acc.requests > 0 {
-            match inner.pending.get_mut(&acc.second) {
-                Some(p) => {
-                    p.requests += acc.requests;
-                    p.errors += acc.errors;
-                    p.latency_us.add(&acc.latency_us).expect("same bounds");
-                }
-                None => {
-                    let mut p = SecondAcc::new();
-                    p.second = acc.second;
-                    p.requests = acc.requests;
-                    p.errors = acc.errors;
-                    p.latency_us.add(&acc.latency_us).expect("same bounds");
-                    inner.pending.insert(acc.second, p);
-                }
-            }
-        }
-        inner.through[thread] = next_second;
-        let settled = inner.through.iter().copied().min().unwrap_or(0);
-        inner.settle(settled);
-        drop(inner);
-        acc.second = next_second;
-        acc.requests = 0;
-        acc.errors = 0;
-        acc.latency_us.reset();
-    }
-
-    /// Every point, once all threads have handed in their last second.
-    pub(crate) fn finish(self, seconds: u32) -> Vec<SecondPoint> {
-        let mut inner = self.inner.into_inner().unwrap_or_else(|e| e.into_inner());
-        inner.settle(u32::MAX);
-        // Quiet seconds (a stalled server) are points too: zeros.
-        let mut by_second: BTreeMap<u32, SecondPoint> =
-            inner.done.into_iter().map(|p| (p.second, p)).collect();
-        for s in 0..seconds {
-            by_second.entry(s).or_insert(SecondPoint {
-                second: s,
-                requests: 0,
-                errors: 0,
-                p50_us: 0,
-                p99_us: 0,
-                max_us: 0,
-            });
-        }
-        by_second.into_values().collect()
-    }
-}
-
-impl SinkInner {
-    fn settle(&mut self, before: u32) {
-        while let Some(entry) = self.pending.first_entry() {
-            if *entry.key() >= before {
-                break;
-            }
-            let acc = entry.remove();
-            let h = &acc.latency_us;
-            let (p50, p99, max) = if h.is_empty() {
-                (0, 0, 0)
-            } else {
-                (h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.max())
-            };
-            self.done.push(SecondPoint {
-                second: acc.second,
-                requests: acc.requests,
-                errors: acc.errors,
-                p50_us: p50,
-                p99_us: p99,
-                max_us: max,
-            });
-        }
-    }
 }
 
 /// Mean and sample standard deviation.
@@ -579,21 +436,6 @@ mod tests {
     }
 
     #[test]
-    fn summing_the_paths_latency_is_recording_it_directly() {
-        let mut direct = latency_histogram();
-        let mut s = Stats {
-            paths: vec![PathStats::default(), PathStats::default()],
-            ..Stats::default()
-        };
-        for v in [3, 480, 1_234, 20_123, 20_999, 59_999_999] {
-            direct.record(v).unwrap();
-            s.paths[(v % 2) as usize].latency_us.record(v).unwrap();
-        }
-        s.sum_paths_latency();
-        assert_eq!(Percentiles::of(&s.latency_us), Percentiles::of(&direct));
-    }
-
-    #[test]
     fn odd_statuses_share_slot_zero() {
         let mut s = StatusCounts::default();
         s.count(42);
@@ -613,33 +455,6 @@ mod tests {
         assert_eq!(p.p99, 990);
         assert!((p.mean - 500.5).abs() < 0.01);
         assert_eq!(Percentiles::of(&latency_histogram()).count, 0);
-    }
-
-    #[test]
-    fn series_merges_threads_and_settles_each_second_once() {
-        let sink = SeriesSink::new(2);
-        let mut t0 = SecondAcc::new();
-        let mut t1 = SecondAcc::new();
-        for _ in 0..99 {
-            t0.ok(100);
-        }
-        t1.ok(5000);
-        t1.error();
-        sink.hand_in(0, &mut t0, 1);
-        // Thread 1 has not moved on: second 0 is still open.
-        assert!(sink.inner.lock().unwrap().done.is_empty());
-        sink.hand_in(1, &mut t1, 2);
-        assert_eq!(sink.inner.lock().unwrap().done.len(), 1);
-        t0.ok(7);
-        sink.hand_in(0, &mut t0, 3);
-        let points = sink.finish(3);
-        assert_eq!(points.len(), 3);
-        assert_eq!(points[0].requests, 101);
-        assert_eq!(points[0].errors, 1);
-        assert_eq!(points[0].p50_us, 100);
-        assert!(points[0].p99_us >= 100 && points[0].max_us >= 4950);
-        assert_eq!(points[1].requests, 1);
-        assert_eq!(points[2].requests, 0);
     }
 
     #[test]

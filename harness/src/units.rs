@@ -54,6 +54,89 @@ pub fn utc(secs: u64) -> String {
     )
 }
 
+/// Parses a point in time: Unix seconds (`1796083200`, `1796083200.5`) or
+/// RFC 3339 (`2026-12-01T00:40:00Z`, `2026-12-01T01:40:00.250+01:00`).
+/// Returns seconds since the Unix epoch.
+pub fn parse_time(s: &str) -> Result<f64, String> {
+    let s = s.trim();
+    let bad = || {
+        format!(
+            "{s:?} is not a time: give Unix seconds (1796083200) or RFC 3339 \
+             (2026-12-01T00:40:00Z, 2026-12-01T01:40:00+01:00)"
+        )
+    };
+    if let Ok(secs) = s.parse::<f64>() {
+        return if secs.is_finite() && secs >= 0.0 {
+            Ok(secs)
+        } else {
+            Err(bad())
+        };
+    }
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+        s.get(r)
+            .filter(|t| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(bad)
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return Err(bad());
+    }
+    let mut rest = &s[19..];
+    let mut frac = 0.0;
+    if let Some(r) = rest.strip_prefix('.') {
+        let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        frac = format!("0.{}", &r[..digits]).parse().map_err(|_| bad())?;
+        rest = &r[digits..];
+    }
+    let offset_s = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6
+            && matches!(rest.as_bytes()[0], b'+' | b'-')
+            && rest.as_bytes()[3] == b':' =>
+        {
+            let two = |t: &str| {
+                t.parse::<i64>()
+                    .ok()
+                    .filter(|_| t.bytes().all(|c| c.is_ascii_digit()))
+            };
+            let (Some(oh), Some(om)) = (two(&rest[1..3]), two(&rest[4..6])) else {
+                return Err(bad());
+            };
+            let sign = if rest.starts_with('-') { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return Err(bad()),
+    };
+    // Howard Hinnant's days_from_civil.
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_s;
+    if secs < 0 {
+        return Err(bad());
+    }
+    Ok(secs as f64 + frac)
+}
+
 /// Now, as [`utc`].
 pub fn now_utc() -> String {
     utc(std::time::SystemTime::now()
@@ -64,6 +147,30 @@ pub fn now_utc() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_in_unix_seconds_and_rfc_3339() {
+        assert_eq!(parse_time("1796083200"), Ok(1_796_083_200.0));
+        assert_eq!(parse_time("1796083200.5"), Ok(1_796_083_200.5));
+        assert_eq!(parse_time("2026-12-01T00:00:00Z"), Ok(1_796_083_200.0));
+        assert_eq!(utc(1_796_083_200), "2026-12-01T00:00:00Z");
+        assert_eq!(
+            parse_time("2026-12-01T01:00:00.25+01:00"),
+            Ok(1_796_083_200.25)
+        );
+        assert_eq!(parse_time("2026-11-30T23:30:00-00:30"), Ok(1_796_083_200.0));
+        for bad in [
+            "",
+            "soon",
+            "-5",
+            "2026-13-01T00:00:00Z",
+            "2026-12-01T00:00:00",
+            "2026-12-01T00:00:00+0100",
+            "NaN",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations() {

@@ -14,7 +14,7 @@ use harness::compare::results::{
     ServerStatus, Settings, Summary, WorkloadDoc,
 };
 use harness::procfs;
-use harness::stats::FailureCounts;
+use harness::stats::{FailureCounts, SecondPoint};
 use serde_json::Value;
 
 use crate::cli::validate;
@@ -580,7 +580,18 @@ fn synthetic() -> Results {
             outside_cpu_pct: Some(outside),
             end: "duration".into(),
             message: None,
-            series: vec![],
+            // A warm-up (seconds 0-1) and a stall (second 6): what the
+            // over-time charts are for.
+            series: (0..10u32)
+                .map(|second| SecondPoint {
+                    second,
+                    requests: (rps * if second < 2 { 0.5 } else { 1.0 }) as u64,
+                    errors: 0,
+                    p50_us: 900,
+                    p99_us: if second == 6 { 40_000 } else { 4000 },
+                    max_us: 20_000,
+                })
+                .collect(),
         };
         Row {
             server: server.into(),
@@ -837,6 +848,12 @@ fn the_html_report_renders_in_headless_chromium() {
         "the charts did not survive:\n{dom}"
     );
     assert!(dom.contains("workers differ"), "fairness warnings missing");
+    for chart in [
+        "requests/s over time at c=100",
+        "p99 latency over time at c=100",
+    ] {
+        assert!(dom.contains(chart), "no chart {chart:?}");
+    }
     assert!(!log.contains(":CONSOLE("), "console messages: {log}");
     let mut fits = Command::new(&browser);
     common(&mut fits);

@@ -20,12 +20,13 @@ const LAYERS: &[&[&str]] = &[
         "reproduce",
         "models",
         "diff",
+        "merge",
     ],
     &["lab"],
     &["env"],
     &["catalog"],
     &["engine", "report"],
-    &["stats", "procfs", "machine", "target", "units"],
+    &["stats", "intervals", "procfs", "machine", "target", "units"],
 ];
 
 fn layer_of(module: &str) -> usize {

@@ -261,7 +261,8 @@ fn the_cli_mix_reports_each_path_in_text_and_json() {
     assert!(md.contains("| `/cpu?n=1000` | 1 (25.00%) |"), "{md}");
 }
 
-/// The top-level keys of `harness run --format json` before mixes existed.
+/// The top-level keys of `harness run --format json` of a single path: those
+/// before mixes existed, and what came after for every run.
 const KEYS: &[&str] = &[
     "schema",
     "harness_version",
@@ -280,6 +281,9 @@ const KEYS: &[&str] = &[
     "connect_us",
     "series",
     "histogram",
+    // Added since, by interval histograms (issue 10): every run has them.
+    "recording",
+    "intervals",
 ];
 
 #[test]
@@ -302,7 +306,7 @@ fn without_path_the_reports_are_as_before() {
     let mut before = KEYS.to_vec();
     keys.sort_unstable();
     before.sort_unstable();
-    assert_eq!(keys, before, "no `paths`, nothing else new");
+    assert_eq!(keys, before, "no `paths`, nothing else mix-specific");
     assert_eq!(value["target"]["path"], "/hello");
     assert_eq!(value["settings"]["check"], "exact");
 

@@ -12,5 +12,6 @@ mod mix;
 mod models;
 mod reference;
 mod reproduce;
+mod series;
 mod util;
 mod verify;

@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::stats::{SecondPoint, SeriesSink, Stats};
+use crate::intervals::{Interval, IntervalSink};
+use crate::stats::{SecondPoint, Stats};
 
 pub use schedule::{MAX_CYCLE, MAX_PATHS};
 
@@ -204,6 +205,14 @@ pub struct Plan {
     pub warmup: Duration,
     /// The hard bound of a [`Stop::Count`] run, warm-up excluded.
     pub max_duration: Duration,
+    /// The length of the series' intervals, each with its own histogram: a
+    /// whole number of seconds (see `intervals`).
+    pub interval: Duration,
+    /// What this agent is called in a merge (`--tag`); for reports.
+    pub tag: Option<String>,
+    /// When all agents of a multi-machine run were told to begin (`--start-at`,
+    /// Unix seconds); the caller waits for it. For reports.
+    pub start_at_unix_s: Option<f64>,
 }
 
 impl Plan {
@@ -224,6 +233,9 @@ impl Plan {
             timeout: Duration::from_secs(10),
             warmup: Duration::ZERO,
             max_duration: Duration::from_secs(600),
+            interval: Duration::from_secs(1),
+            tag: None,
+            start_at_unix_s: None,
         }
     }
 
@@ -278,6 +290,9 @@ impl Plan {
         }
         if self.timeout.is_zero() {
             return bad("the timeout must be positive");
+        }
+        if self.interval.is_zero() || self.interval.subsec_nanos() != 0 {
+            return bad("the interval must be a whole number of seconds, at least 1 s");
         }
         self.cycle().map(drop)
     }
@@ -365,7 +380,14 @@ pub struct RunResult {
     /// Why the run ended early, in words.
     pub message: Option<String>,
     pub stats: Stats,
+    /// One point per interval, derived from `intervals`.
     pub series: Vec<SecondPoint>,
+    /// Every interval of the measured time, with its histogram; their sum is
+    /// `stats.latency_us`.
+    pub intervals: Vec<Interval>,
+    /// A run made by `harness merge`: the names of the runs it adds up
+    /// (empty for a run of the engine).
+    pub merged: Vec<String>,
 }
 
 impl RunResult {
@@ -456,7 +478,7 @@ pub(crate) struct Shared<'a> {
     /// Set by any thread that finds the server gone: all stop.
     abort: AtomicBool,
     abort_message: Mutex<Option<String>>,
-    sink: SeriesSink,
+    sink: IntervalSink,
     progress: Vec<ThreadProgress>,
 }
 
@@ -527,7 +549,7 @@ pub fn run(
         interrupt: &control.interrupt,
         abort: AtomicBool::new(false),
         abort_message: Mutex::new(None),
-        sink: SeriesSink::new(threads),
+        sink: IntervalSink::new(threads),
         progress: (0..threads).map(|_| ThreadProgress::default()).collect(),
     };
 
@@ -543,6 +565,8 @@ pub fn run(
         let mut last_report = Instant::now();
         while !handles.iter().all(|h| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(20));
+            // Compressing settled intervals is this thread's job, not the engine's.
+            shared.sink.encode_settled();
             if last_report.elapsed() >= Duration::from_millis(250) {
                 last_report = Instant::now();
                 let now = shared.clock.now();
@@ -599,8 +623,12 @@ pub fn run(
         )),
         _ => None,
     });
-    let seconds = duration.as_secs_f64().ceil() as u32;
-    let series = shared.sink.finish(seconds);
+    let count = (duration.as_nanos()).div_ceil(plan.interval.as_nanos()) as u32;
+    // The run's latency is the sum of its intervals (each success was
+    // recorded once, in its interval): the two agree by construction.
+    let (intervals, latency_us) = shared.sink.finish(count);
+    stats.latency_us = latency_us;
+    let series = series(&intervals, plan.interval);
     let started_unix_s = started
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
@@ -614,7 +642,24 @@ pub fn run(
         message,
         stats,
         series,
+        intervals,
+        merged: Vec::new(),
     })
+}
+
+/// The chart points of `intervals`.
+pub fn series(intervals: &[Interval], interval: Duration) -> Vec<SecondPoint> {
+    intervals
+        .iter()
+        .map(|i| SecondPoint {
+            second: i.index * interval.as_secs() as u32,
+            requests: i.requests(),
+            errors: i.failures.total(),
+            p50_us: i.p50_us,
+            p99_us: i.p99_us,
+            max_us: i.max_us,
+        })
+        .collect()
 }
 
 fn sum(slots: &[ThreadProgress], f: impl Fn(&ThreadProgress) -> &AtomicU64) -> u64 {

@@ -6,7 +6,7 @@
 //! `-n` quota (no shared counter per request), the read buffer, the wake-up
 //! queue of the `--rate` schedule. Across threads only the Ctrl-C/abort
 //! flags (read once per loop turn), the progress counters (written once per
-//! loop turn) and the time-series sink (once per second) are shared.
+//! loop turn) and the interval sink (once per interval) are shared.
 //!
 //! Over 500 lines on purpose: it is the one request loop (connect, write,
 //! read, judge, pace, stop); split, the hot path would no longer read as one.
@@ -22,7 +22,8 @@ use mio::{Events, Poll, Token};
 use super::conn::{Conn, Outcome, State};
 use super::timer::{self, Timer};
 use super::{ns, schedule, Clock, End, Pace, Share, Shared, Stop, Wire, DRAIN};
-use crate::stats::{Failure, PathStats, SecondAcc, Stats};
+use crate::intervals::IntervalAcc;
+use crate::stats::{Failure, PathStats, Stats};
 
 /// The loop turns at least this often (Ctrl-C, deadlines, the time series).
 const MAX_WAIT_NS: u64 = 100_000_000;
@@ -34,7 +35,6 @@ const REFUSED_LIMIT: u32 = 10;
 /// The thread's read buffer, shared by its connections.
 const READ_BUF: usize = 64 * 1024;
 const EVENTS: usize = 1024;
-const SECOND_NS: u64 = 1_000_000_000;
 
 pub(crate) struct Output {
     pub stats: Stats,
@@ -58,8 +58,11 @@ struct Worker<'s> {
     keepalive: bool,
     pace: Pace,
     stats: Stats,
-    second: SecondAcc,
-    next_second_ns: u64,
+    /// The interval being recorded: every success's latency goes here once.
+    interval: IntervalAcc,
+    /// The length of an interval, and when the current one ends.
+    interval_len_ns: u64,
+    next_interval_ns: u64,
     /// This thread's remaining share of `-n`.
     permits: Option<u64>,
     /// Connections waiting for their `--rate` slot or a connect retry.
@@ -80,10 +83,9 @@ pub(crate) fn run(shared: &Shared<'_>, share: Share) -> io::Result<Output> {
     let mut w = Worker::new(shared, &share)?;
     let end = w.run_loop();
     let last_ns = w.clock.now();
-    let next = w.second.second() + 1;
-    shared.sink.hand_in(w.thread, &mut w.second, next);
+    let next = w.interval.index() + 1;
+    shared.sink.hand_in(w.thread, &mut w.interval, next);
     w.publish();
-    w.stats.sum_paths_latency();
     Ok(Output {
         stats: w.stats,
         last_ns,
@@ -138,8 +140,9 @@ impl<'s> Worker<'s> {
                 paths: shared.wires.iter().map(|_| PathStats::default()).collect(),
                 ..Stats::default()
             },
-            second: SecondAcc::new(),
-            next_second_ns: shared.measure_start_ns + SECOND_NS,
+            interval: IntervalAcc::new(),
+            interval_len_ns: ns(plan.interval),
+            next_interval_ns: shared.measure_start_ns + ns(plan.interval),
             permits: share.permits,
             wakes: BinaryHeap::with_capacity(share.conns),
             in_flight: 0,
@@ -168,7 +171,7 @@ impl<'s> Worker<'s> {
             if now >= self.next_sweep_ns {
                 self.sweep(now);
             }
-            if now >= self.next_second_ns {
+            if now >= self.next_interval_ns {
                 self.roll(now);
             }
             self.publish();
@@ -231,7 +234,7 @@ impl<'s> Worker<'s> {
         }
         until = until
             .min(self.next_sweep_ns)
-            .min(self.next_second_ns)
+            .min(self.next_interval_ns)
             .min(self.shared.end_ns)
             .min(self.drain_until_ns);
         until.saturating_sub(now)
@@ -387,7 +390,7 @@ impl<'s> Worker<'s> {
     /// A complete response: count it, then send the next request.
     #[inline]
     fn complete(&mut self, i: usize, now: u64, leftover: usize) {
-        if now >= self.next_second_ns {
+        if now >= self.next_interval_ns {
             self.roll(now);
         }
         self.in_flight -= 1;
@@ -413,11 +416,11 @@ impl<'s> Worker<'s> {
                     s.ok += 1;
                     path.ok += 1;
                     let latency = us(now.saturating_sub(conn.origin_ns));
-                    // Timed once, in its path's histogram (see Stats::sum_paths_latency).
+                    // The run's histogram is the sum of the intervals'.
+                    self.interval.ok(latency);
                     path.latency_us.saturating_record(latency);
                     s.service_us
                         .saturating_record(us(now.saturating_sub(conn.sent_ns)));
-                    self.second.ok(latency);
                     if s.document_length.is_none() {
                         s.document_length = Some(conn.reader.body_len);
                     }
@@ -425,7 +428,7 @@ impl<'s> Worker<'s> {
                 Some(f) => {
                     s.failures.count(f);
                     path.failures.count(f);
-                    self.second.error();
+                    self.interval.failed(f);
                 }
             }
             if !close {
@@ -448,7 +451,7 @@ impl<'s> Worker<'s> {
 
     /// A failed request: count it, drop the connection, go on.
     fn fail(&mut self, i: usize, failure: Failure, now: u64, refused: bool) {
-        if now >= self.next_second_ns {
+        if now >= self.next_interval_ns {
             self.roll(now);
         }
         self.in_flight -= 1;
@@ -462,7 +465,7 @@ impl<'s> Worker<'s> {
             self.stats.paths[usize::from(conn.path)]
                 .failures
                 .count(failure);
-            self.second.error();
+            self.interval.failed(failure);
         }
         if refused {
             self.refused += 1;
@@ -524,14 +527,14 @@ impl<'s> Worker<'s> {
         }
     }
 
-    /// Hands the finished second to the sink.
+    /// Hands the finished interval to the sink.
     fn roll(&mut self, now: u64) {
         let start = self.shared.measure_start_ns;
-        let second = (now.saturating_sub(start) / SECOND_NS) as u32;
+        let index = (now.saturating_sub(start) / self.interval_len_ns) as u32;
         self.shared
             .sink
-            .hand_in(self.thread, &mut self.second, second);
-        self.next_second_ns = start + (u64::from(second) + 1) * SECOND_NS;
+            .hand_in(self.thread, &mut self.interval, index);
+        self.next_interval_ns = start + (u64::from(index) + 1) * self.interval_len_ns;
     }
 
     /// Requests in flight when the run stops: dropped, counted as aborted.

@@ -17,6 +17,7 @@ use crate::engine::{Check, Pace, RunResult, Stop};
 use crate::stats::{
     FailureCounts, Percentiles, SecondPoint, HIST_HIGH_US, HIST_LOW_US, HIST_SIGFIG,
 };
+use base64::Engine as _;
 
 /// The schema identifier; bumped on any incompatible change.
 pub const SCHEMA: &str = "harness.run/1";
@@ -50,6 +51,51 @@ pub struct Document {
     /// Each path of a mix, in the order given; absent for a single path.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathDoc>,
+    /// How the run was recorded in time: interval, tag, `--start-at`
+    /// (absent in documents written before interval histograms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<RecordingDoc>,
+    /// Every interval with its full latency histogram: their sum is
+    /// `histogram` (absent in documents written before them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<IntervalDoc>,
+}
+
+/// How a run was placed in time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordingDoc {
+    /// The length of each interval (`--interval`).
+    pub interval_s: f64,
+    /// `--tag`: this agent's name in a merge.
+    pub tag: Option<String>,
+    /// `--start-at`: when every agent was told to begin (Unix seconds).
+    pub start_at_unix_s: Option<f64>,
+    /// How long after `start_at_unix_s` the load actually began.
+    pub late_s: Option<f64>,
+    /// In a `harness merge`: the tags (or file names) of the runs merged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<String>,
+}
+
+/// One interval of the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntervalDoc {
+    /// Seconds since measuring started.
+    pub start_s: f64,
+    pub duration_s: f64,
+    /// Finished in it: `ok` + failures.
+    pub requests: u64,
+    pub ok: u64,
+    pub failures: FailureCounts,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// Its successes' latency histogram (µs), V2-deflate, base64: the
+    /// encoding of an `.hlog` line.
+    pub histogram_v2: String,
 }
 
 /// One path of a mix.
@@ -326,6 +372,39 @@ pub fn document(r: &RunResult) -> Document {
         series: r.series.clone(),
         histogram: HistogramDoc::of(&s.latency_us),
         paths: paths(r).iter().map(PathDoc::of).collect(),
+        recording: Some(RecordingDoc {
+            interval_s: p.interval.as_secs_f64(),
+            tag: p.tag.clone(),
+            start_at_unix_s: p.start_at_unix_s,
+            // The load began a warm-up before measuring did.
+            late_s: p
+                .start_at_unix_s
+                .map(|at| r.started_unix_s - p.warmup.as_secs_f64() - at),
+            merged: r.merged.clone(),
+        }),
+        intervals: r
+            .intervals
+            .iter()
+            .map(|i| {
+                let offset = p.interval * i.index;
+                IntervalDoc {
+                    start_s: offset.as_secs_f64(),
+                    duration_s: r
+                        .duration
+                        .saturating_sub(offset)
+                        .min(p.interval)
+                        .as_secs_f64(),
+                    requests: i.requests(),
+                    ok: i.ok,
+                    failures: i.failures,
+                    p50_us: i.p50_us,
+                    p90_us: i.p90_us,
+                    p99_us: i.p99_us,
+                    max_us: i.max_us,
+                    histogram_v2: base64::engine::general_purpose::STANDARD.encode(&i.histogram_v2),
+                }
+            })
+            .collect(),
     }
 }
 

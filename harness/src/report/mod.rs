@@ -4,9 +4,11 @@
 pub mod ab;
 pub mod csv;
 pub mod hgrm;
+pub mod hlog;
 pub mod json;
 pub mod markdown;
 pub mod page;
+pub mod series;
 pub mod svg;
 pub mod text;
 

@@ -100,6 +100,17 @@ pub fn rps_bars(results: &Results, workload: &str, c: u64) -> Option<String> {
     }))
 }
 
+/// A millisecond axis label with the digits its size needs.
+fn ms_label(v: f64) -> String {
+    if v >= 10.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// Percentile → x on a "nines" axis: 90% → 1, 99% → 2, 99.9% → 3.
 fn nines(p: f64) -> f64 {
     -(1.0 - (p / 100.0).min(0.99999)).log10()
@@ -140,15 +151,7 @@ pub fn latency_curves(results: &Results, workload: &str, c: u64) -> Option<Strin
             })
             .x_desc("percentile")
             .y_desc("latency (ms, log)")
-            .y_label_formatter(&|v| {
-                if *v >= 10.0 {
-                    format!("{v:.0}")
-                } else if *v >= 1.0 {
-                    format!("{v:.1}")
-                } else {
-                    format!("{v:.2}")
-                }
-            })
+            .y_label_formatter(&|v| ms_label(*v))
             .draw()?;
         for r in &rows {
             let c = color(results, &r.server);
@@ -165,6 +168,121 @@ pub fn latency_curves(results: &Results, workload: &str, c: u64) -> Option<Strin
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()?;
+        Ok(())
+    }))
+}
+
+/// What an over-time chart draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverTime {
+    /// Finished requests per second, interval by interval.
+    Rps,
+    /// Each interval's p99 latency.
+    P99,
+}
+
+/// `(second, value)` of a row's runs laid end to end: run 2's first
+/// second follows run 1's last, so a warm-up, a JIT kicking in or a GC
+/// pause shows where it happened.
+fn over_time_points(row: &Row, what: OverTime) -> Vec<(f64, f64)> {
+    let mut points = Vec::new();
+    let mut offset = 0.0;
+    for run in &row.runs {
+        let interval = run
+            .series
+            .windows(2)
+            .map(|w| f64::from(w[1].second - w[0].second))
+            .find(|d| *d > 0.0)
+            .unwrap_or(1.0);
+        for p in &run.series {
+            let at = f64::from(p.second);
+            // The last interval ends with the run.
+            let length = (run.duration_s - at).min(interval);
+            let value = match what {
+                OverTime::Rps if length > 0.05 => p.requests as f64 / length,
+                OverTime::Rps => continue,
+                OverTime::P99 if p.p99_us > 0 => p.p99_us as f64 / 1000.0,
+                OverTime::P99 => continue,
+            };
+            points.push((offset + at, value));
+        }
+        offset += run.duration_s.max(interval * run.series.len() as f64);
+    }
+    points
+}
+
+/// Requests/s or p99 over time, one line per server, its runs end to end.
+pub fn over_time(results: &Results, workload: &str, c: u64, what: OverTime) -> Option<String> {
+    let rows: Vec<(&Row, Vec<(f64, f64)>)> = ok_rows(results, workload, c)
+        .into_iter()
+        .map(|r| (r, over_time_points(r, what)))
+        .filter(|(_, pts)| pts.len() >= 2)
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let xmax = rows
+        .iter()
+        .flat_map(|(_, pts)| pts.iter().map(|p| p.0))
+        .fold(1.0, f64::max)
+        + 1.0;
+    let values = || rows.iter().flat_map(|(_, pts)| pts.iter().map(|p| p.1));
+    let vmax = values().fold(0.0, f64::max);
+    let (caption, y_desc) = match what {
+        OverTime::Rps => (
+            format!("{workload}: requests/s over time at c={c} (runs end to end)"),
+            "requests/s",
+        ),
+        OverTime::P99 => (
+            format!("{workload}: p99 latency over time at c={c} (runs end to end)"),
+            "p99 (ms, log)",
+        ),
+    };
+    Some(svg(|root| {
+        let b = builder(root, caption);
+        macro_rules! draw_lines {
+            ($chart:expr) => {{
+                for (r, pts) in &rows {
+                    let c = color(results, &r.server);
+                    $chart
+                        .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                        .label(r.server.clone())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                        });
+                }
+                $chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::LowerLeft)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .draw()?;
+            }};
+        }
+        match what {
+            OverTime::Rps => {
+                let mut chart = { b }.build_cartesian_2d(0f64..xmax, 0f64..vmax.max(1.0) * 1.15)?;
+                chart
+                    .configure_mesh()
+                    .x_desc("seconds of measurement")
+                    .y_desc(y_desc)
+                    .y_label_formatter(&|v| crate::report::thousands(*v as u64))
+                    .draw()?;
+                draw_lines!(chart);
+            }
+            OverTime::P99 => {
+                let lo = values().fold(f64::INFINITY, f64::min).max(0.001) / 1.5;
+                let hi = vmax.max(lo * 10.0) * 1.5;
+                let mut chart = { b }.build_cartesian_2d(0f64..xmax, (lo..hi).log_scale())?;
+                chart
+                    .configure_mesh()
+                    .x_desc("seconds of measurement")
+                    .y_desc(y_desc)
+                    .y_label_formatter(&|v| ms_label(*v))
+                    .draw()?;
+                draw_lines!(chart);
+            }
+        }
         Ok(())
     }))
 }

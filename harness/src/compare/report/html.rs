@@ -132,6 +132,8 @@ pub fn render(results: &Results) -> String {
             for chart in [
                 charts::rps_bars(results, &w.name, c),
                 charts::latency_curves(results, &w.name, c),
+                charts::over_time(results, &w.name, c, charts::OverTime::Rps),
+                charts::over_time(results, &w.name, c, charts::OverTime::P99),
             ]
             .into_iter()
             .flatten()

@@ -1,0 +1,340 @@
+//! Interval histograms: the run cut into equal intervals (`--interval`,
+//! default 1 s), each with its own full latency histogram, so that intervals,
+//! threads and machines add up exactly (HdrHistogram addition is exact).
+//!
+//! Each success is recorded once, into its thread's [`IntervalAcc`] (3
+//! significant digits, the run histogram's bounds); a thread hands its
+//! finished interval to the [`IntervalSink`] once per interval (a lock per
+//! thread per interval, never per request). An interval every thread has
+//! moved past is *settled*, then encoded by the thread watching the run and
+//! kept only as V2-deflate bytes (the `.hlog` encoding, a few hundred bytes
+//! to a few KiB instead of the 136 KiB of a live 3-digit histogram). The run's latency histogram is the
+//! sum of its intervals ([`Interval::sum`]), so the two agree by construction.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+
+use crate::stats::{latency_histogram, Failure, FailureCounts};
+
+/// One settled interval of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Interval {
+    /// Its place in the run: it covers `[index × interval, (index + 1) × interval)`
+    /// after measuring started.
+    pub index: u32,
+    /// Successful requests (the histogram's count).
+    pub ok: u64,
+    pub failures: FailureCounts,
+    /// Its successes' latency (µs): what a chart point needs, computed
+    /// once, when the histogram is at hand.
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// The latency of its successes, V2-deflate encoded (see [`encode`]).
+    pub histogram_v2: Vec<u8>,
+}
+
+impl Interval {
+    /// Interval `index` of `ok` successes timed in `latency_us`, and `failures`.
+    pub fn of(
+        index: u32,
+        ok: u64,
+        failures: FailureCounts,
+        latency_us: &Histogram<u64>,
+    ) -> Interval {
+        let q = |q: f64| {
+            if latency_us.is_empty() {
+                0
+            } else {
+                latency_us.value_at_quantile(q)
+            }
+        };
+        Interval {
+            index,
+            ok,
+            failures,
+            p50_us: q(0.5),
+            p90_us: q(0.9),
+            p99_us: q(0.99),
+            max_us: latency_us.max(),
+            histogram_v2: encode(latency_us),
+        }
+    }
+
+    /// Requests finished in it: successes and failures.
+    pub fn requests(&self) -> u64 {
+        self.ok + self.failures.total()
+    }
+
+    /// Its latency histogram.
+    pub fn histogram(&self) -> Result<Histogram<u64>, String> {
+        decode(&self.histogram_v2)
+    }
+
+    /// The sum of the intervals' histograms: the run's latency histogram.
+    pub fn sum(intervals: &[Interval]) -> Result<Histogram<u64>, String> {
+        let mut total = latency_histogram();
+        for i in intervals {
+            add(&mut total, &i.histogram()?)?;
+        }
+        Ok(total)
+    }
+}
+
+/// `into += h`, with an error rather than a panic when `h` holds values
+/// beyond `into`'s bounds (a histogram read from a file).
+pub fn add(into: &mut Histogram<u64>, h: &Histogram<u64>) -> Result<(), String> {
+    into.add(h)
+        .map_err(|e| format!("cannot add histograms: {e:?}"))
+}
+
+/// The V2-deflate encoding of `h` (HdrHistogram's compressed form, as in
+/// `.hlog` lines and the Java, Python and Go implementations).
+pub fn encode(h: &Histogram<u64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut out)
+        .expect("serializing into memory cannot fail");
+    out
+}
+
+/// The histogram back from [`encode`]'s bytes (or any V2 / V2-deflate
+/// encoding), widened to the run histogram's bounds so that it adds to it.
+pub fn decode(bytes: &[u8]) -> Result<Histogram<u64>, String> {
+    let h: Histogram<u64> = Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| format!("not an HdrHistogram V2 encoding: {e:?}"))?;
+    let mut out = latency_histogram();
+    add(&mut out, &h)?;
+    Ok(out)
+}
+
+/// [`encode`], then base64: one `.hlog` histogram field.
+pub fn encode_base64(h: &Histogram<u64>) -> String {
+    base64::engine::general_purpose::STANDARD.encode(encode(h))
+}
+
+/// The bytes of a base64 histogram field.
+pub fn decode_base64(s: &str) -> Result<Vec<u8>, String> {
+    base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .map_err(|e| format!("the histogram is not base64: {e}"))
+}
+
+/// One thread's counts for the interval it is in.
+pub(crate) struct IntervalAcc {
+    index: u32,
+    ok: u64,
+    failures: FailureCounts,
+    latency_us: Histogram<u64>,
+}
+
+impl IntervalAcc {
+    pub(crate) fn new() -> IntervalAcc {
+        IntervalAcc {
+            index: 0,
+            ok: 0,
+            failures: FailureCounts::default(),
+            latency_us: latency_histogram(),
+        }
+    }
+
+    pub(crate) fn index(&self) -> u32 {
+        self.index
+    }
+
+    #[inline]
+    pub(crate) fn ok(&mut self, latency_us: u64) {
+        self.ok += 1;
+        self.latency_us.saturating_record(latency_us);
+    }
+
+    #[inline]
+    pub(crate) fn failed(&mut self, failure: Failure) {
+        self.failures.count(failure);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ok == 0 && self.failures.total() == 0
+    }
+}
+
+/// Where threads hand in their intervals. An interval every thread has
+/// moved past is settled; [`IntervalSink::encode_settled`], called by the
+/// thread that watches the run (not an engine thread), encodes it and
+/// gives its emptied histogram back for a later interval: the engine's
+/// threads neither compress nor, in the steady state, allocate.
+pub(crate) struct IntervalSink {
+    inner: Mutex<SinkInner>,
+}
+
+struct SinkInner {
+    /// Per thread: every interval before this one has been handed in.
+    through: Vec<u32>,
+    pending: BTreeMap<u32, IntervalAcc>,
+    /// Settled, not encoded yet.
+    settled: Vec<IntervalAcc>,
+    /// Emptied accumulators, for the next intervals.
+    spare: Vec<IntervalAcc>,
+    encoded: Vec<Interval>,
+    /// The sum of the encoded intervals' histograms: the run's.
+    total: Histogram<u64>,
+}
+
+impl IntervalSink {
+    pub(crate) fn new(threads: usize) -> IntervalSink {
+        IntervalSink {
+            inner: Mutex::new(SinkInner {
+                through: vec![0; threads],
+                pending: BTreeMap::new(),
+                settled: Vec::with_capacity(8),
+                spare: Vec::new(),
+                encoded: Vec::new(),
+                total: latency_histogram(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SinkInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands in `acc`'s interval for `thread` and resets `acc` for `next`.
+    pub(crate) fn hand_in(&self, thread: usize, acc: &mut IntervalAcc, next: u32) {
+        let mut inner = self.lock();
+        if !acc.is_empty() {
+            let SinkInner { pending, spare, .. } = &mut *inner;
+            let p = pending.entry(acc.index).or_insert_with(|| {
+                let mut p = spare.pop().unwrap_or_else(IntervalAcc::new);
+                p.index = acc.index;
+                p
+            });
+            p.ok += acc.ok;
+            p.failures += &acc.failures;
+            p.latency_us.add(&acc.latency_us).expect("same bounds");
+        }
+        inner.through[thread] = next;
+        let settled = inner.through.iter().copied().min().unwrap_or(0);
+        inner.settle(settled);
+        drop(inner);
+        acc.index = next;
+        acc.ok = 0;
+        acc.failures = FailureCounts::default();
+        acc.latency_us.reset();
+    }
+
+    /// Encodes the settled intervals, outside the lock.
+    pub(crate) fn encode_settled(&self) {
+        let batch: Vec<IntervalAcc> = {
+            let mut inner = self.lock();
+            if inner.settled.is_empty() {
+                return;
+            }
+            inner.settled.drain(..).collect()
+        };
+        let done: Vec<Interval> = batch
+            .iter()
+            .map(|acc| Interval::of(acc.index, acc.ok, acc.failures, &acc.latency_us))
+            .collect();
+        let mut inner = self.lock();
+        for mut acc in batch {
+            inner.total.add(&acc.latency_us).expect("same bounds");
+            acc.ok = 0;
+            acc.failures = FailureCounts::default();
+            acc.latency_us.reset();
+            inner.spare.push(acc);
+        }
+        inner.encoded.extend(done);
+    }
+
+    /// Every interval `0..count`, once all threads have handed in their
+    /// last one (quiet intervals, a stalled server, are there too, empty),
+    /// and the sum of their histograms.
+    pub(crate) fn finish(self, count: u32) -> (Vec<Interval>, Histogram<u64>) {
+        self.lock().settle(u32::MAX);
+        self.encode_settled();
+        let inner = self.inner.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut by_index: BTreeMap<u32, Interval> =
+            inner.encoded.into_iter().map(|i| (i.index, i)).collect();
+        for index in 0..count {
+            by_index.entry(index).or_insert_with(|| {
+                Interval::of(index, 0, FailureCounts::default(), &latency_histogram())
+            });
+        }
+        (by_index.into_values().collect(), inner.total)
+    }
+}
+
+impl SinkInner {
+    fn settle(&mut self, before: u32) {
+        while let Some(entry) = self.pending.first_entry() {
+            if *entry.key() >= before {
+                break;
+            }
+            self.settled.push(entry.remove());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Percentiles;
+
+    #[test]
+    fn the_encoding_round_trips_exactly() {
+        let mut h = latency_histogram();
+        for v in [1, 2, 3, 100, 1_000, 12_345, 1_000_000, 59_000_000] {
+            h.record_n(v, v % 7 + 1).unwrap();
+        }
+        let back = decode(&encode(&h)).unwrap();
+        assert_eq!(back, h);
+        let b64 = encode_base64(&h);
+        assert_eq!(decode(&decode_base64(&b64).unwrap()).unwrap(), h);
+        assert!(decode(b"not a histogram").is_err());
+        assert!(decode_base64("%%%").is_err());
+    }
+
+    #[test]
+    fn threads_add_up_per_interval_and_the_sum_is_every_sample() {
+        let sink = IntervalSink::new(2);
+        let mut t0 = IntervalAcc::new();
+        let mut t1 = IntervalAcc::new();
+        let mut all = latency_histogram();
+        for v in 1..=99 {
+            t0.ok(v * 10);
+            all.record(v * 10).unwrap();
+        }
+        t1.ok(5000);
+        all.record(5000).unwrap();
+        t1.failed(Failure::Timeout);
+        sink.hand_in(0, &mut t0, 1);
+        // Thread 1 has not moved on: interval 0 is still open.
+        assert!(sink.lock().settled.is_empty());
+        sink.hand_in(1, &mut t1, 2);
+        assert_eq!(sink.lock().settled.len(), 1);
+        sink.encode_settled();
+        let inner = sink.lock();
+        assert_eq!((inner.encoded.len(), inner.spare.len()), (1, 1));
+        drop(inner);
+        t0.ok(7);
+        all.record(7).unwrap();
+        sink.hand_in(0, &mut t0, 3);
+        let (intervals, total) = sink.finish(4);
+        assert_eq!(total, all);
+        assert_eq!(intervals.len(), 4);
+        assert_eq!((intervals[0].ok, intervals[0].requests()), (100, 101));
+        assert_eq!(intervals[0].failures.timeout, 1);
+        assert_eq!((intervals[0].p50_us, intervals[0].max_us), (500, 5003));
+        assert_eq!(intervals[1].ok, 1);
+        assert_eq!(intervals[2].requests() + intervals[3].requests(), 0);
+        let sum = Interval::sum(&intervals).unwrap();
+        assert_eq!(sum, all);
+        assert_eq!(Percentiles::of(&sum), Percentiles::of(&all));
+    }
+}
