@@ -51,6 +51,7 @@ fn server(name: &str, jit: Option<&str>, failing_rows: &[&str]) -> ServerDoc {
             opcache: Some(true),
             jit: jit.map(String::from),
             debug: false,
+            http_limits: Vec::new(),
         }),
         versions: Vec::new(),
         same_autogroup: Some(true),
@@ -66,6 +67,7 @@ fn server(name: &str, jit: Option<&str>, failing_rows: &[&str]) -> ServerDoc {
                 })
                 .collect(),
         }),
+        conformance: None,
     }
 }
 
