@@ -248,7 +248,10 @@ mod tests {
         assert!(route("GET", "http://verify/hello").is_ok());
         assert!(route("GET", "HTTP://verify:80/cpu?n=3").is_ok());
         assert!(route("GET", "https://verify").is_ok(), "the root");
-        assert!(route("GET", "http://verify?n=3").is_ok(), "the root, with a query");
+        assert!(
+            route("GET", "http://verify?n=3").is_ok(),
+            "the root, with a query"
+        );
         assert_eq!(
             route("GET", "http:/\u{e9}/hello").map(|_| ()),
             Err(Rejection::NotFound),
