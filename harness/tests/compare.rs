@@ -710,15 +710,15 @@ fn synthetic_results_match_the_schema_and_render() {
     let html = harness::compare::report::html::render(&r);
     assert_eq!(
         html.matches("<svg").count(),
-        4,
-        "2 workloads × (bars + curves)"
+        8,
+        "2 workloads × (bars, curves, requests/s over time, p99 over time)"
     );
     assert!(!html.contains("chart failed"));
     // One server alone, and a sweep over two levels.
     let mut one = r.clone();
     one.rows.retain(|x| x.server == "a");
     let html = harness::compare::report::html::render(&one);
-    assert_eq!(html.matches("<svg").count(), 4);
+    assert_eq!(html.matches("<svg").count(), 8);
     assert!(!html.contains("chart failed"));
     let mut sweep = r.clone();
     sweep.settings.connections = vec![10, 100];
@@ -729,7 +729,7 @@ fn synthetic_results_match_the_schema_and_render() {
     }
     sweep.rows.extend(low);
     let html = harness::compare::report::html::render(&sweep);
-    assert_eq!(html.matches("<svg").count(), 10, "2 × 2 × 2 + 2 sweeps");
+    assert_eq!(html.matches("<svg").count(), 18, "2 × 2 × 4 + 2 sweeps");
     assert!(!html.contains("chart failed"));
     if let Ok(keep) = std::env::var("HARNESS_KEEP_SWEEP") {
         std::fs::write(keep, &html).unwrap();

@@ -235,6 +235,13 @@ pub fn check_kind(check: &Check) -> &'static str {
 /// The load shape in words: `100 connections on 2 threads, keep-alive, closed loop`.
 pub fn describe_load(r: &RunResult) -> String {
     let p = &r.plan;
+    if p.connections == 0 && !r.merged.is_empty() {
+        // `harness merge` of .hlog files: the logs do not say how they loaded.
+        return format!(
+            "{} runs merged from interval logs (which do not record their load settings)",
+            r.merged.len()
+        );
+    }
     let pace = match p.pace {
         Pace::Closed => "closed loop".to_string(),
         Pace::Rate(rate) => format!("open loop at {rate} req/s"),
