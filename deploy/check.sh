@@ -52,6 +52,39 @@ else
     rm -rf "$tmp"
 fi
 
+# The Job's own scripts, run here as processes against a local reference
+# server: 4 agents with one START_AT, then the merge step (run_local.py).
+# Needs the debug builds `cargo test` leaves in the target directory.
+bin=${CARGO_TARGET_DIR:-$HERE/../target}/debug
+if [ -x "$bin/harness" ] && [ -x "$bin/event-loop" ] && [ -x "$PY" ]; then
+    tmp=$(mktemp -d)
+    "$bin/event-loop" --addr 127.0.0.1:0 >"$tmp/server.out" 2>&1 &
+    server=$!
+    addr=""
+    for _ in $(seq 300); do
+        addr=$(sed -n 's/^listening on //p' "$tmp/server.out")
+        [ -n "$addr" ] || ! kill -0 "$server" 2>/dev/null && break
+        sleep 0.1
+    done
+    if [ -z "$addr" ]; then
+        bad "the local run: event-loop did not start"; sed 's/^/     /' "$tmp/server.out"
+    elif kubernetes/render.sh --agents 4 --url "http://$addr/hello" -c 2 -d 2s --lead 3 --run local \
+            >"$tmp/job.yaml" 2>/dev/null; then
+        mkdir -p "$tmp/results"
+        run "the Job's scripts, locally: 4 agents, one start, the merge adds up" \
+            "$PY" run_local.py "$tmp/job.yaml" --harness "$bin/harness" --results "$tmp/results"
+    else
+        bad "render.sh for the local run"
+    fi
+    kill "$server" 2>/dev/null
+    wait "$server" 2>/dev/null
+    rm -rf "$tmp"
+elif [ "${CI:-}" = "true" ]; then
+    bad "the local run: no $bin/harness or $bin/event-loop (cargo test builds them)"
+else
+    echo "skip the local run: build the harness and event-loop first (cargo build)"
+fi
+
 rejects "no --agents" --url http://a/
 rejects "no --url" --agents 2
 rejects "0 agents" --agents 0 --url http://a/

@@ -132,8 +132,8 @@ def structure_errors(docs, agents, url):
     if m is not None:
         if env_of(m).get("AGENTS") != str(agents):
             errors.append(f"merge: AGENTS must be {agents}, got {env_of(m).get('AGENTS')!r}")
-        if "harness merge" not in script_of(m):
-            errors.append("merge: must run `harness merge`")
+        if not re.search(r'harness merge "\$dir"/agent-\*\.(json|hlog)', script_of(m)):
+            errors.append("merge: must run `harness merge` over every agent's file")
     if c is not None and m is not None and c.get("image") != m.get("image"):
         errors.append("agents and merge must run the same image")
     return errors
@@ -186,6 +186,9 @@ def self_test(docs, agents, url, dockerfile):
             0, agent_container(d)["args"][0].replace('--start-at "$START_AT" ', "")),
         "image on :latest": lambda d: agent_container(d).update(image="benchlab/harness:latest"),
         "merge waits for fewer agents": lambda d: set_env(d, "merge", "AGENTS", "1"),
+        "merge of one agent only": lambda d: job(d, "merge")["spec"]["template"]["spec"]["containers"][0][
+            "args"].__setitem__(0, job(d, "merge")["spec"]["template"]["spec"]["containers"][0]["args"][0]
+                                .replace("agent-*.json", "agent-0.json")),
         "another target": lambda d: set_env(d, "load-agent", "TARGET_URL", "http://elsewhere/"),
         "ReadWriteOnce results": lambda d: next(x for x in d if x["kind"] == "PersistentVolumeClaim")[
             "spec"].update(accessModes=["ReadWriteOnce"]),
