@@ -15,7 +15,8 @@ pub struct Env {
 impl Env {
     /// `--repo-dir`, else `$BENCHLAB_REPO`, else the source tree this
     /// harness was built from. Workspace binaries: next to the harness
-    /// executable, then `target/release`, then `target/debug`.
+    /// executable (or, for a test binary in `deps/`, in its profile
+    /// directory), then `target/release`, then `target/debug`.
     pub fn discover(repo: Option<&Path>) -> Env {
         let repo = repo
             .map(Path::to_path_buf)
@@ -31,7 +32,14 @@ impl Env {
             .ok()
             .and_then(|e| e.parent().map(Path::to_path_buf))
         {
+            // A test binary runs from `<target>/<profile>/deps`: the
+            // workspace binaries of its build sit one level up, wherever
+            // CARGO_TARGET_DIR put them.
+            let profile_dir = (dir.file_name() == Some("deps".as_ref()))
+                .then(|| dir.parent().map(Path::to_path_buf))
+                .flatten();
             bin_dirs.push(dir);
+            bin_dirs.extend(profile_dir);
         }
         bin_dirs.push(repo.join("target/release"));
         bin_dirs.push(repo.join("target/debug"));
