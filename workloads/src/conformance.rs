@@ -308,14 +308,7 @@ fn row(
 
 /// A probe read for one answer, the close not looked at.
 fn one(raw: impl Into<Vec<u8>>, judge: fn(&Seen) -> bool, expected: &'static str) -> Probe {
-    Probe {
-        raw: raw.into(),
-        half_close: false,
-        answers: 1,
-        needs_close: false,
-        judge,
-        expected,
-    }
+    many(raw, 1, judge, expected)
 }
 
 /// A probe read for up to `answers` answers, each within the timeout (a
@@ -346,12 +339,8 @@ fn closing(
     expected: &'static str,
 ) -> Probe {
     Probe {
-        raw: raw.into(),
-        half_close: false,
-        answers,
         needs_close: true,
-        judge,
-        expected,
+        ..many(raw, answers, judge, expected)
     }
 }
 
