@@ -54,7 +54,7 @@ pub fn deviations(servers: &[ServerDoc]) -> Vec<String> {
         let Some(c) = &s.conformance else { continue };
         for d in &c.deviations {
             out.push(format!(
-                "{} {} [{}] {} — {} {}: {}",
+                "{} {} [{}] {} — {} {}: found {}",
                 s.name,
                 d.outcome.to_ascii_uppercase(),
                 d.group,
