@@ -217,6 +217,13 @@ fn apachebench_counts_no_failure(name: &str, n: u64) {
 fn config_holds_under_concurrent_reads(name: &str) {
     let per_worker = name == "swoole";
     let running = start(name, testkit::db::shared());
+    if per_worker {
+        // Started means every worker runs: Swoole's manager forks them one
+        // by one after the first answers, and a compare once read 17 of 20.
+        let r = client::get(running.addr, "/config").unwrap();
+        let cfg = workloads::ServerConfig::from_json(&r.body).unwrap();
+        assert_eq!(cfg.workers, Some(20), "right after start: {cfg:?}");
+    }
     let hello = format!("http://{}/hello", running.addr);
     let config = format!("http://{}/config", running.addr);
     let load = std::thread::spawn(move || AbReport::run(&["-c", "10", "-n", "20000"], &hello));

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
@@ -202,14 +203,46 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     ]);
     let version_args: Vec<&str> = version_args.iter().map(String::as_str).collect();
     let versions = version_of(&php, &version_args).into_iter().collect();
-    OnPort {
+    let mut running = OnPort {
         cmd,
         dir,
         log: "swoole.log",
         port,
         versions,
     }
-    .spawn(entry, ctx, placement)
+    .spawn(entry, ctx, placement)?;
+    wait_for_workers(&mut running, SEED_WORKERS);
+    Ok(running)
+}
+
+/// How long the workers may take to be forked after the first one answers.
+const WORKERS_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Ready means every worker runs, not only the first to answer `/hello`:
+/// the manager forks them one by one, and `/config` counts the live ones,
+/// so a server read too early reported 17 of 20 workers (and a diff of two
+/// compares called the settings different). Waits until `/config` says
+/// `workers` of them run; past the timeout, a note says how many did.
+fn wait_for_workers(running: &mut Running, workers: u32) {
+    let deadline = Instant::now() + WORKERS_TIMEOUT;
+    loop {
+        let seen = running.config().map(|c| c.workers);
+        if seen == Ok(Some(workers)) {
+            return;
+        }
+        if Instant::now() >= deadline || running.check_alive().is_err() {
+            let seen = match seen {
+                Ok(Some(n)) => format!("{n}"),
+                Ok(None) => "no count".to_string(),
+                Err(e) => e,
+            };
+            running.notes.push(format!(
+                "swoole: /config reports {seen} of {workers} workers running {WORKERS_TIMEOUT:?} after it first answered"
+            ));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[cfg(test)]
