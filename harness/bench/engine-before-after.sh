@@ -43,35 +43,9 @@ for tool in nginx jq python3; do
 done
 [ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$WORK/nginx/logs"
-cat >"$WORK/nginx/nginx.conf" <<EOF
-worker_processes auto;
-daemon off;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $WORK/nginx/body;
-    proxy_temp_path $WORK/nginx/proxy;
-    fastcgi_temp_path $WORK/nginx/fastcgi;
-    uwsgi_temp_path $WORK/nginx/uwsgi;
-    scgi_temp_path $WORK/nginx/scgi;
-    keepalive_requests 10000000;
-    server {
-        listen 127.0.0.1:$PORT reuseport backlog=4096;
-        location / { return 200 "Hello World"; }
-    }
-}
-EOF
-# In the harness's session (daemon off): the same CPU share as the generator.
-nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
-NGINX_PID=$!
-for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-    sleep 0.05
-done
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+PORT=$(free_port)
+start_nginx_hello "$WORK/nginx" "$PORT"
 
 threads=()
 [ -n "${THREADS:-}" ] && threads=(--threads "$THREADS")

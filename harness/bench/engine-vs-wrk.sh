@@ -42,20 +42,7 @@ need jq "apt-get install jq"
 need python3 "apt-get install python3"
 [ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-    for _ in $(seq 1 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "nothing listens on port $1" >&2
-    exit 1
-}
-
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 echo "== building (release)"
 (cd "$ROOT" && cargo build --release -p harness)
@@ -63,31 +50,8 @@ HARNESS=$ROOT/target/release/harness
 
 # nginx `return 200`, in the harness's session (daemon off; autogroup trap).
 NGINX_PORT=$(free_port)
-mkdir -p "$WORK/nginx/logs"
-cat >"$WORK/nginx/nginx.conf" <<EOF
-worker_processes auto;
-worker_rlimit_nofile $(( $(ulimit -n) - 16 ));
-daemon off;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 20000; }
-http {
-    access_log off;
-    client_body_temp_path $WORK/nginx/body;
-    proxy_temp_path $WORK/nginx/proxy;
-    fastcgi_temp_path $WORK/nginx/fastcgi;
-    uwsgi_temp_path $WORK/nginx/uwsgi;
-    scgi_temp_path $WORK/nginx/scgi;
-    keepalive_requests 10000000;
-    server {
-        listen 127.0.0.1:$NGINX_PORT reuseport backlog=4096;
-        location / { return 200 "Hello World"; }
-    }
-}
-EOF
-nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
-PIDS+=($!)
-wait_port "$NGINX_PORT"
+start_nginx_hello "$WORK/nginx" "$NGINX_PORT"
+PIDS+=("$NGINX_PID")
 
 start_ref() { # name → sets REF_ADDR, appends its PID
     local bin=$ROOT/target/release/$1 out=$WORK/$1.out
