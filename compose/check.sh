@@ -15,16 +15,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE" || exit 2
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-# run LABEL CMD...: quiet on success, output shown on failure
-run() {
-    local label=$1 out
-    shift
-    if out=$("$@" 2>&1); then ok "$label"; else bad "$label"; printf '%s\n' "$out" | sed 's/^/     /'; fi
-}
+. "$HERE/../scripts/check-lib.sh"
 
 # --- compose schema
 if docker compose version >/dev/null 2>&1; then
@@ -81,5 +72,4 @@ else
     echo "skip run-local.sh check: nginx/php-fpm not installed"
 fi
 
-echo "compose/check.sh: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary compose/check.sh

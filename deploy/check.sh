@@ -14,15 +14,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE" || exit 2
 PY=${BENCHLAB_PYTHON:-${XDG_CACHE_HOME:-$HOME/.cache}/benchlab/pytools/bin/python}
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-run() {
-    local label=$1 out
-    shift
-    if out=$("$@" 2>&1); then ok "$label"; else bad "$label"; printf '%s\n' "$out" | sed 's/^/     /'; fi
-}
+. "$HERE/../scripts/check-lib.sh"
 # rejects LABEL ARGS...: render.sh must exit 2 with a message for these arguments.
 rejects() {
     local label=$1 out status
@@ -93,5 +85,4 @@ rejects "a sub-second duration" --agents 2 --url http://a/ -d 500ms
 rejects "an image on :latest" --agents 2 --url http://a/ --image benchlab/harness:latest
 rejects "a run id that is no DNS label" --agents 2 --url http://a/ --run Bad_Id
 
-echo "deploy/check.sh: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary deploy/check.sh
