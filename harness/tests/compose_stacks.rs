@@ -20,8 +20,6 @@ use harness::procfs;
 use testkit::client;
 use workloads::{expect, Expected};
 
-use crate::util::skip_without;
-
 /// Starts a catalog entry against `db_url`; panics with the catalog's
 /// reason if it cannot run here (scripts/install-deps installs both).
 fn start(name: &str, db_url: &str) -> Running {
@@ -347,18 +345,9 @@ fn php_fpm_runs_with_the_tracing_jit_as_the_seed_configured_it() {
 
 // --- Swoole -----------------------------------------------------------------
 
-/// Whether the catalog can run Swoole here; if not, the test skips, and
-/// under `CI=true` fails (scripts/install-deps provides the module).
-fn swoole_runs_here() -> bool {
-    let env = Env::discover(None);
-    let entry = catalog().into_iter().find(|e| e.name == "swoole").unwrap();
-    match entry.availability(&env) {
-        harness::catalog::Availability::Ready(_) => true,
-        harness::catalog::Availability::Missing { reason, fix } => {
-            !skip_without(&format!("swoole cannot run here: {reason} ({fix})"))
-        }
-    }
-}
+/// Whether a Swoole module was found; if not, the test skips visibly
+/// (under CI too: no registry here serves Swoole).
+use crate::util::swoole_runs_here;
 
 /// Where Swoole 6.2.2's own core departs from the contract: the row of
 /// `harness verify` that fails, how (a fragment of its verdict), and why.

@@ -87,7 +87,7 @@ fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
     if let Err(why) = Environment::Pinned.availability() {
         // Two CPUs or more: the machine's, not something install-deps
         // provides, so this skips under CI=true too.
-        eprintln!("skipped: {why}");
+        crate::util::skip_visibly(&why);
         return;
     }
     let entry = event_loop();
@@ -508,8 +508,7 @@ fn swoole_is_placed_whole_while_it_still_forks_its_workers() {
         .find(|e| e.name == "swoole")
         .unwrap();
     let env = catalog::Env::discover(None);
-    if let catalog::Availability::Missing { reason, fix } = entry.availability(&env) {
-        skip_without(&format!("swoole cannot run here: {reason} ({fix})"));
+    if !crate::util::swoole_runs_here() {
         return;
     }
     let db = catalog::Db::parse(testkit::db::shared()).unwrap();

@@ -296,7 +296,7 @@ pub fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
 
 /// Whether this is CI (`CI=true`), where scripts/install-deps has provided
 /// every prerequisite a test may otherwise skip without (nft, ab,
-/// chromium, Swoole).
+/// chromium), all but Swoole, which no registry here serves.
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
@@ -309,8 +309,66 @@ pub fn skip_without(why: &str) -> bool {
         !in_ci(),
         "CI=true, and a prerequisite scripts/install-deps provides is missing: {why}"
     );
+    skip_visibly(why)
+}
+
+/// Skips the running test, under CI too, where its prerequisite is
+/// something no one here can provide (two CPUs, a Swoole module): prints
+/// `skipped: WHY` and appends `TEST: WHY` to the file `BENCHLAB_SKIPPED`
+/// names (scripts/test sets it and lists the file at the end, so a green
+/// run never hides what did not run). Returns `true`.
+pub fn skip_visibly(why: &str) -> bool {
     eprintln!("skipped: {why}");
+    if let Some(path) = std::env::var_os("BENCHLAB_SKIPPED").filter(|p| !p.is_empty()) {
+        // libtest names each test's thread after the test.
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("(unnamed test)")
+            .to_string();
+        // The test binary as cargo names it (`integration-<hash>` on disk).
+        let binary = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .map(|s| {
+                s.rsplit_once('-')
+                    .map_or(s.clone(), |(name, _)| name.to_string())
+            })
+            .unwrap_or_else(|| "?".into());
+        let line = format!("--test {binary} {test}: {}\n", why.replace('\n', " "));
+        // One write of a short line to an O_APPEND file: lines of tests
+        // running in parallel do not interleave.
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        if let Err(e) = written {
+            panic!("cannot record the skip in {}: {e}", path.to_string_lossy());
+        }
+    }
     true
+}
+
+/// Why Swoole cannot run here (`None`: a module was found, so every Swoole
+/// test runs): the catalog's reason, `no Swoole module (...)`.
+pub fn swoole_missing() -> Option<String> {
+    let entry = harness::catalog::catalog()
+        .into_iter()
+        .find(|e| e.name == "swoole")
+        .expect("swoole is in the catalog");
+    match entry.availability(&harness::catalog::Env::discover(None)) {
+        harness::catalog::Availability::Missing { reason, .. } => Some(reason),
+        _ => None,
+    }
+}
+
+/// `true` when a Swoole module was found; otherwise skips the running test
+/// visibly ([`skip_visibly`]), under CI too: no registry here serves Swoole.
+pub fn swoole_runs_here() -> bool {
+    match swoole_missing() {
+        None => true,
+        Some(why) => !skip_visibly(&why),
+    }
 }
 
 /// `harness ARGS`, run to the end.

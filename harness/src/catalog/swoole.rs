@@ -1,10 +1,11 @@
 //! Swoole: `php compose/swoole/server.php` (HOST, PORT, SWOOLE_WORKERS,
-//! DB_POOL, DB_*). The module is the system's when `php -m` lists swoole,
-//! else the one `scripts/install-deps` built into
-//! `${XDG_CACHE_HOME:-~/.cache}/benchlab/swoole-6.2.2-phpX.Y/swoole.so`,
-//! loaded with `-d extension=PATH`: the system's PHP configuration is never
-//! edited. Swoole does not announce its port: it gets a free one and is
-//! ready when `/hello` answers.
+//! DB_POOL, DB_*). Swoole comes as users get it, never built by us: the
+//! module is the system's when `php -m` lists swoole (a distribution's
+//! package, or `pecl install` enabled), else the one `SWOOLE_SO` names, else
+//! the `swoole.so` that `pecl install` leaves in PHP's `extension_dir`
+//! without enabling it; the last two are loaded with `-d extension=PATH`, so
+//! the system's PHP configuration is never edited. Swoole does not announce
+//! its port: it gets a free one and is ready when `/hello` answers.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,17 +19,27 @@ use super::{
     StartCtx, SEED_DB_POOL, SEED_WORKERS,
 };
 
-/// The release `scripts/install-deps` provides.
+/// The release `scripts/install-deps` asks PECL for.
 pub const VERSION: &str = "6.2.2";
+
+/// The variable that names a module of the user's own.
+pub const SO_VAR: &str = "SWOOLE_SO";
+
+/// How to get a Swoole module, for every "not runnable" line.
+pub const HOW_TO_GET: &str = "pecl install swoole (scripts/install-deps tries it), your \
+     distribution's php-swoole package, SWOOLE_SO=/path/swoole.so for a module you have, or \
+     --target swoole=http://127.0.0.1:9501 to a Swoole started elsewhere (compose/, Docker)";
 
 /// Where the swoole module comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Module {
     /// `php -m` lists it: the system's PHP loads it by itself.
     System,
-    /// Not in the system's PHP: the module install-deps cached, loaded
-    /// with `-d extension=PATH`.
-    Cache(PathBuf),
+    /// The module `SWOOLE_SO` names, loaded with `-d extension=PATH`.
+    Named(PathBuf),
+    /// `swoole.so` in PHP's `extension_dir`, where `pecl install` puts it
+    /// (it does not enable it), loaded with `-d extension=PATH`.
+    ExtensionDir(PathBuf),
 }
 
 impl Module {
@@ -36,7 +47,9 @@ impl Module {
     pub fn php_args(&self) -> Vec<String> {
         match self {
             Module::System => Vec::new(),
-            Module::Cache(so) => vec!["-d".into(), format!("extension={}", so.display())],
+            Module::Named(so) | Module::ExtensionDir(so) => {
+                vec!["-d".into(), format!("extension={}", so.display())]
+            }
         }
     }
 
@@ -44,26 +57,25 @@ impl Module {
     pub fn origin(&self) -> String {
         match self {
             Module::System => "the system's PHP (`php -m` lists it)".into(),
-            Module::Cache(so) => format!("{} (built by scripts/install-deps)", so.display()),
+            Module::Named(so) => format!("{SO_VAR}={}", so.display()),
+            Module::ExtensionDir(so) => format!(
+                "{} (PHP's extension_dir, as pecl install leaves it)",
+                so.display()
+            ),
         }
     }
 }
 
-/// `$XDG_CACHE_HOME/benchlab/swoole-VERSION-phpMM/swoole.so` (`~/.cache`
-/// without it), as scripts/install-deps writes it; `mm` is `8.2`.
-pub fn cache_path(mm: &str) -> Option<PathBuf> {
-    cache_path_in(
-        std::env::var_os("XDG_CACHE_HOME"),
-        std::env::var_os("HOME"),
-        mm,
-    )
+/// `$XDG_CACHE_HOME/benchlab/swoole-install.txt` (`~/.cache` without it):
+/// what scripts/install-deps tried when it found no module, in one line.
+pub fn install_status_path() -> Option<PathBuf> {
+    install_status_path_in(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"))
 }
 
-/// [`cache_path`] for these values of `XDG_CACHE_HOME` and `HOME`.
-fn cache_path_in(
+/// [`install_status_path`] for these values of `XDG_CACHE_HOME` and `HOME`.
+fn install_status_path_in(
     xdg_cache_home: Option<std::ffi::OsString>,
     home: Option<std::ffi::OsString>,
-    mm: &str,
 ) -> Option<PathBuf> {
     let base = xdg_cache_home
         .filter(|v| !v.is_empty())
@@ -72,7 +84,7 @@ fn cache_path_in(
             home.filter(|v| !v.is_empty())
                 .map(|h| PathBuf::from(h).join(".cache"))
         })?;
-    Some(base.join(format!("benchlab/swoole-{VERSION}-php{mm}/swoole.so")))
+    Some(base.join("benchlab/swoole-install.txt"))
 }
 
 /// `php ARGS -r CODE`'s stdout, if it ran.
@@ -92,8 +104,18 @@ fn php_has(modules: &str, module: &str) -> bool {
     modules.lines().any(|l| l.trim() == module)
 }
 
+/// The swoole version `php` reports with `module` loaded, if it loads.
+fn loads(php: &Path, module: &Module) -> Option<String> {
+    php_eval(php, &module.php_args(), "echo phpversion('swoole');").filter(|v| !v.is_empty())
+}
+
 /// The swoole module `php` can run with, or why there is none and what to do.
 pub fn module(php: &Path) -> Result<Module, (String, String)> {
+    module_with(php, std::env::var_os(SO_VAR).filter(|v| !v.is_empty()))
+}
+
+/// [`module`] with this value of `SWOOLE_SO`.
+fn module_with(php: &Path, named: Option<std::ffi::OsString>) -> Result<Module, (String, String)> {
     let modules = Command::new(php)
         .arg("-m")
         .output()
@@ -108,52 +130,50 @@ pub fn module(php: &Path) -> Result<Module, (String, String)> {
             "apt-get install php8.2-mbstring (scripts/install-deps does)".into(),
         ));
     }
+    // The system's wins over SWOOLE_SO: PHP cannot load the module twice.
     if php_has(&modules, "swoole") {
         return Ok(Module::System);
     }
-    let fix = format!(
-        "scripts/install-deps (builds swoole {VERSION} once into the cache; PECL or \
-         SWOOLE_SRC=/path/swoole-src-{VERSION}.tar.gz), or run compose/ with Docker and \
-         pass --target swoole=http://127.0.0.1:9501"
-    );
-    let Some(mm) = php_eval(php, &[], "echo PHP_MAJOR_VERSION, '.', PHP_MINOR_VERSION;") else {
-        return Err((format!("{} does not run", php.display()), fix));
-    };
-    let Some(so) = cache_path(&mm) else {
-        return Err((
-            "`php -m` does not list swoole, and neither XDG_CACHE_HOME nor HOME is set".into(),
-            fix,
-        ));
-    };
-    if !so.is_file() {
-        return Err((
-            format!(
-                "`php -m` does not list swoole and {} does not exist",
-                so.display()
-            ),
-            fix,
-        ));
+    if let Some(so) = named {
+        let named = Module::Named(PathBuf::from(so));
+        return match loads(php, &named) {
+            Some(_) => Ok(named),
+            None => Err((
+                format!(
+                    "{} does not load into {} (missing, or built for another PHP)",
+                    named.origin(),
+                    php.display()
+                ),
+                format!("point {SO_VAR} at a swoole.so built for this PHP, or unset it"),
+            )),
+        };
     }
-    let cached = Module::Cache(so);
-    match php_eval(php, &cached.php_args(), "echo phpversion('swoole');") {
-        Some(v) if !v.is_empty() => Ok(cached),
-        _ => Err((
-            format!(
-                "{} does not load into {} (built for another PHP?)",
-                cached.origin(),
-                php.display()
-            ),
-            format!("remove it and run {fix}"),
-        )),
+    if let Some(dir) = php_eval(php, &[], "echo ini_get('extension_dir');") {
+        let pecl = Module::ExtensionDir(Path::new(&dir).join("swoole.so"));
+        if matches!(&pecl, Module::ExtensionDir(so) if so.is_file()) && loads(php, &pecl).is_some()
+        {
+            return Ok(pecl);
+        }
     }
+    let mut reason = format!("no Swoole module (php -m lacks swoole, {SO_VAR} unset");
+    let tried = install_status_path()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    match tried {
+        Some(t) => reason.push_str(&format!("; {t})")),
+        None => reason.push(')'),
+    }
+    Err((reason, HOW_TO_GET.into()))
 }
 
 pub fn availability(env: &Env) -> Availability {
     let Some(php) = find_program(&["php8.2", "php"]) else {
         return Availability::Missing {
             reason: "php (CLI) is not installed".into(),
-            fix: "apt-get install php8.2-cli php8.2-mysql, then scripts/install-deps (swoole)"
-                .into(),
+            fix: format!(
+                "apt-get install php8.2-cli php8.2-mysql php8.2-mbstring, then {HOW_TO_GET}"
+            ),
         };
     };
     let module = match module(&php) {
@@ -250,37 +270,70 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_cache_path_is_the_one_install_deps_writes() {
+    fn the_status_path_is_the_one_install_deps_writes() {
         let p = |x: Option<&str>, h: Option<&str>| {
-            cache_path_in(x.map(Into::into), h.map(Into::into), "8.2")
+            install_status_path_in(x.map(Into::into), h.map(Into::into))
         };
         assert_eq!(
             p(Some("/c"), Some("/home/u")),
-            Some(PathBuf::from("/c/benchlab/swoole-6.2.2-php8.2/swoole.so"))
+            Some(PathBuf::from("/c/benchlab/swoole-install.txt"))
         );
         // An empty XDG_CACHE_HOME counts as unset, as in the shell's ${X:-...}.
         assert_eq!(
             p(Some(""), Some("/home/u")),
-            Some(PathBuf::from(
-                "/home/u/.cache/benchlab/swoole-6.2.2-php8.2/swoole.so"
-            ))
+            Some(PathBuf::from("/home/u/.cache/benchlab/swoole-install.txt"))
         );
         assert_eq!(p(None, None), None);
-        let so = PathBuf::from("/c/swoole.so");
-        assert_eq!(
-            Module::Cache(so).php_args(),
-            vec!["-d".to_string(), "extension=/c/swoole.so".to_string()]
-        );
-        assert!(Module::System.php_args().is_empty());
+        let script = include_str!("../../../scripts/install-deps");
+        assert!(script.contains("/benchlab/swoole-install.txt\""));
     }
 
     #[test]
-    fn install_deps_builds_the_version_the_catalog_expects() {
+    fn a_named_or_pecl_module_is_loaded_by_argument_never_by_configuration() {
+        let so = PathBuf::from("/c/swoole.so");
+        let arg = vec!["-d".to_string(), "extension=/c/swoole.so".to_string()];
+        assert_eq!(Module::Named(so.clone()).php_args(), arg);
+        assert_eq!(Module::ExtensionDir(so).php_args(), arg);
+        assert!(Module::System.php_args().is_empty());
+        assert_eq!(
+            Module::Named("/m/swoole.so".into()).origin(),
+            "SWOOLE_SO=/m/swoole.so"
+        );
+    }
+
+    /// A SWOOLE_SO that does not load is named as the reason, with what to
+    /// do about it (not silently passed over for another module).
+    #[test]
+    fn a_swoole_so_that_does_not_load_says_so() {
+        let Some(php) = find_program(&["php8.2", "php"]) else {
+            eprintln!("skipped: no php CLI");
+            return;
+        };
+        let modules = Command::new(&php).arg("-m").output().unwrap();
+        let modules = String::from_utf8_lossy(&modules.stdout).to_lowercase();
+        if php_has(&modules, "swoole") || !php_has(&modules, "mbstring") {
+            eprintln!("skipped: the system's PHP lists swoole, or lacks mbstring");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let bogus = dir.path().join("swoole.so");
+        std::fs::write(&bogus, b"not a module").unwrap();
+        let (reason, fix) = module_with(&php, Some(bogus.clone().into_os_string())).unwrap_err();
+        assert!(
+            reason.contains(&format!("SWOOLE_SO={}", bogus.display()))
+                && reason.contains("does not load"),
+            "{reason}"
+        );
+        assert!(fix.contains("SWOOLE_SO"), "{fix}");
+    }
+
+    #[test]
+    fn install_deps_asks_pecl_for_the_version_the_catalog_expects() {
         let script = include_str!("../../../scripts/install-deps");
         assert!(
             script.contains(&format!("SWOOLE_VERSION={VERSION}\n")),
             "scripts/install-deps and catalog::swoole::VERSION disagree"
         );
-        assert!(script.contains("benchlab/swoole-$SWOOLE_VERSION-php$mm"));
+        assert!(script.contains("pecl install -f \"swoole-$SWOOLE_VERSION\""));
     }
 }
