@@ -63,6 +63,12 @@ pub struct Options {
     pub port: Option<u16>,
     /// `max_connections`: room for every server of a comparison and their pools.
     pub max_connections: u32,
+    /// `--bind-address` (127.0.0.1; `0.0.0.0` for a server in a container
+    /// that other containers reach).
+    pub bind_address: String,
+    /// Starts `mariadbd` some other way than as a child process (in a
+    /// container); `mariadb-install-db` always runs here.
+    pub launcher: Option<Launcher>,
 }
 
 impl Default for Options {
@@ -70,7 +76,21 @@ impl Default for Options {
         Options {
             port: None,
             max_connections: 1000,
+            bind_address: "127.0.0.1".into(),
+            launcher: None,
         }
+    }
+}
+
+/// Turns the `mariadbd` command as built into the one to spawn (e.g. a
+/// `docker run` of it). The spawned process must forward SIGTERM to the
+/// server and exit with it, and the server must answer on 127.0.0.1:port.
+#[derive(Clone)]
+pub struct Launcher(pub std::sync::Arc<dyn Fn(Command) -> Command + Send + Sync>);
+
+impl std::fmt::Debug for Launcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Launcher(..)")
     }
 }
 
@@ -81,6 +101,8 @@ pub struct MariaDb {
     port: u16,
     mariadbd: PathBuf,
     max_connections: u32,
+    bind_address: String,
+    launcher: Option<Launcher>,
     // Declared last: dropped after the server is stopped.
     dir: tempfile::TempDir,
 }
@@ -151,6 +173,8 @@ impl MariaDb {
             port: 0,
             mariadbd,
             max_connections: opts.max_connections,
+            bind_address: opts.bind_address.clone(),
+            launcher: opts.launcher.clone(),
             dir,
         };
         // A free port can be taken between our probe and mariadbd's bind: retry.
@@ -274,7 +298,7 @@ impl MariaDb {
             .arg(format!("--pid-file={}", d.join("mariadbd.pid").display()))
             .arg(format!("--init-file={}", d.join("init.sql").display()))
             .arg(format!("--port={}", self.port))
-            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--bind-address={}", self.bind_address))
             .arg(format!("--max-connections={}", self.max_connections))
             .arg("--skip-name-resolve")
             .arg("--skip-log-bin")
@@ -285,6 +309,13 @@ impl MariaDb {
             .stderr(log);
         if is_root() {
             cmd.arg("--user=root");
+        }
+        if let Some(Launcher(launch)) = &self.launcher {
+            let launched = launch(cmd);
+            cmd = launched;
+            cmd.stdin(Stdio::null())
+                .stdout(log_for_launcher(&log_path)?)
+                .stderr(log_for_launcher(&log_path)?);
         }
         let child = cmd
             .spawn()
@@ -344,6 +375,15 @@ impl MariaDb {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+/// The log file, opened again for a launched command's output.
+fn log_for_launcher(path: &Path) -> Result<File, Error> {
+    File::options()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io("open mariadbd.log"))
 }
 
 impl Drop for MariaDb {

@@ -94,7 +94,7 @@ fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
     let env = catalog::Env::discover(None);
     let interrupt = AtomicBool::new(false);
     let setup = Setup::build(Environment::Pinned, None).unwrap();
-    let placement = setup.placement();
+    let placement = setup.placement().unwrap();
     let server_cpus = placement.cpus.clone().unwrap();
     let load_cpus = setup.load_cpus().unwrap().to_vec();
     assert!(server_cpus.iter().all(|c| !load_cpus.contains(c)));
@@ -143,7 +143,7 @@ fn the_bridge_serves_directly_across_dnat_and_through_the_proxy_and_is_torn_down
         // The namespace, the bridge, the veth, the nft table.
         assert!(leftovers(&id).len() >= 4, "{:?}", leftovers(&id));
         assert_eq!(route_localnet(), "1");
-        let placement = setup.placement();
+        let placement = setup.placement().unwrap();
         let ip = placement.listen_ip.unwrap().octets();
         assert_eq!(&ip[..2], &[198, if ip[1] == 18 { 18 } else { 19 }]);
         let ctx = StartCtx {
@@ -199,7 +199,9 @@ fn php_fpm_and_nginx_are_placed_whole() {
     }
     for kind in kinds {
         let setup = Setup::build(kind, Some(db.port)).unwrap();
-        let mut running = entry.start_placed(&ctx, &setup.placement()).unwrap();
+        let mut running = entry
+            .start_placed(&ctx, &setup.placement().unwrap())
+            .unwrap();
         let tree = harness::procfs::tree(&running.pids());
         // nginx master + worker(s), php-fpm master + 20 workers
         assert!(tree.len() >= 23, "{kind:?}: {} processes", tree.len());
@@ -215,7 +217,7 @@ fn php_fpm_and_nginx_are_placed_whole() {
         });
         assert!(!checked.is_empty(), "{kind:?}");
         if kind == Environment::Pinned {
-            let cpus = setup.placement().cpus.unwrap();
+            let cpus = setup.placement().unwrap().cpus.unwrap();
             for p in &tree {
                 let theirs = pinned::cpus_allowed(&format!("/proc/{}/status", p.pid)).unwrap();
                 assert_eq!(theirs, cpus, "pid {}", p.pid);
@@ -448,7 +450,11 @@ fn the_namespace_check_holds_while_the_server_forks_and_catches_an_outsider() {
     cmd.args(["-c", "while :; do /bin/true & /bin/true & wait; done"])
         .stdin(Stdio::null())
         .process_group(0);
-    setup.placement().apply(&mut cmd).unwrap();
+    setup
+        .placement()
+        .unwrap()
+        .apply(&mut cmd, std::path::Path::new("/tmp"))
+        .unwrap();
     let mut forker = cmd.spawn().unwrap();
     let pgid = forker.id() as i32;
     let stop = |forker: &mut std::process::Child| {
@@ -520,7 +526,9 @@ fn swoole_is_placed_whole_while_it_still_forks_its_workers() {
     };
     let setup = Setup::build(Environment::Bridge, Some(db.port)).unwrap();
     for round in 0..3 {
-        let mut running = entry.start_placed(&ctx, &setup.placement()).unwrap();
+        let mut running = entry
+            .start_placed(&ctx, &setup.placement().unwrap())
+            .unwrap();
         let checked = setup
             .verify(&running.pids())
             .unwrap_or_else(|e| panic!("round {round}: {e:#}"));

@@ -24,6 +24,9 @@ pub struct Ctx<'a> {
     /// (label, pid, autogroup) of every process of the run, for the autogroup table.
     pub processes: Vec<(String, i32, String)>,
     pub notes: Vec<String>,
+    /// The database process of the environment being measured, where it
+    /// has its own (Docker's bridge); else the session's is metered.
+    pub env_db_pid: Option<u32>,
 }
 
 impl Ctx<'_> {
@@ -67,9 +70,11 @@ impl Ctx<'_> {
         let control = Control {
             interrupt: self.lab.interrupt.clone(),
         };
-        let (r, sample) = load::metered(running, self.lab.database.pid(), || {
-            engine::run(&plan, &control, &mut |_| {})
-        });
+        let (r, sample) = load::metered(
+            running,
+            self.env_db_pid.or_else(|| self.lab.database.pid()),
+            || engine::run(&plan, &control, &mut |_| {}),
+        );
         let r = r.map_err(|e| anyhow::anyhow!("load on {}: {e}", plan.url))?;
         if let Some(m) = &r.message {
             if !r.interrupted() {
@@ -294,7 +299,7 @@ pub fn environment(ctx: &mut Ctx, env: Environment, plan: &[(&str, Entry)]) -> E
         return doc;
     }
     ctx.say(&format!("environment {}", env.name()));
-    let mut setup = match Setup::build(env, ctx.lab.database.loopback_port()) {
+    let mut setup = match ctx.lab.environment(env) {
         Ok(s) => s,
         Err(err) => {
             doc.status = EnvStatus::Failed;
@@ -303,6 +308,7 @@ pub fn environment(ctx: &mut Ctx, env: Environment, plan: &[(&str, Entry)]) -> E
         }
     };
     doc.detail = Some(setup.detail());
+    ctx.env_db_pid = setup.db_pid();
     for (path, entry) in plan {
         if ctx.interrupted() {
             break;
@@ -310,6 +316,7 @@ pub fn environment(ctx: &mut Ctx, env: Environment, plan: &[(&str, Entry)]) -> E
         let w = measure_in(ctx, &setup, entry, path, &mut doc.checks);
         doc.workloads.push(w);
     }
+    ctx.env_db_pid = None;
     for e in setup.teardown() {
         ctx.notes.push(format!("{}: teardown: {e}", env.name()));
     }

@@ -189,6 +189,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         outside: Vec::new(),
         processes: vec![facts::member("harness", std::process::id() as i32)],
         notes,
+        env_db_pid: None,
     };
     ctx.processes.extend(
         lab.database

@@ -11,8 +11,8 @@ use anyhow::Context;
 
 use super::Placement;
 use super::{
-    find_program, free_port, run_dir, version_of, Availability, Entry, Env, OnPort, Running,
-    StartCtx, SEED_WORKERS,
+    find_program, run_dir, version_of, Availability, Entry, Env, OnPort, Running, StartCtx,
+    SEED_WORKERS,
 };
 
 pub fn availability(env: &Env) -> Availability {
@@ -43,7 +43,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     let compose = ctx.env.compose();
     let app = compose.join("frankenphp");
     let dir = run_dir(&entry.name)?;
-    let port = free_port()?;
+    let port = placement.port_or_free()?;
     let mut cmd = Command::new(&bin);
     cmd.arg("run")
         .arg("--config")

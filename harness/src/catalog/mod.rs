@@ -17,6 +17,7 @@
 //! (`spawn`), process supervision ([`supervise`]) and the private MariaDB
 //! ([`embedded`]).
 
+pub mod container;
 mod db;
 pub mod embedded;
 pub mod frankenphp;

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 
 use super::supervise::{Child, Stdout};
 use super::Placement;
-use super::{find_program, free_port, run_dir, version_of, Availability, Entry, Running, StartCtx};
+use super::{find_program, run_dir, version_of, Availability, Entry, Running, StartCtx};
 
 pub fn availability() -> Availability {
     match find_program(&["nginx"]) {
@@ -74,13 +74,19 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut last = String::new();
     for _ in 0..3 {
-        let listen = format!("{}:{}", placement.listen_ip(), free_port()?);
+        let listen = format!("{}:{}", placement.listen_ip(), placement.port_or_free()?);
         let conf = config(&w.display().to_string(), &listen, workers, &version);
         std::fs::write(w.join("nginx.conf"), conf).context("cannot write nginx.conf")?;
-        let mut cmd = super::nginx_command(&nginx, &w);
-        placement.apply(&mut cmd)?;
-        let (child, _) = Child::spawn(&entry.name, cmd, &w.join("nginx.out"), Stdout::Log)?;
-        let addr = listen.parse().expect("addr");
+        let cmd = super::nginx_command(&nginx, &w);
+        let (child, _) = Child::spawn_placed(
+            &entry.name,
+            cmd,
+            placement,
+            &w,
+            &w.join("nginx.out"),
+            Stdout::Log,
+        )?;
+        let addr = placement.reach(listen.parse().expect("addr"));
         let mut running = Running::started(entry, addr, vec![version.clone()], child, None);
         match super::wait_ready(
             &mut running,

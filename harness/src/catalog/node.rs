@@ -44,20 +44,25 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     cmd.arg(app.join("server.js"))
         .current_dir(&app)
         .env("HOST", placement.listen_ip().to_string())
-        .env("PORT", "0")
+        .env("PORT", placement.port().unwrap_or(0).to_string())
         .env("DB_POOL", SEED_DB_POOL.to_string())
         .env("NODE_ENV", "production");
     if let Some(db) = ctx.db {
         cmd.envs(placement.db(db)?.env());
     }
-    placement.apply(&mut cmd)?;
-    let (mut child, rx) = Child::spawn(
+    let (mut child, rx) = Child::spawn_placed(
         &entry.name,
         cmd,
+        placement,
+        dir.path(),
         &dir.path().join("node.log"),
         Stdout::Announce("listening on "),
     )?;
-    let addr = wait_announce(rx.expect("announce"), &mut child, ctx.interrupt)?;
+    let addr = placement.reach(wait_announce(
+        rx.expect("announce"),
+        &mut child,
+        ctx.interrupt,
+    )?);
     let versions = version_of(&node, &["--version"])
         .map(|v| vec![format!("node {v}")])
         .unwrap_or_default();

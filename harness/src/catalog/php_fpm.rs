@@ -25,8 +25,8 @@ use anyhow::{bail, Context};
 use super::supervise::{Child, Stdout, TempDir};
 use super::Placement;
 use super::{
-    find_program, free_port, is_root, run_dir, user_and_group, version_of, wait_ready,
-    Availability, Entry, Env, Running, StartCtx, READY_TIMEOUT,
+    find_program, is_root, run_dir, user_and_group, version_of, wait_ready, Availability, Entry,
+    Env, Running, StartCtx, READY_TIMEOUT,
 };
 
 const FPM_NAMES: &[&str] = &["php-fpm8.2", "php-fpm"];
@@ -140,8 +140,14 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     if let Some(db) = ctx.db {
         cmd.envs(placement.db(db)?.env());
     }
-    placement.apply(&mut cmd)?;
-    let (mut fpm, _) = Child::spawn("php-fpm", cmd, &w.join("php-fpm.out"), Stdout::Log)?;
+    let (mut fpm, _) = Child::spawn_placed(
+        "php-fpm",
+        cmd,
+        placement,
+        &w,
+        &w.join("php-fpm.out"),
+        Stdout::Log,
+    )?;
     let sock = w.join("php-fpm.sock");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !sock.exists() {
@@ -209,19 +215,25 @@ fn start_nginx(
     };
     let mut last_err = None;
     for _ in 0..3 {
-        let port = free_port()?;
+        let port = placement.port_or_free()?;
         let listen = format!("{}:{port}", placement.listen_ip());
         std::fs::write(
             w.join("nginx.conf"),
             render(template, &w, &listen, app_dir)?,
         )
         .context("cannot write nginx.conf")?;
-        let mut cmd = super::nginx_command(nginx_bin, &w);
-        placement.apply(&mut cmd)?;
-        let (nginx, _) = Child::spawn("nginx", cmd, &w.join("nginx.out"), Stdout::Log)?;
+        let cmd = super::nginx_command(nginx_bin, &w);
+        let (nginx, _) = Child::spawn_placed(
+            "nginx",
+            cmd,
+            placement,
+            &w,
+            &w.join("nginx.out"),
+            Stdout::Log,
+        )?;
         running.children.push(nginx);
-        running.addr = SocketAddr::new(placement.listen_ip(), port);
-        running.authority = listen;
+        running.addr = placement.reach(SocketAddr::new(placement.listen_ip(), port));
+        running.authority = running.addr.to_string();
         // nginx binds at once or exits: give it a moment to say which.
         let deadline = Instant::now() + Duration::from_millis(500);
         let mut failed = false;

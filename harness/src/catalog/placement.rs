@@ -6,10 +6,12 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context};
 
+use super::container::Container;
 use super::Db;
 
 /// Where a server's processes run and listen.
@@ -21,11 +23,16 @@ pub struct Placement {
     pub cpus: Option<Vec<usize>>,
     /// The address to listen on (default 127.0.0.1).
     pub listen_ip: Option<Ipv4Addr>,
-    /// The database host as seen from inside (the bridge's host address).
+    /// The database host as seen from inside (the bridge's host address,
+    /// a database container's name).
     pub db_host: Option<String>,
+    /// The database port as seen from inside, where it differs.
+    pub db_port: Option<u16>,
     /// Variables its processes get beyond the database's (a reproduction's
     /// switches, such as the seed's error bodies).
     pub env: Vec<(String, String)>,
+    /// Run each of its processes in a Docker container ([`Container`]) instead.
+    pub container: Option<Container>,
 }
 
 impl Placement {
@@ -37,21 +44,59 @@ impl Placement {
         IpAddr::V4(self.listen_ip.unwrap_or(Ipv4Addr::LOCALHOST))
     }
 
-    /// The database as the placed server reaches it.
-    pub fn db(&self, db: &Db) -> anyhow::Result<Db> {
-        match &self.db_host {
-            None => Ok(db.clone()),
-            Some(host) => Db::parse(&format!(
-                "mysql://{}:{}@{}:{}/{}",
-                db.user, db.password, host, db.port, db.name
-            )),
+    /// The port the server must listen on, where the environment fixes it
+    /// (a published container port); `None`: any free one.
+    pub fn port(&self) -> Option<u16> {
+        self.container.as_ref().and_then(Container::port)
+    }
+
+    /// [`Placement::port`], else a free port of this host.
+    pub fn port_or_free(&self) -> anyhow::Result<u16> {
+        match self.port() {
+            Some(p) => Ok(p),
+            None => super::free_port(),
         }
     }
 
+    /// Where the harness reaches a server that listens on `listen` here: a
+    /// container's published port is on 127.0.0.1, whatever it listens on
+    /// inside; otherwise the address itself.
+    pub fn reach(&self, listen: std::net::SocketAddr) -> std::net::SocketAddr {
+        match self.container.as_ref().map(|c| &c.network) {
+            Some(super::container::Network::Bridge { .. }) => {
+                std::net::SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), listen.port())
+            }
+            _ => listen,
+        }
+    }
+
+    /// The database as the placed server reaches it.
+    pub fn db(&self, db: &Db) -> anyhow::Result<Db> {
+        if self.db_host.is_none() && self.db_port.is_none() {
+            return Ok(db.clone());
+        }
+        Db::parse(&format!(
+            "mysql://{}:{}@{}:{}/{}",
+            db.user,
+            db.password,
+            self.db_host.as_deref().unwrap_or(&db.host),
+            self.db_port.unwrap_or(db.port),
+            db.name
+        ))
+    }
+
     /// Makes `cmd` enter the namespace and the CPU set in the child, between
-    /// fork and exec (the pid is the server's own: no `ip netns exec`).
-    pub fn apply(&self, cmd: &mut Command) -> anyhow::Result<()> {
+    /// fork and exec (the pid is the server's own: no `ip netns exec`); or,
+    /// with a [`Container`], turns it into the `docker run` of itself and
+    /// returns the container's name. `run_dir` is the server's own
+    /// directory (mounted read-write into a container).
+    pub fn apply(&self, cmd: &mut Command, run_dir: &Path) -> anyhow::Result<Option<String>> {
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(c) = &self.container {
+            let (run, name) = c.wrap(cmd, run_dir);
+            *cmd = run;
+            return Ok(Some(name));
+        }
         let ns = match &self.netns {
             Some(name) => {
                 let path = format!("/run/netns/{name}");
@@ -64,7 +109,7 @@ impl Placement {
         };
         let set = self.cpus.as_deref().map(cpu_set).transpose()?;
         if ns.is_none() && set.is_none() {
-            return Ok(());
+            return Ok(None);
         }
         // SAFETY: the closure only makes two syscalls (async-signal-safe) on
         // values prepared before the fork.
@@ -85,7 +130,7 @@ impl Placement {
                 Ok(())
             });
         }
-        Ok(())
+        Ok(None)
     }
 }
 

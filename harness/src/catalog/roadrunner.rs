@@ -46,7 +46,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     let compose = ctx.env.compose();
     let app = compose.join("roadrunner");
     let dir = run_dir(&entry.name)?;
-    let port = free_port()?;
+    let port = placement.port_or_free()?;
     let rpc = free_port()?;
     let worker = format!(
         "server.command={} -c {} -d opcache.jit=tracing -d opcache.jit_buffer_size=128M {}",

@@ -83,9 +83,18 @@ impl Running {
             .map_err(|e| format!("GET /config: not a settings document ({e}): {}", head()))
     }
 
-    /// The process ids of its children (each the leader of its group).
+    /// The roots of its process trees: each child's pid (the leader of its
+    /// group), or for a child in a container the container's first process.
     pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::pid).collect()
+        self.children.iter().map(Child::tree_root).collect()
+    }
+
+    /// The containers its processes run in (none outside Docker).
+    pub fn containers(&self) -> Vec<String> {
+        self.children
+            .iter()
+            .filter_map(|c| c.container_name().map(str::to_string))
+            .collect()
     }
 
     /// Whether we started (and so can sample) its processes.

@@ -42,10 +42,16 @@ impl OnPort {
         if let Some(db) = ctx.db {
             self.cmd.envs(placement.db(db)?.env());
         }
-        placement.apply(&mut self.cmd)?;
         let log = self.dir.path().join(self.log);
-        let (child, _) = Child::spawn(&entry.name, self.cmd, &log, Stdout::Log)?;
-        let addr = SocketAddr::new(placement.listen_ip(), self.port);
+        let (child, _) = Child::spawn_placed(
+            &entry.name,
+            self.cmd,
+            placement,
+            self.dir.path(),
+            &log,
+            Stdout::Log,
+        )?;
+        let addr = placement.reach(SocketAddr::new(placement.listen_ip(), self.port));
         Ok(Running::started(
             entry,
             addr,

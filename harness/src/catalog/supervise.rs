@@ -204,6 +204,16 @@ pub struct Child {
     pid: i32,
     /// Where its stderr (and stdout, unless piped) goes.
     pub log: PathBuf,
+    /// When the process is a `docker run` client: its container.
+    container: Option<InContainer>,
+}
+
+/// The container a `docker run` child runs (see [`super::container`]).
+struct InContainer {
+    docker: PathBuf,
+    name: String,
+    /// Its first process's host pid, once known.
+    init_pid: std::sync::OnceLock<u32>,
 }
 
 /// What [`Child::spawn`] does with the child's stdout.
@@ -282,13 +292,61 @@ impl Child {
                 child: Some(child),
                 pid,
                 log: log.to_path_buf(),
+                container: None,
             },
             rx,
         ))
     }
 
+    /// Starts `cmd` where `placement` says ([`Placement::apply`]: in its
+    /// namespace and CPU set, or as a `docker run` of it), as
+    /// [`Child::spawn`] does; `run_dir` is the server's own directory.
+    pub fn spawn_placed(
+        what: &str,
+        mut cmd: Command,
+        placement: &super::Placement,
+        run_dir: &Path,
+        log: &Path,
+        stdout: Stdout,
+    ) -> anyhow::Result<(Child, Option<mpsc::Receiver<String>>)> {
+        let container = placement.apply(&mut cmd, run_dir)?;
+        let (mut child, rx) = Child::spawn(what, cmd, log, stdout)?;
+        if let (Some(name), Some(c)) = (container, &placement.container) {
+            child.container = Some(InContainer {
+                docker: c.docker.clone(),
+                name,
+                init_pid: std::sync::OnceLock::new(),
+            });
+        }
+        Ok((child, rx))
+    }
+
     pub fn pid(&self) -> u32 {
         self.pid as u32
+    }
+
+    /// The root of the process tree that does its work: its own pid, or for
+    /// a `docker run` client the container's first process on the host
+    /// (the client only relays its output). The client's pid until the
+    /// container runs.
+    pub fn tree_root(&self) -> u32 {
+        match &self.container {
+            None => self.pid(),
+            Some(c) => {
+                if let Some(&pid) = c.init_pid.get() {
+                    return pid;
+                }
+                match super::container::init_pid(&c.docker, &c.name) {
+                    Some(pid) => *c.init_pid.get_or_init(|| pid),
+                    None => self.pid(),
+                }
+            }
+        }
+    }
+
+    /// The container it runs, if it is a `docker run` client.
+    pub fn container_name(&self) -> Option<&str> {
+        self.container.as_ref().map(|c| c.name.as_str())
     }
 
     /// Whether it still runs; its exit status if not.
@@ -339,6 +397,10 @@ impl Child {
             }
         }
         with_registry(|r| r.groups.remove(&self.pid));
+        // A client that was killed leaves its container running.
+        if let Some(c) = &self.container {
+            super::container::remove(&c.docker, &c.name);
+        }
         note
     }
 }

@@ -15,8 +15,8 @@ use anyhow::Context;
 
 use super::Placement;
 use super::{
-    find_program, free_port, run_dir, version_of, Availability, Entry, Env, OnPort, Running,
-    StartCtx, SEED_DB_POOL, SEED_WORKERS,
+    find_program, run_dir, version_of, Availability, Entry, Env, OnPort, Running, StartCtx,
+    SEED_DB_POOL, SEED_WORKERS,
 };
 
 /// The release `scripts/install-deps` asks PECL for.
@@ -200,7 +200,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     let module = module(&php).map_err(|(reason, fix)| anyhow::anyhow!("{reason}; {fix}"))?;
     let compose = ctx.env.compose();
     let dir = run_dir(&entry.name)?;
-    let port = free_port()?;
+    let port = placement.port_or_free()?;
     let mut cmd = Command::new(&php);
     cmd.arg("-c")
         .arg(compose.join("php/php.ini"))

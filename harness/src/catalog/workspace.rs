@@ -44,21 +44,27 @@ pub fn start(
         db_pool
     };
     let mut cmd = Command::new(&path);
-    cmd.args(["--addr", &format!("{}:0", placement.listen_ip())])
+    let port = placement.port().unwrap_or(0);
+    cmd.args(["--addr", &format!("{}:{port}", placement.listen_ip())])
         .args(["--workers", &workers.to_string()])
         .args(["--db-pool", &pool.to_string()]);
     if let Some(db) = ctx.db {
         cmd.args(["--mysql-url", &placement.db(db)?.url]);
     }
     cmd.env_remove("BENCH_MYSQL_URL");
-    placement.apply(&mut cmd)?;
-    let (mut child, rx) = Child::spawn(
+    let (mut child, rx) = Child::spawn_placed(
         &entry.name,
         cmd,
+        placement,
+        dir.path(),
         &dir.path().join("server.log"),
         Stdout::Announce("listening on "),
     )?;
-    let addr = wait_announce(rx.expect("announce"), &mut child, ctx.interrupt)?;
+    let addr = placement.reach(wait_announce(
+        rx.expect("announce"),
+        &mut child,
+        ctx.interrupt,
+    )?);
     let mut notes = Vec::new();
     if debug {
         notes.push(format!(

@@ -188,7 +188,7 @@ fn build_environment(
     if environment == Environment::Bare {
         return Ok(None);
     }
-    let s = Setup::build(environment, lab.database.loopback_port())?;
+    let s = lab.environment(environment)?;
     for d in docs.iter_mut().filter(|d| d.status == ServerStatus::Ran) {
         d.notes.push(format!(
             "environment {}: {}",

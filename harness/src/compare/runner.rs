@@ -172,7 +172,7 @@ fn load(
         let mut bar = ctx
             .progress
             .run(format!("{label} run {i}/{runs}"), ctx.args.duration);
-        let (outcome, sample) = load::metered(running, ctx.lab.database.pid(), || match tool {
+        let (outcome, sample) = load::metered(running, ctx.lab.db_pid(ctx.setup), || match tool {
             LoadTool::Harness => {
                 let p = plan(ctx, running, w, c, ctx.args.duration);
                 engine::run(&p, &control, &mut |s| bar.update(s))

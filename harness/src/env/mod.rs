@@ -3,31 +3,35 @@
 //! Linux bridge + DNAT from 127.0.0.1), `bridge-direct` (the same reached
 //! at the namespace's address, no NAT: what the DNAT adds is the difference)
 //! and `bridge-proxy` (the same behind a userland TCP proxy, docker-proxy's
-//! role for host-local clients);
-//! `docker-bridge` and `docker-host` are only detected.
+//! role for host-local clients); and the real Docker Engine ([`docker`]):
+//! `docker` (its default bridge with a published port), `docker-host` and
+//! `docker-host-pinned`.
 //!
 //! [`Setup::build`] makes an environment; dropping the [`Setup`] tears it
 //! down (namespaces, links, the nftables table, `route_localnet`), also on
 //! errors and panics; on a signal the catalog's emergency cleanup
 //! ([`crate::catalog::supervise`]) calls [`bridge::teardown_all`].
 //!
-//! A server is placed by a [`crate::catalog::Placement`] (which network
-//! namespace, which CPUs, which address to listen on, where its database
-//! is) that [`Setup::placement`] makes and the recipes apply to their
-//! `Command` before the spawn; the load generator's side of `pinned` is
-//! [`Setup::pin_load`], and [`Setup::publish`] turns the server's address
-//! into the one the load goes to (the DNAT port, or the proxy's).
+//! Starting a server is the environment's: [`Setup::start`] makes a
+//! [`crate::catalog::Placement`] (which network namespace, which CPUs, or
+//! which container; which address to listen on, where its database is),
+//! the recipe applies it to each `Command` it spawns (entering the
+//! namespace and CPU set, or becoming a `docker run` of itself), then the
+//! setup checks that the placement took ([`Setup::verify`]) and publishes
+//! the server ([`Setup::publish`]: the DNAT port, the proxy's, or the
+//! container's published port). The load generator's side of `pinned` is
+//! [`Setup::pin_load`].
 
 pub mod bridge;
+pub mod docker;
 pub mod pinned;
 pub mod proxy;
 
 use std::net::SocketAddr;
-use std::process::Command;
 
 use anyhow::{bail, Context};
 
-use crate::catalog::{Placement, Running};
+use crate::catalog::{self, Db, Entry, Placement, Running, StartCtx};
 
 /// One environment of `--env`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,20 +41,34 @@ pub enum Environment {
     BridgeDirect,
     Bridge,
     BridgeProxy,
-    DockerBridge,
+    Docker,
     DockerHost,
+    DockerHostPinned,
 }
 
 impl Environment {
-    pub const ALL: [Environment; 7] = [
+    pub const ALL: [Environment; 8] = [
         Environment::Bare,
         Environment::Pinned,
         Environment::BridgeDirect,
         Environment::Bridge,
         Environment::BridgeProxy,
-        Environment::DockerBridge,
+        Environment::Docker,
         Environment::DockerHost,
+        Environment::DockerHostPinned,
     ];
+
+    /// The real Docker Engine's environments.
+    pub const DOCKER: [Environment; 3] = [
+        Environment::Docker,
+        Environment::DockerHost,
+        Environment::DockerHostPinned,
+    ];
+
+    /// Whether it runs the server in a Docker container.
+    pub fn is_docker(self) -> bool {
+        Environment::DOCKER.contains(&self)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -59,8 +77,9 @@ impl Environment {
             Environment::BridgeDirect => "bridge-direct",
             Environment::Bridge => "bridge",
             Environment::BridgeProxy => "bridge-proxy",
-            Environment::DockerBridge => "docker-bridge",
+            Environment::Docker => "docker",
             Environment::DockerHost => "docker-host",
+            Environment::DockerHostPinned => "docker-host-pinned",
         }
     }
 
@@ -83,8 +102,18 @@ impl Environment {
                 "as bridge, reached through a userland TCP proxy (docker-proxy, the \
                  default for connections from the host itself)"
             }
-            Environment::DockerBridge => "compose/ with Docker's default bridge network",
-            Environment::DockerHost => "compose/ with host networking and cpuset",
+            Environment::Docker => {
+                "a Docker container on a bridge network of the lab's, its port published on \
+                 127.0.0.1 (docker-proxy, as for connections from the host itself); the \
+                 database in a container of the same network"
+            }
+            Environment::DockerHost => {
+                "a Docker container with --network host; the database on the host's loopback"
+            }
+            Environment::DockerHostPinned => {
+                "as docker-host, with --cpuset-cpus, the load generator on the other CPUs \
+                 (the seed's production advice; pinned is its bare counterpart)"
+            }
         }
     }
 
@@ -124,28 +153,12 @@ impl Environment {
             Environment::BridgeDirect | Environment::Bridge | Environment::BridgeProxy => {
                 bridge::availability()
             }
-            Environment::DockerBridge | Environment::DockerHost => match docker_answers() {
-                Ok(()) => Err("a Docker engine answers, but this harness does not drive \
-                     compose/ yet: run compose/ and use `harness compare --target`"
-                    .into()),
-                Err(why) => Err(why),
-            },
+            Environment::Docker | Environment::DockerHost => docker::Engine::probe().map(|_| ()),
+            Environment::DockerHostPinned => {
+                docker::Engine::probe()?;
+                pinned::Split::of_this_process().map(|_| ())
+            }
         }
-    }
-}
-
-/// Whether `docker info` succeeds.
-pub fn docker_answers() -> Result<(), String> {
-    let Some(docker) = crate::catalog::find_program(&["docker"]) else {
-        return Err("no Docker engine answers (no docker client installed)".into());
-    };
-    match Command::new(docker)
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .stdin(std::process::Stdio::null())
-        .output()
-    {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(_) | Err(_) => Err("no Docker engine answers (`docker info` fails)".into()),
     }
 }
 
@@ -162,6 +175,7 @@ enum Kind {
     Bare,
     Pinned(pinned::Split),
     Bridge(bridge::Bridge, Reach),
+    Docker(Box<docker::Docker>),
 }
 
 /// How the load reaches a server in the bridge.
@@ -175,6 +189,16 @@ enum Reach {
     Proxy,
 }
 
+/// A server started, placed and published by [`Setup::start`].
+pub struct Started {
+    /// Its `addr` is where the load goes (the published address).
+    pub running: Running,
+    /// How the load reaches it, in words (`127.0.0.1:P → DNAT → …`).
+    pub route: String,
+    /// What the placement check verified, in words.
+    pub checks: Vec<String>,
+}
+
 /// How the load reaches a server; owns the proxy, if any.
 pub struct Published {
     pub addr: SocketAddr,
@@ -185,8 +209,25 @@ pub struct Published {
 
 impl Setup {
     /// Builds `env` here. `db_port`: the TCP port of a database on
-    /// 127.0.0.1 that servers inside a namespace must reach.
+    /// 127.0.0.1 that servers inside a namespace must reach. A Docker
+    /// environment needs more: [`Setup::build_for`].
     pub fn build(env: Environment, db_port: Option<u16>) -> anyhow::Result<Setup> {
+        let db = db_port
+            .map(|p| Db::parse(&format!("mysql://bench:bench@127.0.0.1:{p}/bench")))
+            .transpose()?;
+        Setup::build_for(env, db.as_ref(), &catalog::Env::discover(None))
+    }
+
+    /// Builds `env` here for servers found in `paths` that must reach the
+    /// session's database `db`.
+    pub fn build_for(
+        env: Environment,
+        db: Option<&Db>,
+        paths: &catalog::Env,
+    ) -> anyhow::Result<Setup> {
+        let db_port = db
+            .filter(|d| d.host == "127.0.0.1" || d.host == "localhost")
+            .map(|d| d.port);
         let kind = match env {
             Environment::Bare => Kind::Bare,
             Environment::Pinned => {
@@ -197,12 +238,18 @@ impl Setup {
             }
             Environment::Bridge => Kind::Bridge(bridge::Bridge::build(db_port)?, Reach::Dnat),
             Environment::BridgeProxy => Kind::Bridge(bridge::Bridge::build(db_port)?, Reach::Proxy),
-            Environment::DockerBridge | Environment::DockerHost => {
-                bail!(
-                    "{}: not available: {}",
-                    env.name(),
-                    env.availability().err().unwrap_or_default()
-                )
+            Environment::Docker | Environment::DockerHost | Environment::DockerHostPinned => {
+                if let Err(why) = env.availability() {
+                    bail!("{}: not available: {why}", env.name());
+                }
+                let mode = match env {
+                    Environment::Docker => docker::Mode::Bridge,
+                    Environment::DockerHost => docker::Mode::Host,
+                    _ => docker::Mode::HostPinned(
+                        pinned::Split::of_this_process().map_err(anyhow::Error::msg)?,
+                    ),
+                };
+                Kind::Docker(Box::new(docker::Docker::build(mode, paths, db)?))
             }
         };
         Ok(Setup {
@@ -212,9 +259,10 @@ impl Setup {
         })
     }
 
-    /// Where the server goes.
-    pub fn placement(&self) -> Placement {
-        match &self.kind {
+    /// Where the next server goes (each call a new one: a container
+    /// placement holds the port it publishes).
+    pub fn placement(&self) -> anyhow::Result<Placement> {
+        Ok(match &self.kind {
             Kind::Bare => Placement::default(),
             Kind::Pinned(s) => Placement {
                 cpus: Some(s.server.clone()),
@@ -226,13 +274,54 @@ impl Setup {
                 db_host: Some(b.host_ip.to_string()),
                 ..Placement::default()
             },
-        }
+            Kind::Docker(d) => d.placement()?,
+        })
+    }
+
+    /// Starts `entry` here: placed as this environment places servers,
+    /// ready (its `/hello` answers), checked (every process where the
+    /// placement says) and published (where the load goes).
+    pub fn start(&self, entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Started> {
+        let mut running = entry.start_placed(ctx, &self.placement()?)?;
+        let checks = self.verify(&running.pids())?;
+        let route = self.publish_kept(&mut running)?;
+        Ok(Started {
+            running,
+            route,
+            checks,
+        })
     }
 
     /// The load generator's threads: the CPUs it may use in this environment.
     pub fn load_cpus(&self) -> Option<&[usize]> {
         match &self.kind {
             Kind::Pinned(s) => Some(&s.load),
+            Kind::Docker(d) => d.load_cpus(),
+            _ => None,
+        }
+    }
+
+    /// The process of the database the servers of this environment use,
+    /// where it is the environment's own (Docker's bridge: a container).
+    pub fn db_pid(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Docker(d) => d.db_pid(),
+            _ => None,
+        }
+    }
+
+    /// The environment's own database (Docker's bridge), to stop and restart.
+    pub fn own_database(&mut self) -> Option<&mut embedded_mariadb::MariaDb> {
+        match &mut self.kind {
+            Kind::Docker(d) => d.database(),
+            _ => None,
+        }
+    }
+
+    /// The Docker environment, in `docker`, `docker-host` and `docker-host-pinned`.
+    pub fn docker(&self) -> Option<&docker::Docker> {
+        match &self.kind {
+            Kind::Docker(d) => Some(d),
             _ => None,
         }
     }
@@ -274,6 +363,17 @@ impl Setup {
                     _proxy: Some(p),
                 })
             }
+            Kind::Docker(d) => Ok(Published {
+                addr: server,
+                path: match d.mode {
+                    docker::Mode::Bridge => format!(
+                        "{server} → docker-proxy → container :{} on a bridge network",
+                        server.port()
+                    ),
+                    _ => format!("{server} (loopback, --network host)"),
+                },
+                _proxy: None,
+            }),
         }
     }
 
@@ -304,6 +404,7 @@ impl Setup {
             Kind::Bare => Ok(Vec::new()),
             Kind::Pinned(s) => s.verify(server_pids),
             Kind::Bridge(b, _) => b.verify(server_pids),
+            Kind::Docker(d) => d.verify(server_pids),
         }
     }
 
@@ -328,6 +429,7 @@ impl Setup {
                 "netns {} ({}) ↔ veth {} ↔ bridge {} ({}); nft table ip {}",
                 b.netns, b.ns_ip, b.veth_host, b.bridge, b.host_ip, b.table
             ),
+            Kind::Docker(d) => d.detail(),
         }
     }
 
@@ -336,6 +438,7 @@ impl Setup {
         self.kept.lock().unwrap_or_else(|e| e.into_inner()).clear();
         match &mut self.kind {
             Kind::Bridge(b, _) => b.teardown(),
+            Kind::Docker(d) => d.teardown(),
             _ => Vec::new(),
         }
     }
@@ -355,7 +458,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(l, vec![Environment::Bare, Environment::BridgeProxy]);
-        assert!(Environment::parse("docker").is_err());
+        assert!(Environment::parse("docker-bridge").is_err());
         assert!(Environment::parse_list(&[]).is_err());
         for e in Environment::ALL {
             assert_eq!(Environment::parse(e.name()).unwrap(), e);

@@ -83,8 +83,8 @@ impl Database {
         }
         say("starting a private MariaDB ...");
         let opts = embedded_mariadb::Options {
-            port: None,
             max_connections: EMBEDDED_MAX_CONNECTIONS,
+            ..embedded_mariadb::Options::default()
         };
         // mariadb-install-db shares /tmp with whatever else runs: one retry.
         let m = match embedded_mariadb::MariaDb::start(opts.clone()) {

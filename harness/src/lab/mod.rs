@@ -38,15 +38,7 @@ pub struct Lab {
     pub database: Database,
 }
 
-/// A server started, placed and published by [`Lab::start`].
-pub struct Started {
-    /// Its `addr` is where the load goes (the published address).
-    pub running: Running,
-    /// How the load reaches it, in words (`127.0.0.1:P → DNAT → …`).
-    pub route: String,
-    /// What the placement check verified, in words.
-    pub checks: Vec<String>,
-}
+pub use crate::env::Started;
 
 impl Lab {
     /// Opens a session: the signal handlers, the open-files limit (raised
@@ -82,10 +74,9 @@ impl Lab {
         self.database.db.as_ref()
     }
 
-    /// Starts `entry` (placed in `setup`'s environment, if any) and waits
-    /// until its `/hello` answers; then checks that every process of it is
-    /// where the placement says, and publishes it as the environment
-    /// reaches servers (a DNAT'd port, a userland proxy).
+    /// Starts `entry` (placed in `setup`'s environment, if any: the
+    /// environment decides how, [`Setup::start`]) and waits until its
+    /// `/hello` answers; on loopback without one.
     pub fn start(&self, entry: &Entry, setup: Option<&Setup>) -> anyhow::Result<Started> {
         let ctx = self.start_ctx();
         let Some(setup) = setup else {
@@ -97,14 +88,20 @@ impl Lab {
                 checks: Vec::new(),
             });
         };
-        let mut running = entry.start_placed(&ctx, &setup.placement())?;
-        let checks = setup.verify(&running.pids())?;
-        let route = setup.publish_kept(&mut running)?;
-        Ok(Started {
-            running,
-            route,
-            checks,
-        })
+        setup.start(entry, &ctx)
+    }
+
+    /// Builds `environment` for this session's servers and database.
+    pub fn environment(&self, environment: crate::env::Environment) -> anyhow::Result<Setup> {
+        Setup::build_for(environment, self.db(), &self.paths)
+    }
+
+    /// The database process the servers in `setup` use (an environment's
+    /// own, or the session's), for metering.
+    pub fn db_pid(&self, setup: Option<&Setup>) -> Option<u32> {
+        setup
+            .and_then(Setup::db_pid)
+            .or_else(|| self.database.pid())
     }
 
     /// Starts `entry` on loopback with `placement`'s changes (its database

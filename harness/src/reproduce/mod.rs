@@ -308,7 +308,7 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
             continue;
         }
         let setup = (env != Environment::Bare)
-            .then(|| Setup::build(env, lab.database.loopback_port()))
+            .then(|| lab.environment(env))
             .transpose()
             .with_context(|| format!("cannot build {}", env.name()))?;
         let _pin = setup.as_ref().map(Setup::pin_load).transpose()?.flatten();
