@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::catalog::{self, Availability, Env};
+use crate::env::Environment;
 use crate::report::align;
 
 #[derive(Debug, clap::Args, Clone)]
@@ -62,6 +63,27 @@ pub fn render(env: &Env) -> String {
             Err(e) => format!("--mysql-url needed: {e}"),
         }
     ));
+    out.push_str(&environments());
+    out
+}
+
+/// Every `--env` and whether it can be built here; the Docker engine's
+/// version and storage driver, or why there is none.
+pub fn environments() -> String {
+    let mut out = format!(
+        "Docker: {}\nEnvironments (--env):\n",
+        match crate::env::docker::Engine::probe() {
+            Ok(e) => e.describe(),
+            Err(why) => format!("not available: {why}"),
+        }
+    );
+    for e in Environment::ALL {
+        let state = match e.availability() {
+            Ok(()) => "available".to_string(),
+            Err(why) => format!("not available: {why}"),
+        };
+        out.push_str(&format!("  {:<19} {state}\n", e.name()));
+    }
     out
 }
 

@@ -371,7 +371,7 @@ fn calibrate_json_matches_its_schema() {
     sibling_binary("event-loop");
     let o = Command::new(harness_bin())
         .args(["calibrate", "--json", "--servers", "event-loop"])
-        .args(["--env", "bare,pinned,docker-bridge,docker-host"])
+        .args(["--env", "bare,pinned,bridge-proxy,docker"])
         .args(["--env-servers", "nginx-static,event-loop"])
         .args([
             "-d",
@@ -426,9 +426,25 @@ fn calibrate_json_matches_its_schema() {
         .map(|(s, p)| (format!("{s:?}"), format!("{p:?}")));
         assert_eq!(pairs, want, "{name}");
     }
-    let docker = envs.iter().find(|e| e["name"] == "docker-bridge").unwrap();
+    let docker = envs.iter().find(|e| e["name"] == "docker").unwrap();
     if docker["status"] == "not_available" {
         assert!(docker["reason"].as_str().unwrap().contains("Docker engine"));
+        crate::util::skip_without(&format!("its Docker half: {}", docker["reason"]));
+    } else {
+        // Real Docker beside the emulation: a sentence per server and
+        // workload, and docker-proxy's CPU metered as a part of the path.
+        assert_eq!(docker["status"], "measured", "{docker}");
+        let emulation = value["emulation"].as_array().unwrap();
+        assert_eq!(emulation.len(), 3, "{emulation:?}");
+        for p in emulation {
+            let s = p["sentence"].as_str().unwrap();
+            assert!(s.contains("bridge-proxy predicts"), "{s}");
+            assert!(p["proxy_cpu_us_per_request"].as_f64().unwrap() > 0.0, "{p}");
+        }
+        assert!(value["docker_engine"]
+            .as_str()
+            .unwrap()
+            .starts_with("Docker Engine"));
     }
     assert!(value["noise"]["cv_pct"].as_f64().is_some());
 }

@@ -27,6 +27,9 @@ pub struct Ctx<'a> {
     /// The database process of the environment being measured, where it
     /// has its own (Docker's bridge); else the session's is metered.
     pub env_db_pid: Option<u32>,
+    /// The processes between the load and the server being measured
+    /// (docker-proxy), metered per run.
+    pub path_pids: Vec<u32>,
 }
 
 impl Ctx<'_> {
@@ -70,11 +73,20 @@ impl Ctx<'_> {
         let control = Control {
             interrupt: self.lab.interrupt.clone(),
         };
+        let path_ticks = |pids: &[u32]| -> Option<u64> {
+            (!pids.is_empty()).then(|| {
+                pids.iter()
+                    .filter_map(|&p| crate::procfs::stat(p as i32).map(|s| s.cpu_ticks))
+                    .sum()
+            })
+        };
+        let path_before = path_ticks(&self.path_pids);
         let (r, sample) = load::metered(
             running,
             self.env_db_pid.or_else(|| self.lab.database.pid()),
             || engine::run(&plan, &control, &mut |_| {}),
         );
+        let path_after = path_ticks(&self.path_pids);
         let r = r.map_err(|e| anyhow::anyhow!("load on {}: {e}", plan.url))?;
         if let Some(m) = &r.message {
             if !r.interrupted() {
@@ -90,6 +102,13 @@ impl Ctx<'_> {
             failures: r.stats.failures.total(),
             outside_cpu_pct: sample.outside_cpu_pct,
             steal_pct: sample.steal_pct,
+            proxy_cpu_us_per_request: match (path_before, path_after) {
+                (Some(b), Some(a)) if r.stats.ok > 0 => Some(
+                    a.saturating_sub(b) as f64 / crate::procfs::ticks_per_s() * 1e6
+                        / r.stats.ok as f64,
+                ),
+                _ => None,
+            },
         };
         self.outside.push(doc.outside_cpu_pct);
         if doc.failures > 0 {
@@ -353,6 +372,7 @@ fn measure_in(
         // load generator's CPUs before the placement check looks at it.
         let _pin = setup.pin_load()?;
         let mut started = ctx.start(entry, Some(setup))?;
+        ctx.path_pids = setup.path_pids(&started.running);
         w.route = started.route.clone();
         for c in started.checks.drain(..) {
             if !checks.contains(&c) {
@@ -376,6 +396,7 @@ fn measure_in(
         started.running.stop();
         Ok(())
     })();
+    ctx.path_pids.clear();
     if let Err(e) = result {
         w.error = Some(format!("{e:#}"));
     }

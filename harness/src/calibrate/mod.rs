@@ -21,6 +21,7 @@
 //! Ctrl-C stops the run; servers, the database and every namespace, link
 //! and NAT rule are removed on every exit path.
 
+pub mod emulation;
 pub mod facts;
 pub mod floors;
 mod measure;
@@ -67,8 +68,16 @@ Environments:
                  with userland-proxy: false); needs root, ip and nft
   bridge-proxy   the same through a userland TCP proxy (docker-proxy, the
                  default for clients on the host itself)
-  docker-bridge, docker-host   listed; not driven by this harness yet
-Namespaces use 198.18.0.0/15 (RFC 2544); everything is removed at exit.
+  docker         the real Docker Engine: the same program, build and config
+                 in a container on a bridge network of the lab's, its port
+                 published on 127.0.0.1 (docker-proxy); the database in a
+                 container of the same network
+  docker-host    a container with --network host (database on loopback)
+  docker-host-pinned  the same with --cpuset-cpus, the load on the other CPUs
+Namespaces use 198.18.0.0/15 (RFC 2544); everything is removed at exit. The
+Docker image is made once from Debian's packages (no registry needed) and
+cached; beside each Docker figure the report says how well the emulated
+bridge-proxy and bridge predicted it, and docker-proxy's CPU per request.
 
 Examples:
   harness calibrate
@@ -80,7 +89,7 @@ pub struct CalibrateArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "bare,pinned,bridge-direct,bridge,bridge-proxy,docker-bridge,docker-host",
+        default_value = "bare,pinned,bridge-direct,bridge,bridge-proxy,docker,docker-host,docker-host-pinned",
         value_name = "LIST"
     )]
     pub env: Vec<String>,
@@ -190,6 +199,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         processes: vec![facts::member("harness", std::process::id() as i32)],
         notes,
         env_db_pid: None,
+        path_pids: Vec::new(),
     };
     ctx.processes.extend(
         lab.database
@@ -209,6 +219,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         .map(|&e| measure::environment(&mut ctx, e, &plan))
         .collect();
     apply_ratios(&mut env_docs);
+    let emulation = emulation::predictions(&env_docs);
     let interrupted = ctx.interrupted();
     let (outside, processes, notes, threads) = (ctx.outside, ctx.processes, ctx.notes, ctx.threads);
     drop(lab);
@@ -231,6 +242,13 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         environments: env_docs,
         contamination: Contamination::of(&outside),
         notes,
+        docker_engine: envs.iter().any(|e| e.is_docker()).then(|| {
+            match crate::env::docker::Engine::probe() {
+                Ok(e) => e.describe(),
+                Err(why) => format!("not available: {why}"),
+            }
+        }),
+        emulation,
     };
     if args.json {
         println!(

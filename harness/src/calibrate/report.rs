@@ -27,6 +27,12 @@ pub struct Calibration {
     pub environments: Vec<EnvDoc>,
     pub contamination: Contamination,
     pub notes: Vec<String>,
+    /// The Docker engine, when a Docker environment was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_engine: Option<String>,
+    /// How well the emulated bridge predicted real Docker, per server and workload.
+    #[serde(default)]
+    pub emulation: Vec<super::emulation::Prediction>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -56,6 +62,10 @@ pub struct RunDoc {
     /// CPU taken by processes outside the run, % of the machine.
     pub outside_cpu_pct: f64,
     pub steal_pct: f64,
+    /// CPU of the processes between the load and the server (docker-proxy
+    /// on Docker's bridge), µs per valid response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_cpu_us_per_request: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -341,6 +351,15 @@ pub fn text(c: &Calibration) -> String {
           near the bridge-proxy row, your clients go through docker-proxy. Both are costs per \
           request: the faster the server, the larger the share it loses (compare the rows of \
           one environment; --env-servers measures the servers you run).\n";
+    if let Some(engine) = &c.docker_engine {
+        o += &format!("\n  docker: {engine}\n");
+    }
+    if !c.emulation.is_empty() {
+        o += "\nthe emulation against the real Docker Engine\n";
+        for p in &c.emulation {
+            o += &format!("  {}\n", p.sentence);
+        }
+    }
     for n in &c.notes {
         o += &format!("note: {n}\n");
     }

@@ -310,6 +310,15 @@ impl Setup {
         }
     }
 
+    /// Processes of the path between the load and `running` that are
+    /// neither (docker-proxy on Docker's bridge), to meter.
+    pub fn path_pids(&self, running: &Running) -> Vec<u32> {
+        match &self.kind {
+            Kind::Docker(d) => d.proxy_pids(running.addr.port()),
+            _ => Vec::new(),
+        }
+    }
+
     /// The environment's own database (Docker's bridge), to stop and restart.
     pub fn own_database(&mut self) -> Option<&mut embedded_mariadb::MariaDb> {
         match &mut self.kind {

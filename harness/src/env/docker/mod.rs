@@ -311,6 +311,15 @@ impl Docker {
             .map(|s| s.pid as u32)
     }
 
+    /// The docker-proxy processes that relay the published `port` (bridge
+    /// mode): a part of the path, metered like the database.
+    pub fn proxy_pids(&self, port: u16) -> Vec<u32> {
+        if self.mode != Mode::Bridge {
+            return Vec::new();
+        }
+        docker_proxies(port)
+    }
+
     /// The database container's MariaDB (to stop and restart it).
     pub fn database(&mut self) -> Option<&mut embedded_mariadb::MariaDb> {
         self.db.as_mut().map(|d| &mut d.mariadb)
@@ -429,6 +438,23 @@ impl Drop for Docker {
             eprintln!("docker: not removed: {l}");
         }
     }
+}
+
+/// The `docker-proxy` processes whose `-host-port` is `port`.
+pub fn docker_proxies(port: u16) -> Vec<u32> {
+    let port = port.to_string();
+    crate::procfs::all()
+        .into_iter()
+        .filter_map(|s| {
+            let cmdline = std::fs::read(format!("/proc/{}/cmdline", s.pid)).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let is_proxy = args.first().is_some_and(|a| a.ends_with(b"docker-proxy"));
+            let on_port = args
+                .windows(2)
+                .any(|w| w[0] == b"-host-port" && w[1] == port.as_bytes());
+            (is_proxy && on_port).then_some(s.pid as u32)
+        })
+        .collect()
 }
 
 /// Resolves symlinks (a mounted program must be the file, not a link to it).
