@@ -5,6 +5,7 @@ mod cli;
 mod compare;
 mod compose_stacks;
 mod diff;
+mod docker;
 mod engine;
 mod env;
 mod layers;

@@ -252,7 +252,13 @@ impl Docker {
                 .find_map(|a| a.strip_prefix("--datadir="))
                 .and_then(|d| Path::new(d).parent().map(Path::to_path_buf))
                 .unwrap_or_default();
-            c.wrap_as(&cmd, &dir, &fixed_name)
+            // Each start is a container of its own (a restart is a new
+            // `docker run`, not one that joins the last one's network).
+            let fresh = Container {
+                pod: Pod::default(),
+                ..c.clone()
+            };
+            fresh.wrap_as(&cmd, &dir, &fixed_name)
         }));
         let opts = embedded_mariadb::Options {
             port: Some(port),
@@ -422,12 +428,9 @@ impl Docker {
         // The database first (a clean shutdown of mariadbd), then whatever
         // container of ours is left, then the network.
         self.db = None;
-        let mut left = remove_labelled(&self.engine, &format!("{SETUP_LABEL}={}", self.id));
-        if let Some(net) = self.network.take() {
-            if let Err(e) = self.engine.run(&["network", "rm", &net]) {
-                left.push(format!("{e:#}"));
-            }
-        }
+        // The network is labelled too: removed with the containers.
+        let left = remove_labelled(&self.engine, &format!("{SETUP_LABEL}={}", self.id));
+        self.network = None;
         left
     }
 }

@@ -1,0 +1,353 @@
+//! The real Docker Engine environments: every catalog server that runs
+//! bare here is started by the environment in a container (`docker`: a
+//! bridge network of the lab's, the port published on 127.0.0.1 through
+//! docker-proxy, the database in a container of the same network;
+//! `docker-host`: `--network host`, the database on the host's loopback),
+//! passes every contract row through where the load goes, loses its
+//! database inside Docker (503) and gets it back; and afterwards nothing
+//! the tests made is left: no container, network or volume.
+//!
+//! Without an engine these tests skip, except under `CI=true`, where
+//! scripts/install-deps installs docker.io and starts dockerd.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use harness::catalog::{catalog, Availability, Db, Entry, Env, StartCtx};
+use harness::env::docker::Engine;
+use harness::env::{Environment, Setup};
+use testkit::client;
+use workloads::{expect, Expected};
+
+use crate::util::skip_without;
+
+/// One Docker test at a time: each builds its own network and database
+/// container, and the leftover check must see every one torn down.
+static DOCKER: Mutex<()> = Mutex::new(());
+
+/// The engine, or `None` after a visible skip (a failure under CI=true).
+fn engine() -> Option<Engine> {
+    match Engine::probe() {
+        Ok(e) => Some(e),
+        Err(why) => {
+            skip_without(&format!("no Docker engine: {why}"));
+            None
+        }
+    }
+}
+
+/// The catalog servers that run bare here and that an environment places
+/// (every one but a `--target`).
+fn runnable() -> Vec<Entry> {
+    let env = Env::discover(None);
+    catalog()
+        .into_iter()
+        .filter(|e| e.placeable() && matches!(e.availability(&env), Availability::Ready(_)))
+        .collect()
+}
+
+/// What this process made that Docker still holds, by our pid label.
+fn leftovers(engine: &Engine) -> Vec<String> {
+    let filter = format!(
+        "label={}={}",
+        harness::catalog::container::PID_LABEL,
+        std::process::id()
+    );
+    let mut left = Vec::new();
+    for what in [
+        &["ps", "-aq", "--filter", &filter][..],
+        &["network", "ls", "-q", "--filter", &filter][..],
+        &["volume", "ls", "-q", "--filter", &filter][..],
+    ] {
+        let out = engine.run(what).unwrap();
+        left.extend(out.split_whitespace().map(|id| format!("{} {id}", what[0])));
+    }
+    left
+}
+
+fn every_server_passes_its_contract_in(environment: Environment) {
+    let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(engine) = engine() else { return };
+    let paths = Env::discover(None);
+    let db = Db::parse(testkit::db::shared()).unwrap();
+    let setup = Setup::build_for(environment, Some(&db), &paths)
+        .unwrap_or_else(|e| panic!("{}: {e:#}", environment.name()));
+    let interrupt = AtomicBool::new(false);
+    let ctx = StartCtx {
+        env: &paths,
+        db: Some(&db),
+        interrupt: &interrupt,
+    };
+    let entries = runnable();
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    for must in [
+        "event-loop",
+        "coroutine",
+        "worker-pool",
+        "node",
+        "php-fpm",
+        "nginx-static",
+    ] {
+        assert!(names.contains(&must), "{must} does not run here: {names:?}");
+    }
+    for entry in &entries {
+        let started = setup
+            .start(entry, &ctx)
+            .unwrap_or_else(|e| panic!("{} in {}: {e:#}", entry.name, environment.name()));
+        let containers = started.running.containers();
+        assert!(!containers.is_empty(), "{}: not in a container", entry.name);
+        assert!(
+            started
+                .checks
+                .iter()
+                .any(|c| c.contains("Docker containers")),
+            "{}: {:?}",
+            entry.name,
+            started.checks
+        );
+        let addr = started.running.addr;
+        assert!(addr.ip().is_loopback(), "the load goes to {addr}");
+        if environment == Environment::Docker {
+            assert!(started.route.contains("docker-proxy"), "{}", started.route);
+        }
+        if !entry.serves_whole_contract() {
+            let r = client::get(addr, "/hello").unwrap();
+            r.verify(&expect("GET", "/hello")).unwrap();
+            continue;
+        }
+        let verdicts = harness::lab::contract::check_all(addr, Duration::from_secs(30));
+        let failed: Vec<String> = verdicts
+            .iter()
+            .filter(|v| {
+                !(entry.name == "swoole"
+                    && crate::compose_stacks::SWOOLE_DEVIATIONS
+                        .iter()
+                        .any(|d| d.row == v.name))
+            })
+            .filter_map(|v| v.result.as_ref().err().map(|e| format!("{}: {e}", v.name)))
+            .collect();
+        assert!(verdicts.len() >= 40, "only {} rows", verdicts.len());
+        assert!(
+            failed.is_empty(),
+            "{} in {} fails {} rows:\n{}",
+            entry.name,
+            environment.name(),
+            failed.len(),
+            failed.join("\n")
+        );
+        drop(started);
+        // Stopped means gone: its containers were removed with it.
+        for c in &containers {
+            assert!(
+                engine.run(&["inspect", c]).is_err(),
+                "{c} outlived {}",
+                entry.name
+            );
+        }
+    }
+    drop(setup);
+    assert_eq!(leftovers(&engine), Vec::<String>::new());
+}
+
+#[test]
+fn every_catalog_server_passes_its_contract_in_docker() {
+    every_server_passes_its_contract_in(Environment::Docker);
+}
+
+#[test]
+fn every_catalog_server_passes_its_contract_in_docker_host() {
+    every_server_passes_its_contract_in(Environment::DockerHost);
+}
+
+/// The database container stopped inside Docker's network: the servers
+/// answer 503 while it is down and serve again once it is back.
+#[test]
+fn the_database_goes_away_and_back_inside_docker() {
+    let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(engine) = engine() else { return };
+    let paths = Env::discover(None);
+    let db = Db::parse(testkit::db::shared()).unwrap();
+    let mut setup = Setup::build_for(Environment::Docker, Some(&db), &paths).unwrap();
+    let interrupt = AtomicBool::new(false);
+    let ctx = StartCtx {
+        env: &paths,
+        db: Some(&db),
+        interrupt: &interrupt,
+    };
+    let servers: Vec<Entry> = runnable()
+        .into_iter()
+        .filter(|e| ["worker-pool", "php-fpm", "node"].contains(&e.name.as_str()))
+        .collect();
+    assert_eq!(servers.len(), 3, "{servers:?}");
+    let started: Vec<_> = servers
+        .iter()
+        .map(|e| setup.start(e, &ctx).unwrap())
+        .collect();
+    for s in &started {
+        let r = client::get(s.running.addr, "/db").unwrap();
+        r.verify(&expect("GET", "/db"))
+            .unwrap_or_else(|m| panic!("{} /db: {m}", s.running.name));
+    }
+    setup.own_database().expect("a database container").stop();
+    for s in &started {
+        let r = client::get(s.running.addr, "/db").unwrap();
+        r.verify(&Expected::db_unavailable())
+            .unwrap_or_else(|m| panic!("{} /db with the database down: {m}", s.running.name));
+    }
+    setup.own_database().unwrap().restart().unwrap();
+    for s in &started {
+        // Pools reconnect on their own schedule: wait for it, by state.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = client::get(s.running.addr, "/db").unwrap();
+            if r.verify(&expect("GET", "/db")).is_ok() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not recover: {} {:?}",
+                s.running.name,
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    drop(started);
+    drop(setup);
+    assert_eq!(leftovers(&engine), Vec::<String>::new());
+}
+
+/// The pinned Docker environment: every process of the server on its
+/// cpuset, the load generator's thread on the other CPUs.
+#[test]
+fn docker_host_pinned_puts_the_container_on_its_cpuset() {
+    let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
+    if Environment::DockerHostPinned.availability().is_err() {
+        if engine().is_some() {
+            crate::util::skip_visibly("docker-host-pinned needs 2 CPUs or more");
+        }
+        return;
+    }
+    let Some(engine) = engine() else { return };
+    let paths = Env::discover(None);
+    let db = Db::parse(testkit::db::shared()).unwrap();
+    let setup = Setup::build_for(Environment::DockerHostPinned, Some(&db), &paths).unwrap();
+    let interrupt = AtomicBool::new(false);
+    let ctx = StartCtx {
+        env: &paths,
+        db: Some(&db),
+        interrupt: &interrupt,
+    };
+    let entry = runnable()
+        .into_iter()
+        .find(|e| e.name == "php-fpm")
+        .expect("php-fpm runs here");
+    let _pin = setup.pin_load().unwrap();
+    let started = setup.start(&entry, &ctx).unwrap();
+    assert!(
+        started
+            .checks
+            .iter()
+            .any(|c| c.contains("Cpus_allowed_list")),
+        "{:?}",
+        started.checks
+    );
+    let r = client::get(started.running.addr, "/work").unwrap();
+    r.verify(&expect("GET", "/work")).unwrap();
+    drop(started);
+    drop(setup);
+    assert_eq!(leftovers(&engine), Vec::<String>::new());
+}
+
+/// What Docker holds labelled with harness `pid`.
+fn held_by(engine: &Engine, pid: u32) -> Vec<String> {
+    let filter = format!("label={}={pid}", harness::catalog::container::PID_LABEL);
+    let mut held = Vec::new();
+    for what in [
+        &["ps", "-aq", "--filter", &filter][..],
+        &["network", "ls", "-q", "--filter", &filter][..],
+    ] {
+        held.extend(
+            engine
+                .run(what)
+                .unwrap()
+                .split_whitespace()
+                .map(String::from),
+        );
+    }
+    held
+}
+
+/// A compare in `docker` stopped by `signal` while its server's container
+/// runs: on SIGINT it removes everything itself; after SIGKILL, nothing of
+/// it could, and the next Docker environment built sweeps it.
+fn interrupted_compare_leaves_nothing(signal: libc::c_int) {
+    use std::process::{Command, Stdio};
+    let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(engine) = engine() else { return };
+    crate::util::sibling_binary("worker-pool");
+    let out = crate::util::tmp("docker-interrupt");
+    let mut cmd = Command::new(crate::util::harness_bin());
+    cmd.args(["compare", "--env", "docker", "--servers", "worker-pool"])
+        .args([
+            "--workloads",
+            "work",
+            "-d",
+            "60s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    crate::util::own_session(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    // By state: the server's own container (not only the database's) runs.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let names = engine
+            .run(&[
+                "ps",
+                "--filter",
+                &format!("label={}={pid}", harness::catalog::container::PID_LABEL),
+                "--format",
+                "{{.Names}}",
+            ])
+            .unwrap();
+        if names.lines().any(|n| !n.ends_with("-db")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no server container appeared");
+        assert!(child.try_wait().unwrap().is_none(), "compare ended early");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, signal) };
+    crate::util::wait_exit(&mut child, Duration::from_secs(90), "compare did not stop");
+    if signal == libc::SIGKILL {
+        assert!(
+            !held_by(&engine, pid).is_empty(),
+            "a killed harness cleans nothing"
+        );
+        let paths = Env::discover(None);
+        drop(Setup::build_for(Environment::DockerHost, None, &paths).unwrap());
+    }
+    assert_eq!(held_by(&engine, pid), Vec::<String>::new());
+}
+
+#[test]
+fn a_compare_in_docker_stopped_by_ctrl_c_removes_its_containers_and_network() {
+    interrupted_compare_leaves_nothing(libc::SIGINT);
+}
+
+#[test]
+fn what_a_killed_compare_left_in_docker_is_swept_by_the_next_environment() {
+    interrupted_compare_leaves_nothing(libc::SIGKILL);
+}
