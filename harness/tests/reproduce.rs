@@ -86,6 +86,14 @@ fn docker_vs_bare_runs_the_matrix_and_shows_what_ab_cannot_see() {
         }
     };
     let server_list = servers.join(",");
+    // The real engine beside the emulation where one answers (CI starts one).
+    let docker = harness::env::docker::Engine::probe().is_ok()
+        || !crate::util::skip_without("its Docker cells: no Docker engine answers");
+    let env_list = if docker {
+        "bare,pinned,docker"
+    } else {
+        "bare,pinned"
+    };
     let out = tmp("reproduce-a");
     let (doc, html, stdout) = reproduce(
         &[
@@ -95,7 +103,7 @@ fn docker_vs_bare_runs_the_matrix_and_shows_what_ab_cannot_see() {
             "-c",
             "20",
             "--env",
-            "bare,pinned",
+            env_list,
             "--servers",
             &server_list,
         ],
@@ -125,6 +133,19 @@ fn docker_vs_bare_runs_the_matrix_and_shows_what_ab_cannot_see() {
         assert!(ab.rps > 0.0 && ab.failed == 0, "{ab:?}");
         assert_eq!(engine.valid_rps, Some(0.0), "{engine:?}");
         assert!(engine.failed > 0, "{engine:?}");
+    }
+    if docker {
+        for &server in servers {
+            let c = doc
+                .cell(server, "docker", "harness", "as the seed ran it")
+                .unwrap_or_else(|| panic!("no {server} docker cell:\n{stdout}"));
+            assert!(c.valid_rps.unwrap() > 0.0 && c.failed == 0, "{c:?}");
+        }
+        let bridge = &doc.findings[0];
+        assert!(
+            bridge.evidence.contains("docker (Docker Engine)"),
+            "{bridge:?}"
+        );
     }
     let failing = doc
         .findings

@@ -104,10 +104,15 @@ pub struct SwooleVsNodeArgs {
 The seed's matrix on /work (1000 sqrt iterations + SELECT 1, 20 workers,
 tracing JIT): each server in each environment, ab -c 100 -t T and the
 built-in engine for T each. bare is loopback; pinned puts server and load
-generator on disjoint CPUs (the seed's host network + cpuset \"0,1\");
+generator on disjoint CPUs (the seed's cpuset without a container);
 bridge publishes the server's port by DNAT; bridge-proxy through a
-userland proxy (docker-proxy, the default for clients on the host). The
-bridges need root and nft; what cannot be built here is reported.
+userland proxy (docker-proxy's role for clients on the host). Those are
+emulated; docker, docker-host and docker-host-pinned are the real Docker
+Engine (the seed's default bridge with a published port, host networking,
+host networking + cpuset), the same programs and configs in a container of
+an image made from Debian's packages. The verdicts rest on the real cells
+where an engine answers, on the emulated ones (named so) where not. What
+cannot be built here is reported.
 
 Then the seed's failure mode: each server with its database unreachable
 (refused at 127.0.0.2; the seed's host=mysql did not resolve under host
@@ -129,7 +134,7 @@ pub struct DockerVsBareArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "bare,pinned,bridge,bridge-proxy",
+        default_value = "bare,pinned,bridge,bridge-proxy,docker,docker-host,docker-host-pinned",
         value_name = "LIST"
     )]
     pub env: Vec<String>,
