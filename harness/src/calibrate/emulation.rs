@@ -7,25 +7,7 @@
 //! (metered in the `docker` runs) goes beside it: a part of the path that
 //! the emulation's proxy (a thread of the harness) cannot show.
 
-use serde::{Deserialize, Serialize};
-
-use super::report::{EnvDoc, EnvStatus, EnvWorkload};
-
-/// One server × workload read in both Docker and the emulation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Prediction {
-    pub server: String,
-    pub path: String,
-    /// `docker`'s ratio to bare and its spread.
-    pub docker_ratio: f64,
-    pub docker_ratio_sd: f64,
-    /// Each emulated environment measured: (name, ratio, spread).
-    pub emulated: Vec<(String, f64, f64)>,
-    /// docker-proxy's CPU per valid response, mean of the runs (µs).
-    pub proxy_cpu_us_per_request: Option<f64>,
-    /// The sentence the report prints.
-    pub sentence: String,
-}
+use super::report::{EnvDoc, EnvStatus, EnvWorkload, Prediction};
 
 /// The emulated environments compared with `docker`, closest first.
 const EMULATED: [&str; 2] = ["bridge-proxy", "bridge"];

@@ -32,7 +32,24 @@ pub struct Calibration {
     pub docker_engine: Option<String>,
     /// How well the emulated bridge predicted real Docker, per server and workload.
     #[serde(default)]
-    pub emulation: Vec<super::emulation::Prediction>,
+    pub emulation: Vec<Prediction>,
+}
+
+/// One server × workload read in both Docker and the emulation
+/// ([`super::emulation`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub server: String,
+    pub path: String,
+    /// `docker`'s ratio to bare and its spread.
+    pub docker_ratio: f64,
+    pub docker_ratio_sd: f64,
+    /// Each emulated environment measured: (name, ratio, spread).
+    pub emulated: Vec<(String, f64, f64)>,
+    /// docker-proxy's CPU per valid response, mean of the runs (µs).
+    pub proxy_cpu_us_per_request: Option<f64>,
+    /// The sentence the report prints.
+    pub sentence: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
