@@ -110,6 +110,12 @@ pub fn waiting(
             break;
         }
         let predicted = w.map_or(c, |w| c.min(w as usize)) as f64 / wait_s;
+        // Little's law: at c connections each request takes c / X; a run
+        // shorter than a few of those measures the queue filling, not the
+        // level (at c = 1000 on a pool of 20 × 20 ms, one request waits 1 s).
+        let length = length.max(Duration::from_secs_f64(
+            (3.0 * c as f64 / predicted).min(10.0),
+        ));
         match run_path(lab, running, path, c, true, length) {
             Ok(r) => {
                 let p = Percentiles::of(&r.stats.latency_us);

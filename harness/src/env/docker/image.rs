@@ -53,6 +53,9 @@ pub struct Image {
 pub fn lab_image(engine: &Engine) -> anyhow::Result<Image> {
     static BUILDING: Mutex<()> = Mutex::new(());
     let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    // And one per machine: two harnesses (tests run several) would build
+    // the same tag twice side by side.
+    let _machine = MachineLock::take(&std::env::temp_dir().join("benchlab-image.lock"))?;
     let started = Instant::now();
     let (base, base_origin) = base_image(engine)?;
     let base_id = engine
@@ -127,6 +130,38 @@ pub fn lab_image(engine: &Engine) -> anyhow::Result<Image> {
         packages,
         build_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// An exclusive `flock` on a file, released on drop.
+struct MachineLock(std::fs::File);
+
+impl MachineLock {
+    fn take(path: &Path) -> anyhow::Result<MachineLock> {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        // SAFETY: flock on a file descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            bail!(
+                "cannot lock {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(MachineLock(f))
+    }
+}
+
+impl Drop for MachineLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as above.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
 }
 
 fn image_exists(engine: &Engine, tag: &str) -> bool {
