@@ -54,13 +54,11 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/benchlab-up-check.XXXXXX")
 ACTIVE=""            # the variant whose project may have containers now
 VOLUMES_SEEN=()      # volumes the project's containers mounted (anonymous ones carry no label)
 
-variant_flag() { if [ "$1" = host ]; then echo --host-network; fi; }
-
-dc() { # variant compose-args...: debian-compose.sh for the variant, this project
-    local v=$1
-    shift
-    # shellcheck disable=SC2046  # variant_flag prints zero or one word
-    "$DC" $(variant_flag "$v") -p "$PROJECT" "$@"
+# DCA: the debian-compose.sh command line for a variant and this project.
+dc_args() { # variant
+    DCA=("$DC")
+    if [ "$1" = host ]; then DCA+=(--host-network); fi
+    DCA+=(-p "$PROJECT")
 }
 
 labelled() { # docker ps|network ls|volume ls ... of this project, one id/name a line
@@ -88,32 +86,34 @@ leftovers() {
     for v in $(labelled volumes) "${VOLUMES_SEEN[@]}"; do
         if docker volume inspect "$v" >/dev/null 2>&1; then left_v+=("$v"); fi
     done
-    [ -z "${c// }" ] || out+="containers: $c; "
-    [ -z "${n// }" ] || out+="networks: $n; "
+    [ -z "${c// }" ] || out+="containers: ${c% }; "
+    [ -z "${n// }" ] || out+="networks: ${n% }; "
     [ ${#left_v[@]} -eq 0 ] || out+="volumes: ${left_v[*]}; "
     printf '%s' "$out"
 }
 
-# down -v, then remove by label whatever down left (an interrupted up, orphans).
-teardown() { # variant
-    local c n v
+# down -v --remove-orphans of the project (output in $TMP/down.log).
+compose_down() { # variant
     remember_volumes
-    # shellcheck disable=SC2046  # variant_flag prints zero or one word
-    timeout 180 "$DC" $(variant_flag "$1") -p "$PROJECT" down -v --remove-orphans --timeout 20 \
-        >"$TMP/down.log" 2>&1
-    local rc=$?
+    dc_args "$1"
+    timeout 180 "${DCA[@]}" down -v --remove-orphans --timeout 20 >"$TMP/down.log" 2>&1
+}
+
+# Removes by label whatever down left (an interrupted up, a failed down).
+force_remove() {
+    local c n v
     for c in $(labelled containers); do docker rm -fv "$c" >/dev/null 2>&1; done
     for n in $(labelled networks) $(docker network ls -q --filter "name=^${PROJECT}_"); do
         docker network rm "$n" >/dev/null 2>&1
     done
     for v in $(labelled volumes) "${VOLUMES_SEEN[@]}"; do docker volume rm "$v" >/dev/null 2>&1; done
-    return $rc
 }
 
 cleanup() {
     if [ -n "$ACTIVE" ]; then
         echo "$NAME: removing project $PROJECT ($ACTIVE) on exit" >&2
-        teardown "$ACTIVE" || true
+        compose_down "$ACTIVE" || true
+        force_remove
         ACTIVE=""
     fi
     rm -rf "$TMP"
@@ -282,7 +282,9 @@ check_placement() { # variant
             ok "$v: placement (host network, cpuset ${BENCH_CPUS:-0-1}, database ${BENCH_DB_CPUS:-0-1}, nothing published)"
         fi
     else
-        bad "$v: placement: $(IFS=';'; echo "${problems[*]}")"
+        local joined
+        joined=$(printf '%s; ' "${problems[@]}")
+        bad "$v: placement: ${joined%; }"
     fi
 }
 
@@ -396,33 +398,39 @@ variant() { # bridge|host
     fi
     ACTIVE=$v
     VOLUMES_SEEN=()
-    # shellcheck disable=SC2046  # variant_flag prints zero or one word
-    if timeout 600 "$DC" $(variant_flag "$v") -p "$PROJECT" up -d --no-build "${SERVICES[@]}" >"$TMP/up.log" 2>&1; then
+    dc_args "$v"
+    local health_wait=150
+    if timeout 600 "${DCA[@]}" up -d --no-build "${SERVICES[@]}" >"$TMP/up.log" 2>&1; then
         ok "$v: up (${SERVICES[*]})"
     else
         bad "$v: up"
         tail -n 20 "$TMP/up.log" | sed 's/^/     /'
+        health_wait=10 # what up started may still turn healthy; the rest will not
     fi
-    wait_healthy "$v" 150
+    wait_healthy "$v" "$health_wait"
     remember_volumes
     check_placement "$v"
     check_mysql "$v"
     for s in "${STACKS[@]}"; do check_verify "$v" "$s"; done
     check_compare "$v"
-    if teardown "$v"; then
+    if compose_down "$v"; then
         ok "$v: down -v"
     else
         bad "$v: down -v"
         tail -n 20 "$TMP/down.log" | sed 's/^/     /'
     fi
-    ACTIVE=""
+    # what down itself left, before anything else removes it
     local left
     left=$(leftovers)
     if [ -z "$left" ]; then
-        ok "$v: nothing of the project left (containers, networks, volumes labelled $PROJECT)"
+        ok "$v: nothing of the project left (containers, networks, volumes of $PROJECT)"
     else
-        bad "$v: nothing of the project left: $left"
+        force_remove
+        local still
+        still=$(leftovers)
+        bad "$v: nothing of the project left: down left ${left%; } (removed by label now; still there: ${still:-nothing})"
     fi
+    ACTIVE=""
     timed "$v, $((failed - fails_before)) failed" "$t"
 }
 
