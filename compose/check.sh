@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# CI validation of compose/ without a Docker engine:
-#   - compose schema: `config -q` on docker-compose.yml and on
-#     docker-compose.yml + docker-compose.host.yml (Compose v2 `docker compose`
-#     when present, else Debian's `docker-compose` v1)
+# CI validation of compose/; all but the last part need no Docker engine:
+#   - compose schema: `config -q` on docker-compose.yml, on
+#     docker-compose.yml + docker-compose.host.yml, and on both with
+#     docker-compose.debian.yml (Compose v2 `docker compose` when present,
+#     else Debian's `docker-compose` v1)
 #   - structure: check_compose.py (healthchecks, pinned images, host network,
 #     cpuset, DB_HOST) and its --self-test (broken copies must be rejected)
 #   - php -l on every PHP file, node --check on server.js, bash -n on scripts
 #   - JSON/YAML files parse; nginx -t and php-fpm -t on the rendered templates
 #     (when nginx and php-fpm are installed)
+#   - up-check.sh: the stacks built and brought up on a real Docker engine,
+#     verified, compared and brought down (its own checks, counted here as
+#     one; skipped without an engine, except under CI=true, where it fails)
 # Needs: docker-compose (or docker compose), php-cli, node, python3 + PyYAML.
 # Exit status: 0 if every check passed; the last line says "N passed, M failed".
 set -uo pipefail
@@ -30,6 +34,9 @@ if [ ${#COMPOSE[@]} -eq 0 ]; then
 else
     run "${COMPOSE[*]} config (bridge)" "${COMPOSE[@]}" -f docker-compose.yml config -q
     run "${COMPOSE[*]} config (bridge + host)" "${COMPOSE[@]}" -f docker-compose.yml -f docker-compose.host.yml config -q
+    run "${COMPOSE[*]} config (bridge + debian)" "${COMPOSE[@]}" -f docker-compose.yml -f docker-compose.debian.yml config -q
+    run "${COMPOSE[*]} config (bridge + debian + host)" "${COMPOSE[@]}" -f docker-compose.yml \
+        -f docker-compose.debian.yml -f docker-compose.host.yml config -q
 fi
 
 # --- structure
@@ -71,5 +78,19 @@ if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
 else
     echo "skip run-local.sh check: nginx/php-fpm not installed"
 fi
+
+# --- the stacks on a real Docker engine: its lines as they come, its result
+# one check here (a run that skipped everything is not counted)
+echo "== compose/up-check.sh"
+up_log=$(mktemp)
+"$HERE/up-check.sh" 2>&1 | tee "$up_log"
+up_status=${PIPESTATUS[0]}
+up_last=$(tail -n 1 "$up_log")
+rm -f "$up_log"
+case "$up_status:$up_last" in
+    0:*": 0 passed, 0 failed") echo "skip up-check.sh: nothing ran (no Docker engine; see above)" ;;
+    0:*) ok "up-check.sh (${up_last#*: })" ;;
+    *) bad "up-check.sh exited $up_status (${up_last#*: }; its FAIL lines above)" ;;
+esac
 
 summary compose/check.sh

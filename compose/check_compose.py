@@ -7,7 +7,11 @@ see): run by compose/check.sh in CI, without a Docker engine.
 
 --bridge: the files of the bridge variant (default: docker-compose.yml);
 --host:   the files of the host variant, merged in order (default:
-          docker-compose.yml docker-compose.host.yml).
+          docker-compose.yml docker-compose.host.yml);
+--debian: the override for a machine without Docker Hub (default:
+          docker-compose.debian.yml; --debian '' to leave it out): checked
+          merged after the first file of each variant, as
+          debian-compose.sh runs it.
 
 Bridge variant: every service has a healthcheck, `restart: unless-stopped`,
 and an image pinned by tag (not `latest`) or a build whose Dockerfile exists
@@ -15,6 +19,13 @@ and whose FROM images are pinned; every stack (every service but mysql)
 publishes a port and has DB_HOST=mysql; nothing is privileged.
 Host variant: every service has `network_mode: host`; every stack has a
 non-empty cpuset and DB_HOST=127.0.0.1.
+Debian variants (both of the above, with the override merged in): the same
+checks, and every service outside the profile needs-docker-hub builds from
+local images only (each FROM, its ARGs resolved from the build args and the
+Dockerfile's defaults, is a benchlab/ image: no registry is asked), under an
+image tag other than the one of the files without the override (a build
+here never replaces a Docker Hub one); the mysql service passes no MySQL-only
+option (--mysql-native-password) to MariaDB.
 
 --self-test: breaks copies of the files one way at a time (a healthcheck
 removed, an image on :latest, a cpuset dropped, DB_HOST=mysql in host mode,
@@ -111,20 +122,52 @@ def pinned(image):
     return tag not in ("", "latest")
 
 
-def dockerfile_froms(path):
-    """Images named by FROM lines (stage references excluded)."""
-    stages, images = set(), []
+_ARG_REF = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def dockerfile_froms(path, build_args=None):
+    """Images named by FROM lines (stage references excluded). $NAME and
+    ${NAME} are resolved from build_args, else from the default of an ARG
+    before the FROM; an unresolved reference stays in the name."""
+    build_args = build_args or {}
+    defaults, stages, images = {}, set(), []
     with open(path, encoding="utf-8") as fh:
         for line in fh:
+            a = re.match(r"\s*ARG\s+(\w+)(?:=(\S*))?\s*$", line, re.I)
+            if a:
+                defaults[a.group(1)] = a.group(2)
+                continue
             m = re.match(r"\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", line, re.I)
             if not m:
                 continue
             image, stage = m.group(1), m.group(2)
+
+            def arg(ref):
+                name = ref.group(1) or ref.group(2)
+                val = build_args.get(name) or defaults.get(name)
+                return val if val else ref.group(0)
+
+            image = _ARG_REF.sub(arg, image)
             if image.lower() not in stages and image != "scratch":
                 images.append(image)
             if stage:
                 stages.add(stage.lower())
     return images
+
+
+def build_of(svc, compose_dir):
+    """(Dockerfile path, build args) of a service's build, or None."""
+    build = svc.get("build")
+    if not build:
+        return None
+    if isinstance(build, str):
+        build = {"context": build}
+    ctx = os.path.normpath(os.path.join(compose_dir, str(build.get("context", "."))))
+    dockerfile = os.path.normpath(os.path.join(ctx, str(build.get("dockerfile", "Dockerfile"))))
+    args = build.get("args") or {}
+    if isinstance(args, list):
+        args = dict(str(a).partition("=")[::2] for a in args)
+    return dockerfile, {str(k): ("" if v is None else str(v)) for k, v in args.items()}
 
 
 def check_common(name, svc, where, errors, compose_dir):
@@ -139,14 +182,11 @@ def check_common(name, svc, where, errors, compose_dir):
     if image and not pinned(str(image)):
         errors.append(f"{where}: service {name}: image {image!r} is not pinned by tag (no tag or 'latest')")
     if build:
-        if isinstance(build, str):
-            build = {"context": build}
-        ctx = os.path.normpath(os.path.join(compose_dir, str(build.get("context", "."))))
-        dockerfile = os.path.join(ctx, str(build.get("dockerfile", "Dockerfile")))
+        dockerfile, build_args = build_of(svc, compose_dir)
         if not os.path.isfile(dockerfile):
             errors.append(f"{where}: service {name}: Dockerfile not found: {dockerfile}")
         else:
-            for img in dockerfile_froms(dockerfile):
+            for img in dockerfile_froms(dockerfile, build_args):
                 if "$" in img or not pinned(img):
                     errors.append(f"{where}: service {name}: {os.path.relpath(dockerfile, compose_dir)}: "
                                   f"FROM {img} is not pinned by tag")
@@ -197,10 +237,60 @@ def check_host(doc, compose_dir, errors):
                           "(the service name does not resolve with host networking)")
 
 
-def run_checks(bridge, host, compose_dir):
+OFFLINE_PROFILE = "needs-docker-hub"
+LOCAL_PREFIX = "benchlab/"
+
+
+def check_offline(doc, plain, compose_dir, where, errors):
+    """The Debian override: no registry asked, no Docker Hub image replaced."""
+    services = doc.get("services") or {}
+    plain_services = plain.get("services") or {}
+    for name, svc in services.items():
+        svc = svc or {}
+        if OFFLINE_PROFILE in (svc.get("profiles") or []):
+            continue
+        b = build_of(svc, compose_dir)
+        if b is None:
+            errors.append(f"{where}: service {name}: not built here (image {svc.get('image')!r} would be "
+                          f"pulled): build it on the base, or give it the profile {OFFLINE_PROFILE}")
+            continue
+        dockerfile, build_args = b
+        if os.path.isfile(dockerfile):
+            for img in dockerfile_froms(dockerfile, build_args):
+                if not img.startswith(LOCAL_PREFIX):
+                    errors.append(f"{where}: service {name}: {os.path.relpath(dockerfile, compose_dir)}: "
+                                  f"FROM {img} needs a registry (want a {LOCAL_PREFIX} image, e.g. "
+                                  "${BASE_IMAGE}), or give the service the profile " + OFFLINE_PROFILE)
+        image = svc.get("image")
+        plain_image = (plain_services.get(name) or {}).get("image")
+        if not image:
+            errors.append(f"{where}: service {name}: no image tag (a rerun would not reuse the build)")
+        elif image == plain_image:
+            errors.append(f"{where}: service {name}: image {image} is also the tag of the files without "
+                          "the override: a build here would replace that image")
+        if name == DB_SERVICE:
+            cmd = svc.get("command") or []
+            cmd = cmd if isinstance(cmd, list) else str(cmd).split()
+            if any(str(c).startswith("--mysql-native-password") for c in cmd):
+                errors.append(f"{where}: service {name}: command {cmd} passes --mysql-native-password, "
+                              "a MySQL 8.4 option MariaDB refuses to start with")
+
+
+def with_override(files, debian):
+    return files[:1] + [debian] + files[1:]
+
+
+def run_checks(bridge, host, compose_dir, debian=None):
     errors = []
     check_bridge(load(bridge), compose_dir, errors)
     check_host(load(host), compose_dir, errors)
+    if debian:
+        for where, files, check in (("debian bridge", bridge, check_bridge), ("debian host", host, check_host)):
+            merged = load(with_override(files, debian))
+            sub = []
+            check(merged, compose_dir, sub)
+            errors.extend(f"debian {e}" for e in sub)
+            check_offline(merged, load(files), compose_dir, where, errors)
     return errors
 
 
@@ -211,11 +301,14 @@ def self_test(compose_dir):
 
     base_f = os.path.join(compose_dir, "docker-compose.yml")
     host_f = os.path.join(compose_dir, "docker-compose.host.yml")
+    deb_f = os.path.join(compose_dir, "docker-compose.debian.yml")
     with open(base_f, encoding="utf-8") as fh:
         base = yaml.safe_load(fh)
     with open(host_f, encoding="utf-8") as fh:
         over = yaml.safe_load(fh)
-    errors = run_checks([base_f], [base_f, host_f], compose_dir)
+    with open(deb_f, encoding="utf-8") as fh:
+        deb = yaml.safe_load(fh)
+    errors = run_checks([base_f], [base_f, host_f], compose_dir, deb_f)
     if errors:
         print("self-test: the unmodified files already fail:")
         for e in errors:
@@ -232,10 +325,13 @@ def self_test(compose_dir):
         return next(n for n in doc["services"] if n != DB_SERVICE)
 
     def b(fn):
-        return lambda bs, ho: fn(bs)
+        return lambda bs, ho, de: fn(bs)
 
     def h(fn):
-        return lambda bs, ho: fn(ho)
+        return lambda bs, ho, de: fn(ho)
+
+    def d(fn):
+        return lambda bs, ho, de: fn(de)
 
     mutations = {
         "healthcheck removed (bridge)": b(lambda d: d["services"][first_stack(d)].pop("healthcheck")),
@@ -256,20 +352,31 @@ def self_test(compose_dir):
         "DB_HOST=mysql (host)": h(lambda d: d["services"][first_stack(d)].update(
             environment={"DB_HOST": "mysql"})),
         "mysql not on host network (host)": h(lambda d: d["services"][DB_SERVICE].pop("network_mode")),
+        "a Docker Hub FROM (debian)": d(lambda d: d["services"]["php-fpm"]["build"].update(
+            dockerfile="php-fpm/Dockerfile")),
+        "a service left to pull its image (debian)": d(lambda d: d["services"][DB_SERVICE].pop("build")),
+        "profile needs-docker-hub dropped (debian)": d(lambda d: d["services"]["swoole"].pop("profiles")),
+        "image tag of the Docker Hub build (debian)": d(lambda d: d["services"]["node"].update(
+            image="benchlab/node:0.1.0")),
+        "BASE_IMAGE from a registry (debian)": d(lambda d: d["services"]["rust-event-loop"]["build"].update(
+            args={"BASE_IMAGE": "debian:bookworm-slim"})),
+        "mysql keeps --mysql-native-password (debian)": d(lambda d: d["services"][DB_SERVICE].pop("command")),
+        "healthcheck disabled (debian)": d(lambda d: d["services"]["node"].update(healthcheck={"disable": True})),
     }
     failed = 0
     for label, mutate in mutations.items():
-        bs, ho = copy.deepcopy(base), copy.deepcopy(over)
+        bs, ho, de = copy.deepcopy(base), copy.deepcopy(over), copy.deepcopy(deb)
         # anchors were expanded by the loader: each service is its own dict
         bs = yaml.safe_load(yaml.safe_dump(bs))
         ho = yaml.safe_load(yaml.safe_dump(ho))
-        mutate(bs, ho)
+        de = yaml.safe_load(yaml.safe_dump(de))
+        mutate(bs, ho, de)
         bf, hf = os.path.join(tmp, "docker-compose.yml"), os.path.join(tmp, "docker-compose.host.yml")
-        with open(bf, "w", encoding="utf-8") as fh:
-            yaml.safe_dump(bs, fh)
-        with open(hf, "w", encoding="utf-8") as fh:
-            yaml.safe_dump(ho, fh)
-        errors = run_checks([bf], [bf, hf], compose_dir)
+        df = os.path.join(tmp, "docker-compose.debian.yml")
+        for f, doc in ((bf, bs), (hf, ho), (df, de)):
+            with open(f, "w", encoding="utf-8") as fh:
+                yaml.safe_dump(doc, fh)
+        errors = run_checks([bf], [bf, hf], compose_dir, df)
         if errors:
             print(f"self-test ok: {label}: rejected ({errors[0]})")
         else:
@@ -287,6 +394,8 @@ def main():
     ap.add_argument("--compose-dir", default=here, help="directory the files and build contexts are relative to")
     ap.add_argument("--bridge", nargs="+", default=None, metavar="FILE")
     ap.add_argument("--host", nargs="+", default=None, metavar="FILE")
+    ap.add_argument("--debian", default=None, metavar="FILE",
+                    help="the override without Docker Hub ('' to leave it out)")
     ap.add_argument("--self-test", action="store_true", help="check that broken copies are rejected")
     args = ap.parse_args()
     d = args.compose_dir
@@ -295,14 +404,19 @@ def main():
     bridge = args.bridge or [os.path.join(d, "docker-compose.yml")]
     host = args.host or [os.path.join(d, "docker-compose.yml"), os.path.join(d, "docker-compose.host.yml")]
 
-    errors = run_checks(bridge, host, d)
+    debian = os.path.join(d, "docker-compose.debian.yml") if args.debian is None else args.debian
+
+    errors = run_checks(bridge, host, d, debian or None)
+    files = sorted(set(bridge + host + ([debian] if debian else [])))
     if errors:
         for e in errors:
             print(f"FAIL {e}")
-        print(f"check_compose.py: {len(errors)} problem(s) in {', '.join(sorted(set(bridge + host)))}")
+        print(f"check_compose.py: {len(errors)} problem(s) in {', '.join(files)}")
         return 1
-    print(f"check_compose.py: OK ({', '.join(os.path.basename(f) for f in bridge)}; "
-          f"{' + '.join(os.path.basename(f) for f in host)})")
+    variants = [" + ".join(os.path.basename(f) for f in bridge), " + ".join(os.path.basename(f) for f in host)]
+    if debian:
+        variants += [" + ".join(os.path.basename(f) for f in with_override(v, debian)) for v in (bridge, host)]
+    print(f"check_compose.py: OK ({'; '.join(variants)})")
     return 0
 
 
