@@ -33,7 +33,12 @@ cd "$HERE" || exit 2
 NAME=compose/up-check.sh
 PROJECT=benchlab-check-$$
 DC="$HERE/debian-compose.sh"
-RELEASE=${CARGO_TARGET_DIR:-$REPO/target}/release
+# The profile of the binaries the images copy and the harness that checks
+# them: release by default; scripts/test passes BENCH_PROFILE=debug, whose
+# build cargo test has just made (the check is of the stacks, not a speed).
+PROFILE=${BENCH_PROFILE:-release}
+case "$PROFILE" in release | debug) ;; *) echo "BENCH_PROFILE must be release or debug" >&2; exit 2 ;; esac
+RELEASE=${CARGO_TARGET_DIR:-$REPO/target}/$PROFILE
 export BENCH_RELEASE_DIR=$RELEASE
 HARNESS=$RELEASE/harness
 SERVICES=(mysql php-fpm node rust-event-loop rust-coroutine rust-worker-pool)
@@ -130,7 +135,7 @@ not_built() {
 # The labels of every check, in order (for the no-engine case).
 plan() {
     local s v
-    echo "cargo build --release (servers, harness)"
+    echo "cargo build (servers, harness; BENCH_PROFILE=$PROFILE)"
     echo "$PREPARE"
     for s in "${BUILDS[@]}"; do echo "build $s"; done
     for v in bridge host; do
@@ -175,9 +180,11 @@ start_all=$SECONDS
 
 # --- the binaries the images copy, and the harness that checks them
 t=$SECONDS
-run "cargo build --release (servers, harness)" \
+profile_flag=()
+[ "$PROFILE" = release ] && profile_flag=(--release)
+run "cargo build ${profile_flag[*]} (servers, harness)" \
     env CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}" \
-    cargo build --release --locked --manifest-path "$REPO/Cargo.toml" \
+    cargo build "${profile_flag[@]}" --locked --manifest-path "$REPO/Cargo.toml" \
     -p event-loop -p coroutine -p worker-pool -p harness
 timed "cargo build" "$t"
 
