@@ -119,10 +119,11 @@ pub struct CompareArgs {
     #[arg(long, value_name = "DIR")]
     pub repo_dir: Option<PathBuf>,
 
-    /// Where the servers run: bare, pinned, bridge-direct, bridge, bridge-proxy (see
-    /// `harness calibrate --help`). Every process of each server (nginx and
-    /// php-fpm, node, the Rust servers) is placed; a --target server runs
-    /// where it was started and is skipped with the reason.
+    /// Where the servers run: bare, pinned, bridge-direct, bridge, bridge-proxy
+    /// (emulated), or the real Docker Engine: docker, docker-host,
+    /// docker-host-pinned (see `harness calibrate --help`). Every process of
+    /// each server (nginx and php-fpm, node, the Rust servers) is placed; a
+    /// --target server runs where it was started and is skipped with the reason.
     #[arg(long, default_value = "bare", value_name = "ENV")]
     pub env: String,
 }
