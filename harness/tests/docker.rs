@@ -289,8 +289,12 @@ fn interrupted_compare_leaves_nothing(signal: libc::c_int) {
     let Some(engine) = engine() else { return };
     crate::util::sibling_binary("worker-pool");
     let out = crate::util::tmp("docker-interrupt");
+    // Its temp dirs (run dirs, its private MariaDB's) under ours, removed
+    // with it even after a SIGKILL.
+    let tmpdir = crate::util::tmp("docker-interrupt-tmp");
     let mut cmd = Command::new(crate::util::harness_bin());
-    cmd.args(["compare", "--env", "docker", "--servers", "worker-pool"])
+    cmd.env("TMPDIR", tmpdir.path())
+        .args(["compare", "--env", "docker", "--servers", "worker-pool"])
         .args([
             "--workloads",
             "work",
@@ -336,6 +340,15 @@ fn interrupted_compare_leaves_nothing(signal: libc::c_int) {
             !held_by(&engine, pid).is_empty(),
             "a killed harness cleans nothing"
         );
+        // What it started and no one stopped (its private MariaDB, the
+        // docker clients), by the session our child made.
+        for p in harness::procfs::all()
+            .iter()
+            .filter(|p| p.session == pid as i32)
+        {
+            // SAFETY: a process of the session our child made.
+            unsafe { libc::kill(p.pid, libc::SIGKILL) };
+        }
         let paths = Env::discover(None);
         drop(Setup::build_for(Environment::DockerHost, None, &paths).unwrap());
     }
