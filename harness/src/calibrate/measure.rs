@@ -73,20 +73,20 @@ impl Ctx<'_> {
         let control = Control {
             interrupt: self.lab.interrupt.clone(),
         };
-        let path_ticks = |pids: &[u32]| -> Option<u64> {
+        let path_ns = |pids: &[u32]| -> Option<u64> {
             (!pids.is_empty()).then(|| {
                 pids.iter()
-                    .filter_map(|&p| crate::procfs::stat(p as i32).map(|s| s.cpu_ticks))
+                    .filter_map(|&p| crate::procfs::cpu_ns(p as i32))
                     .sum()
             })
         };
-        let path_before = path_ticks(&self.path_pids);
+        let path_before = path_ns(&self.path_pids);
         let (r, sample) = load::metered(
             running,
             self.env_db_pid.or_else(|| self.lab.database.pid()),
             || engine::run(&plan, &control, &mut |_| {}),
         );
-        let path_after = path_ticks(&self.path_pids);
+        let path_after = path_ns(&self.path_pids);
         let r = r.map_err(|e| anyhow::anyhow!("load on {}: {e}", plan.url))?;
         if let Some(m) = &r.message {
             if !r.interrupted() {
@@ -103,10 +103,9 @@ impl Ctx<'_> {
             outside_cpu_pct: sample.outside_cpu_pct,
             steal_pct: sample.steal_pct,
             proxy_cpu_us_per_request: match (path_before, path_after) {
-                (Some(b), Some(a)) if r.stats.ok > 0 => Some(
-                    a.saturating_sub(b) as f64 / crate::procfs::ticks_per_s() * 1e6
-                        / r.stats.ok as f64,
-                ),
+                (Some(b), Some(a)) if r.stats.ok > 0 => {
+                    Some(a.saturating_sub(b) as f64 / 1e3 / r.stats.ok as f64)
+                }
                 _ => None,
             },
         };
