@@ -149,10 +149,12 @@ fn module_with(php: &Path, named: Option<std::ffi::OsString>) -> Result<Module, 
         };
     }
     if let Some(dir) = php_eval(php, &[], "echo ini_get('extension_dir');") {
-        let pecl = Module::ExtensionDir(Path::new(&dir).join("swoole.so"));
-        if matches!(&pecl, Module::ExtensionDir(so) if so.is_file()) && loads(php, &pecl).is_some()
-        {
-            return Ok(pecl);
+        let so = Path::new(&dir).join("swoole.so");
+        if so.is_file() {
+            let pecl = Module::ExtensionDir(so);
+            if loads(php, &pecl).is_some() {
+                return Ok(pecl);
+            }
         }
     }
     let mut reason = format!("no Swoole module (php -m lacks swoole, {SO_VAR} unset");

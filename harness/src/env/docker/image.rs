@@ -63,7 +63,7 @@ pub fn lab_image(engine: &Engine) -> anyhow::Result<Image> {
         .with_context(|| format!("the base image {base} is not there"))?;
     let packages = pinned_packages();
     let sources = apt_sources()?;
-    let dockerfile = dockerfile(&base, &packages, &sources);
+    let dockerfile = dockerfile(&base, &packages);
     let mut h = Sha256::new();
     h.update(base_id.as_bytes());
     h.update(dockerfile.as_bytes());
@@ -170,21 +170,19 @@ fn image_exists(engine: &Engine, tag: &str) -> bool {
         .is_ok()
 }
 
-/// The Dockerfile: the host's apt sources in place of the base's, then the
-/// packages at their pinned versions.
-pub fn dockerfile(base: &str, packages: &[String], sources: &[(String, String)]) -> String {
+/// The Dockerfile: the host's apt sources (copied into the build context's
+/// `apt/sources.list.d/`, never empty: [`apt_sources`]) in place of the
+/// base's, then the packages at their pinned versions.
+pub fn dockerfile(base: &str, packages: &[String]) -> String {
     let install = if packages.is_empty() {
         String::new()
     } else {
         format!(
-            "RUN rm -f /etc/apt/sources.list {} \\\n && apt-get update -qq \\\n \
+            "RUN rm -f /etc/apt/sources.list \\\n \
+             && cp /tmp/apt/sources.list.d/* /etc/apt/sources.list.d/ \\\n \
+             && apt-get update -qq \\\n \
              && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {} \\\n \
              && rm -rf /var/lib/apt/lists/*\n",
-            if sources.is_empty() {
-                ""
-            } else {
-                "&& cp /tmp/apt/sources.list.d/* /etc/apt/sources.list.d/"
-            },
             packages.join(" ")
         )
     };
@@ -439,14 +437,10 @@ mod tests {
     /// change of version, source or base is a new tag.
     #[test]
     fn the_dockerfile_pins_versions_and_uses_the_host_sources() {
-        let d = dockerfile(
-            "benchlab/base:bookworm",
-            &["nginx-light=1.22.1-9".into()],
-            &[("debian.sources".into(), "…".into())],
-        );
+        let d = dockerfile("benchlab/base:bookworm", &["nginx-light=1.22.1-9".into()]);
         assert!(d.contains("FROM benchlab/base:bookworm\n"), "{d}");
         assert!(d.contains("apt-get install -y -qq --no-install-recommends nginx-light=1.22.1-9"));
         assert!(d.contains("cp /tmp/apt/sources.list.d/* /etc/apt/sources.list.d/"));
-        assert!(d.contains("rm -f /etc/apt/sources.list "));
+        assert!(d.contains("RUN rm -f /etc/apt/sources.list \\\n"), "{d}");
     }
 }
