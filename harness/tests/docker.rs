@@ -37,6 +37,38 @@ fn engine() -> Option<Engine> {
     }
 }
 
+/// What a recipe's start needs: where servers are found, the test
+/// binary's shared MariaDB, an interrupt flag that is never set.
+struct Session {
+    paths: Env,
+    db: Db,
+    interrupt: AtomicBool,
+}
+
+impl Session {
+    fn new() -> Session {
+        Session {
+            paths: Env::discover(None),
+            db: Db::parse(testkit::db::shared()).unwrap(),
+            interrupt: AtomicBool::new(false),
+        }
+    }
+
+    /// `environment` built for servers that reach the shared database.
+    fn build(&self, environment: Environment) -> Setup {
+        Setup::build_for(environment, Some(&self.db), &self.paths)
+            .unwrap_or_else(|e| panic!("{}: {e:#}", environment.name()))
+    }
+
+    fn ctx(&self) -> StartCtx<'_> {
+        StartCtx {
+            env: &self.paths,
+            db: Some(&self.db),
+            interrupt: &self.interrupt,
+        }
+    }
+}
+
 /// The catalog servers that run bare here and that an environment places
 /// (every one but a `--target`).
 fn runnable() -> Vec<Entry> {
@@ -69,16 +101,9 @@ fn leftovers(engine: &Engine) -> Vec<String> {
 fn every_server_passes_its_contract_in(environment: Environment) {
     let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
     let Some(engine) = engine() else { return };
-    let paths = Env::discover(None);
-    let db = Db::parse(testkit::db::shared()).unwrap();
-    let setup = Setup::build_for(environment, Some(&db), &paths)
-        .unwrap_or_else(|e| panic!("{}: {e:#}", environment.name()));
-    let interrupt = AtomicBool::new(false);
-    let ctx = StartCtx {
-        env: &paths,
-        db: Some(&db),
-        interrupt: &interrupt,
-    };
+    let session = Session::new();
+    let setup = session.build(environment);
+    let ctx = session.ctx();
     let entries = runnable();
     let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
     for must in [
@@ -166,15 +191,9 @@ fn every_catalog_server_passes_its_contract_in_docker_host() {
 fn the_database_goes_away_and_back_inside_docker() {
     let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
     let Some(engine) = engine() else { return };
-    let paths = Env::discover(None);
-    let db = Db::parse(testkit::db::shared()).unwrap();
-    let mut setup = Setup::build_for(Environment::Docker, Some(&db), &paths).unwrap();
-    let interrupt = AtomicBool::new(false);
-    let ctx = StartCtx {
-        env: &paths,
-        db: Some(&db),
-        interrupt: &interrupt,
-    };
+    let session = Session::new();
+    let mut setup = session.build(Environment::Docker);
+    let ctx = session.ctx();
     let servers: Vec<Entry> = runnable()
         .into_iter()
         .filter(|e| ["worker-pool", "php-fpm", "node"].contains(&e.name.as_str()))
@@ -198,7 +217,7 @@ fn the_database_goes_away_and_back_inside_docker() {
     setup.own_database().unwrap().restart().unwrap();
     for s in &started {
         // Pools reconnect on their own schedule: wait for it, by state.
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let r = client::get(s.running.addr, "/db").unwrap();
             if r.verify(&expect("GET", "/db")).is_ok() {
@@ -231,15 +250,9 @@ fn docker_host_pinned_puts_the_container_on_its_cpuset() {
         return;
     }
     let Some(engine) = engine() else { return };
-    let paths = Env::discover(None);
-    let db = Db::parse(testkit::db::shared()).unwrap();
-    let setup = Setup::build_for(Environment::DockerHostPinned, Some(&db), &paths).unwrap();
-    let interrupt = AtomicBool::new(false);
-    let ctx = StartCtx {
-        env: &paths,
-        db: Some(&db),
-        interrupt: &interrupt,
-    };
+    let session = Session::new();
+    let setup = session.build(Environment::DockerHostPinned);
+    let ctx = session.ctx();
     let entry = runnable()
         .into_iter()
         .find(|e| e.name == "php-fpm")
@@ -342,13 +355,7 @@ fn interrupted_compare_leaves_nothing(signal: libc::c_int) {
         );
         // What it started and no one stopped (its private MariaDB, the
         // docker clients), by the session our child made.
-        for p in harness::procfs::all()
-            .iter()
-            .filter(|p| p.session == pid as i32)
-        {
-            // SAFETY: a process of the session our child made.
-            unsafe { libc::kill(p.pid, libc::SIGKILL) };
-        }
+        crate::util::kill_session(pid);
         let paths = Env::discover(None);
         drop(Setup::build_for(Environment::DockerHost, None, &paths).unwrap());
     }

@@ -333,11 +333,7 @@ fn interrupt_calibrate(signal: libc::c_int, times: usize) {
     if signal == libc::SIGKILL {
         assert!(!leftovers(id).is_empty(), "a SIGKILL leaves the bridge");
         // What it started and no one stopped: the database, by its session.
-        let sid = child.id() as i32;
-        for p in harness::procfs::all().iter().filter(|p| p.session == sid) {
-            // SAFETY: a process of the session our child made.
-            unsafe { libc::kill(p.pid, libc::SIGKILL) };
-        }
+        crate::util::kill_session(child.id());
         let swept = bridge::sweep_stale();
         assert!(
             swept.iter().any(|l| l.contains(id)),

@@ -282,6 +282,18 @@ pub fn own_session(cmd: &mut Command) {
     }
 }
 
+/// SIGKILLs every process of session `sid` (one a child made with
+/// [`own_session`]): what a killed harness started and no one stopped.
+pub fn kill_session(sid: u32) {
+    for p in harness::procfs::all()
+        .iter()
+        .filter(|p| p.session == sid as i32)
+    {
+        // SAFETY: a process of the session our own child made.
+        unsafe { libc::kill(p.pid, libc::SIGKILL) };
+    }
+}
+
 /// Waits for `child` to exit, for at most `limit`; panics with `what` after.
 pub fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
     let deadline = Instant::now() + limit;
