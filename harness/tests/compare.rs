@@ -104,7 +104,7 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
     check_schema(&text);
     let results = Results::from_json(&text).unwrap();
     assert_eq!(results.database.kind, "embedded");
-    assert!(!results.interrupted);
+    assert!(!results.header.interrupted);
     // Both pass every row of harness verify, run before loading.
     for s in &results.servers {
         let c = s.contract.as_ref().expect("a contract check");
@@ -521,7 +521,7 @@ fn an_interrupted_compare_leaves_no_process_and_no_temp_dir() {
     // What was measured is written, marked as interrupted.
     let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
     check_schema(&text);
-    assert!(Results::from_json(&text).unwrap().interrupted);
+    assert!(Results::from_json(&text).unwrap().header.interrupted);
 }
 
 /// A two-server, two-workload comparison, made up.
@@ -663,12 +663,14 @@ fn synthetic() -> Results {
         }
     };
     let mut r = Results {
-        schema: harness::compare::results::SCHEMA.into(),
-        harness_version: "0.1.0".into(),
-        started_utc: "2026-11-30T02:40:00Z".into(),
-        finished_utc: "2026-11-30T02:41:00Z".into(),
-        interrupted: false,
-        command: vec!["harness".into(), "compare".into()],
+        header: harness::lab::record::Header {
+            schema: harness::compare::results::SCHEMA.into(),
+            harness_version: "0.1.0".into(),
+            started_utc: "2026-11-30T02:40:00Z".into(),
+            finished_utc: "2026-11-30T02:41:00Z".into(),
+            interrupted: false,
+            command: vec!["harness".into(), "compare".into()],
+        },
         settings: Settings {
             workloads: vec![
                 WorkloadDoc {

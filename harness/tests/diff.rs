@@ -150,12 +150,14 @@ fn compare(servers: Vec<ServerDoc>, cells: &[Cell]) -> Results {
         })
         .collect();
     Results {
-        schema: "harness.compare/1".into(),
-        harness_version: "0.1.0".into(),
-        started_utc: "2026-11-30T02:40:00Z".into(),
-        finished_utc: "2026-11-30T02:50:00Z".into(),
-        interrupted: false,
-        command: vec!["harness".into(), "compare".into()],
+        header: harness::lab::record::Header {
+            schema: "harness.compare/1".into(),
+            harness_version: "0.1.0".into(),
+            started_utc: "2026-11-30T02:40:00Z".into(),
+            finished_utc: "2026-11-30T02:50:00Z".into(),
+            interrupted: false,
+            command: vec!["harness".into(), "compare".into()],
+        },
         settings: Settings {
             workloads: vec![WorkloadDoc {
                 name: "hello".into(),
@@ -498,13 +500,15 @@ fn no_database() -> Database {
 
 fn models(waiting: Vec<WaitCurve>) -> Models {
     Models {
-        schema: "harness.models/1".into(),
-        harness_version: "0.1.0".into(),
-        started_utc: String::new(),
-        finished_utc: String::new(),
-        interrupted: false,
+        header: harness::lab::record::Header {
+            schema: "harness.models/1".into(),
+            harness_version: "0.1.0".into(),
+            started_utc: String::new(),
+            finished_utc: String::new(),
+            interrupted: false,
+            command: Vec::new(),
+        },
         quick: true,
-        command: Vec::new(),
         machine: machine(),
         database: no_database(),
         servers: php(),
@@ -554,13 +558,15 @@ fn reproduction(rps: f64) -> Reproduction {
         ..ReproCell::default()
     };
     Reproduction {
-        schema: "harness.reproduce/1".into(),
+        header: harness::lab::record::Header {
+            schema: "harness.reproduce/1".into(),
+            harness_version: "0.1.0".into(),
+            started_utc: String::new(),
+            finished_utc: String::new(),
+            interrupted: false,
+            command: Vec::new(),
+        },
         experiment: "swoole-vs-node".into(),
-        harness_version: "0.1.0".into(),
-        started_utc: String::new(),
-        finished_utc: String::new(),
-        interrupted: false,
-        command: Vec::new(),
         machine: machine(),
         database: no_database(),
         servers: php(),

@@ -11,6 +11,7 @@ use super::{facts, floors, CalibrateArgs, DB_CONNECTIONS, QUIET_CV_PCT};
 use crate::catalog::{Entry, Running};
 use crate::engine::{self, Control};
 use crate::env::{Environment, Setup};
+use crate::lab::driver::Placed;
 use crate::lab::{load, Lab, Started};
 use crate::stats::{mean_sd, Percentiles};
 
@@ -41,8 +42,16 @@ impl Ctx<'_> {
         say(line);
     }
 
-    fn start(&mut self, entry: &Entry, setup: Option<&Setup>) -> anyhow::Result<Started> {
-        let started = self.lab.start(entry, setup)?;
+    /// Starts `entry` on bare loopback (the ceilings, the noise).
+    fn start(&mut self, entry: &Entry) -> anyhow::Result<Started> {
+        let started = self.lab.start(entry, None)?;
+        self.adopt(entry, &started);
+        Ok(started)
+    }
+
+    /// Records a started server's notes and its processes (for the
+    /// autogroup table).
+    fn adopt(&mut self, entry: &Entry, started: &Started) {
         for n in &started.running.notes {
             if !self.notes.contains(n) {
                 self.notes.push(n.clone());
@@ -51,7 +60,6 @@ impl Ctx<'_> {
         for s in crate::procfs::tree(&started.running.pids()) {
             self.processes.push(facts::member(&entry.name, s.pid));
         }
-        Ok(started)
     }
 
     /// One closed-loop run of `GET path` for `length`.
@@ -157,7 +165,7 @@ pub fn ceilings(ctx: &mut Ctx, entries: &[Entry]) -> Vec<Ceiling> {
             work_rps: None,
             note: None,
         };
-        match ctx.start(e, None) {
+        match ctx.start(e) {
             Ok(Started { mut running, .. }) => {
                 for (name, path) in workloads(ctx.lab) {
                     if !e.serves(path) || ctx.interrupted() {
@@ -213,7 +221,7 @@ pub fn noise_and_floors(ctx: &mut Ctx, fastest: Option<&Entry>) -> (Option<Noise
         http_hello_c1_server: None,
     };
     if let Some(e) = fastest.filter(|_| !ctx.interrupted()) {
-        match ctx.start(e, None) {
+        match ctx.start(e) {
             Ok(Started { mut running, .. }) => {
                 let (connections, threads, duration) =
                     (ctx.args.connections, ctx.threads, ctx.args.duration);
@@ -297,7 +305,7 @@ pub fn database(ctx: &Ctx) -> floors::DbCeiling {
 
 /// One environment: built, each (path, server) of `plan` measured in it,
 /// torn down.
-pub fn environment(ctx: &mut Ctx, env: Environment, plan: &[(&str, Entry)]) -> EnvDoc {
+pub fn environment(ctx: &mut Ctx, env: Environment, plan: &[(Entry, &str)]) -> EnvDoc {
     let mut doc = EnvDoc {
         name: env.name().into(),
         description: env.describe().into(),
@@ -317,25 +325,23 @@ pub fn environment(ctx: &mut Ctx, env: Environment, plan: &[(&str, Entry)]) -> E
         return doc;
     }
     ctx.say(&format!("environment {}", env.name()));
-    let mut setup = match ctx.lab.environment(env) {
-        Ok(s) => s,
+    let lab = ctx.lab;
+    let placed = match lab.place(env, ctx.args.threads) {
+        Ok(p) => p,
         Err(err) => {
             doc.status = EnvStatus::Failed;
             doc.reason = Some(format!("{err:#}"));
             return doc;
         }
     };
-    doc.detail = Some(setup.detail());
-    ctx.env_db_pid = setup.db_pid();
-    for (path, entry) in plan {
-        if ctx.interrupted() {
-            break;
-        }
-        let w = measure_in(ctx, &setup, entry, path, &mut doc.checks);
+    doc.detail = Some(placed.detail().unwrap_or_else(|| "127.0.0.1".into()));
+    ctx.env_db_pid = placed.setup.as_ref().and_then(Setup::db_pid);
+    placed.each(lab, plan, |entry, path, started| {
+        let w = measure_in(ctx, &placed, entry, path, started, &mut doc.checks);
         doc.workloads.push(w);
-    }
+    });
     ctx.env_db_pid = None;
-    for e in setup.teardown() {
+    for e in placed.close() {
         ctx.notes.push(format!("{}: teardown: {e}", env.name()));
     }
     if ctx.interrupted() {
@@ -344,13 +350,14 @@ pub fn environment(ctx: &mut Ctx, env: Environment, plan: &[(&str, Entry)]) -> E
     doc
 }
 
-/// One workload in one environment: start the server placed, verify the
-/// placement, publish it, warm up, `--runs` runs, stop.
+/// One workload in one environment on a server the driver started placed:
+/// the placement's checks, warm-up, `--runs` runs, stop.
 fn measure_in(
     ctx: &mut Ctx,
-    setup: &Setup,
+    placed: &Placed,
     entry: &Entry,
     path: &str,
+    started: anyhow::Result<Started>,
     checks: &mut Vec<String>,
 ) -> EnvWorkload {
     let mut w = EnvWorkload {
@@ -367,21 +374,20 @@ fn measure_in(
         error: None,
     };
     let result = (|| -> anyhow::Result<()> {
-        // pinned: this thread (and the engine's, which inherit it) on the
-        // load generator's CPUs before the placement check looks at it.
-        let _pin = setup.pin_load()?;
-        let mut started = ctx.start(entry, Some(setup))?;
-        ctx.path_pids = setup.path_pids(&started.running);
+        let mut started = started?;
+        ctx.adopt(entry, &started);
+        ctx.path_pids = placed
+            .setup
+            .as_ref()
+            .map(|s| s.path_pids(&started.running))
+            .unwrap_or_default();
         w.route = started.route.clone();
         for c in started.checks.drain(..) {
             if !checks.contains(&c) {
                 checks.push(c);
             }
         }
-        let threads = match (ctx.args.threads, setup.load_cpus()) {
-            (None, Some(cpus)) => cpus.len(),
-            _ => ctx.threads,
-        };
+        let threads = placed.threads;
         let running = &started.running;
         ctx.warm(running, path, threads)?;
         for _ in 0..ctx.args.runs {

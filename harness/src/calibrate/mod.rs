@@ -27,7 +27,6 @@ pub mod floors;
 mod measure;
 pub mod report;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -36,7 +35,10 @@ use clap::Args;
 
 use crate::catalog::Entry;
 use crate::env::Environment;
-use crate::lab::{select, Lab};
+use crate::lab::args::LabArgs;
+use crate::lab::driver::Selection;
+use crate::lab::record::Header;
+use crate::lab::Lab;
 use crate::units::parse_duration;
 pub use measure::{apply_ratios, spread, verdict};
 use measure::{say, Ctx};
@@ -84,7 +86,17 @@ Examples:
   harness calibrate --env bare,pinned,bridge-direct,bridge,bridge-proxy --json > env.json
   harness calibrate --env bare,bridge,bridge-proxy --env-servers php-fpm,node
   harness calibrate --env bare,bridge -d 5s --runs 5")]
+#[command(mut_arg("servers", |a| a
+    .default_value("event-loop,event-loop-x2,coroutine,worker-pool")
+    .help("Reference servers from the catalog, comma-separated")))]
+#[command(mut_arg("out", |a| a.help(
+    "Also write calibration.json and calibration.txt to DIR/<UTC time>-calibrate/ \
+     (default: print only)"
+)))]
 pub struct CalibrateArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+
     /// Environments, comma-separated (bare is always measured: ratios are to it).
     #[arg(
         long,
@@ -93,15 +105,6 @@ pub struct CalibrateArgs {
         value_name = "LIST"
     )]
     pub env: Vec<String>,
-
-    /// Reference servers from the catalog, comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "event-loop,event-loop-x2,coroutine,worker-pool",
-        value_name = "NAMES"
-    )]
-    pub servers: Vec<String>,
 
     /// Servers measured in every environment, comma-separated, any in the
     /// catalog (php-fpm, node, ...): how much Docker's network costs *them*.
@@ -133,17 +136,9 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
-    /// Use this database instead of starting a private MariaDB.
-    #[arg(long, value_name = "URL")]
-    pub mysql_url: Option<String>,
-
     /// Print the JSON document (calibrate.schema.json) instead of the text.
     #[arg(long)]
     pub json: bool,
-
-    /// The repository (target/ with the server binaries).
-    #[arg(long, value_name = "DIR")]
-    pub repo_dir: Option<PathBuf>,
 }
 
 impl CalibrateArgs {
@@ -171,16 +166,12 @@ impl CalibrateArgs {
 pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     args.validate()?;
     let envs = args.environments()?;
-    let (entries, env_entries) = (
-        select::named(&args.servers)?,
-        select::named(&args.env_servers)?,
-    );
-    let mut lab = Lab::open(args.repo_dir.as_deref())?;
-    let started_utc = crate::units::now_utc();
+    let mut lab = Lab::open(args.lab.repo_dir.as_deref())?;
+    let mut header = Header::start(report::SCHEMA);
     let (mut machine, ticks0) = facts::before();
     let mut notes = Vec::new();
-    let entries = runnable_here(&lab, entries, &mut notes);
-    let env_entries = runnable_here(&lab, env_entries, &mut notes);
+    let entries = runnable_here(Selection::named(&lab, &args.lab.servers)?, &mut notes);
+    let env_entries = runnable_here(Selection::named(&lab, &args.env_servers)?, &mut notes);
     if !args.env_servers.is_empty() && env_entries.is_empty() {
         bail!("none of --env-servers can run here: {}", notes.join("; "));
     }
@@ -190,7 +181,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
             notes.join("; ")
         );
     }
-    lab.start_database(args.mysql_url.as_deref(), &say)?;
+    lab.start_database(args.lab.mysql_url.as_deref(), &say)?;
     let mut ctx = Ctx {
         args: &args,
         lab: &lab,
@@ -220,19 +211,14 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         .collect();
     apply_ratios(&mut env_docs);
     let emulation = emulation::predictions(&env_docs);
-    let interrupted = ctx.interrupted();
+    header.finish(ctx.interrupted());
     let (outside, processes, notes, threads) = (ctx.outside, ctx.processes, ctx.notes, ctx.threads);
     drop(lab);
 
     facts::after(&mut machine, ticks0);
     machine.autogroups = facts::autogroups(&processes);
     let doc = Calibration {
-        schema: report::SCHEMA.into(),
-        harness_version: env!("CARGO_PKG_VERSION").into(),
-        started_utc,
-        finished_utc: crate::units::now_utc(),
-        interrupted,
-        command: std::env::args().collect(),
+        header,
         settings: settings(&args, &envs, &entries, &env_entries, threads),
         machine,
         noise,
@@ -250,19 +236,33 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         }),
         emulation,
     };
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).context("cannot encode the document")?
-        );
-    } else {
-        print!("{}", report::text(&doc));
+    let json = serde_json::to_string_pretty(&doc).context("cannot encode the document")?;
+    let text = report::text(&doc);
+    if let Some(out) = &args.lab.out {
+        let dir = out.join(doc.header.dir_name("-calibrate"));
+        write_files(&dir, &json, &text)?;
+        say(&format!("written: {}", dir.display()));
     }
-    Ok(if interrupted {
+    if args.json {
+        println!("{json}");
+    } else {
+        print!("{text}");
+    }
+    Ok(if doc.header.interrupted {
         ExitCode::from(130)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// calibration.json and calibration.txt under `dir`.
+fn write_files(dir: &std::path::Path, json: &str, text: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, body) in [("calibration.json", json), ("calibration.txt", text)] {
+        let path = dir.join(name);
+        std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// What each environment measures: the fastest reference server per
@@ -272,11 +272,11 @@ fn env_plan(
     env_entries: &[Entry],
     best_hello: Option<Entry>,
     best_work: Option<Entry>,
-) -> Vec<(&'static str, Entry)> {
+) -> Vec<(Entry, &'static str)> {
     if env_entries.is_empty() {
         return [("/hello", best_hello), ("/work", best_work)]
             .into_iter()
-            .filter_map(|(p, e)| Some((p, e?)))
+            .filter_map(|(p, e)| Some((e?, p)))
             .collect();
     }
     measure::workloads(lab)
@@ -285,21 +285,20 @@ fn env_plan(
             env_entries
                 .iter()
                 .filter(move |e| e.serves(path))
-                .map(move |e| (path, e.clone()))
+                .map(move |e| (e.clone(), path))
         })
         .collect()
 }
 
 /// The entries that can run here; a note for each that cannot.
-fn runnable_here(lab: &Lab, entries: Vec<Entry>, notes: &mut Vec<String>) -> Vec<Entry> {
-    let (ready, missing) = select::runnable(entries, &lab.paths);
-    for m in missing {
+fn runnable_here(selection: Selection, notes: &mut Vec<String>) -> Vec<Entry> {
+    for m in &selection.missing {
         let note = format!("{}: not measured: {} ({})", m.name, m.reason, m.fix);
         if !notes.contains(&note) {
             notes.push(note);
         }
     }
-    ready.into_iter().map(|(e, _)| e).collect()
+    selection.runnable()
 }
 
 /// How long the calibration will take, in a line.

@@ -6,18 +6,15 @@ use serde::{Deserialize, Serialize};
 
 use super::facts::Facts;
 use super::floors::{DbCeiling, Latency};
+use crate::lab::record::Header;
 use crate::report::thousands;
 
 pub const SCHEMA: &str = "harness.calibrate/1";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
-    pub schema: String,
-    pub harness_version: String,
-    pub started_utc: String,
-    pub finished_utc: String,
-    pub interrupted: bool,
-    pub command: Vec<String>,
+    #[serde(flatten)]
+    pub header: Header,
     pub settings: Settings,
     pub machine: Facts,
     pub noise: Option<Noise>,

@@ -7,6 +7,7 @@ use clap::Args;
 
 pub use crate::lab::tools::LoadTool;
 
+use crate::lab::args::LabArgs;
 use crate::units::parse_duration;
 
 #[derive(Debug, Args, Clone)]
@@ -44,11 +45,13 @@ Examples:
   harness compare --env bridge --servers coroutine,php-fpm --workloads hello,work
   harness servers
   harness report results/2026-11-30T02-40-00Z")]
+#[command(mut_arg("servers", |a| a.help(
+    "Servers from the catalog (`harness servers`), comma-separated. \
+     Default: every entry (those that cannot run here are listed and skipped)"
+)))]
 pub struct CompareArgs {
-    /// Servers from the catalog (`harness servers`), comma-separated.
-    /// Default: every entry (those that cannot run here are listed and skipped).
-    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
-    pub servers: Vec<String>,
+    #[command(flatten)]
+    pub lab: LabArgs,
 
     /// A server started elsewhere (Docker, another host's port): NAME=URL.
     /// Repeatable. With --target and no --servers, only the targets run.
@@ -90,10 +93,6 @@ pub struct CompareArgs {
     #[arg(long, value_name = "NAME")]
     pub baseline: Option<String>,
 
-    /// Use this database instead of starting a private MariaDB.
-    #[arg(long, value_name = "URL")]
-    pub mysql_url: Option<String>,
-
     /// What drives the load: the built-in engine, or ab / wrk as a cross-check.
     #[arg(long, value_enum, default_value_t = LoadTool::Harness)]
     pub load_tool: LoadTool,
@@ -109,15 +108,6 @@ pub struct CompareArgs {
     /// A request without a complete response after this long fails.
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
-
-    /// Where the results/<time>/ directories go.
-    #[arg(long, default_value = "results", value_name = "DIR")]
-    pub out: PathBuf,
-
-    /// The repository (compose/ and target/); default: $BENCHLAB_REPO, else
-    /// the tree the harness was built from.
-    #[arg(long, value_name = "DIR")]
-    pub repo_dir: Option<PathBuf>,
 
     /// Where the servers run: bare, pinned, bridge-direct, bridge, bridge-proxy
     /// (emulated), or the real Docker Engine: docker, docker-host,

@@ -27,8 +27,10 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 
 use crate::catalog::{supervise, Entry};
-use crate::env::{Environment, Setup};
-use crate::lab::{select, tools, Lab};
+use crate::env::Environment;
+use crate::lab::driver::Selection;
+use crate::lab::record::Header;
+use crate::lab::{tools, Lab};
 use args::{CompareArgs, LoadTool, ReportArgs};
 use plan::Workload;
 use results::{Database, Results, RowStatus, ServerDoc, ServerStatus, Settings, WorkloadDoc};
@@ -39,17 +41,18 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     if args.load_tool != LoadTool::Harness {
         tools::find(args.load_tool)?;
     }
-    let entries = select::servers_and_targets(&args.servers, &args.targets)?;
     let environment = Environment::parse(&args.env).context("bad --env")?;
     if let Err(why) = environment.availability() {
         bail!("--env {}: not available here: {why}", environment.name());
     }
     let mut workloads = plan::workloads(&args.workloads)?;
     let progress = progress::Progress::new();
-    let mut lab = Lab::open(args.repo_dir.as_deref())?;
-    let started_utc = crate::units::now_utc();
+    let mut lab = Lab::open(args.lab.repo_dir.as_deref())?;
+    let selection = Selection::of(&lab, &args.lab.servers, &args.targets)?;
+    let entries = selection.selected.clone();
+    let mut header = Header::start(results::SCHEMA);
     let machine = results::machine();
-    let mut docs = server_docs(&entries, &lab, environment);
+    let mut docs = server_docs(&selection, environment);
     for d in docs.iter().filter(|d| d.status == ServerStatus::Skipped) {
         let why = d.reason.as_deref().unwrap_or("");
         progress.line(&format!("{}: cannot run here: {why}", d.name));
@@ -58,25 +61,24 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         bail!("none of the selected servers can run here (see `harness servers`)");
     }
     start_database(&mut lab, &args, &mut workloads, &progress)?;
-    // The environment, after the database (a namespace reaches it by DNAT).
-    let setup = build_environment(environment, &lab, &mut docs)?;
-    // pinned: this thread (and so the engine's threads, and ab or wrk) on
-    // the load generator's CPUs.
-    let _pin = setup.as_ref().map(Setup::pin_load).transpose()?.flatten();
-    let threads = args.threads.unwrap_or_else(|| {
-        setup
-            .as_ref()
-            .and_then(Setup::load_cpus)
-            .map_or_else(crate::engine::default_threads, <[usize]>::len)
-    });
+    // The environment, after the database (a namespace reaches it by DNAT);
+    // pinned: this thread (and so the engine's, and ab's or wrk's) on the
+    // load generator's CPUs.
+    let placed = lab.place(environment, args.threads)?;
+    if let Some(detail) = placed.detail() {
+        for d in docs.iter_mut().filter(|d| d.status == ServerStatus::Ran) {
+            d.notes
+                .push(format!("environment {}: {detail}", environment.name()));
+        }
+    }
     let scratch = supervise::TempDir::new("benchlab-compare-")?;
     let ctx = runner::Ctx {
         lab: &lab,
         args: &args,
-        threads,
+        threads: placed.threads,
         progress: &progress,
         scratch: scratch.path(),
-        setup: setup.as_ref(),
+        placed: &placed,
     };
 
     // Start each once: /config, placement, contract, each workload's answer.
@@ -89,19 +91,15 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let cells = cells(&entries, &docs, &workloads, &args.connections);
     progress.line(&eta(&args, cells.len()));
     let rows = run_cells(&ctx, &entries, &mut docs, &preflight_failures, cells);
-    let interrupted = lab.interrupted();
-    drop((setup, scratch));
+    let threads = placed.threads;
+    header.finish(lab.interrupted());
+    drop((placed, scratch));
     let database = Database::of(&lab.database);
     drop(lab);
 
     let baseline = pick_baseline(&args, &docs);
     let mut results = Results {
-        schema: results::SCHEMA.into(),
-        harness_version: env!("CARGO_PKG_VERSION").into(),
-        started_utc,
-        finished_utc: crate::units::now_utc(),
-        interrupted,
-        command: std::env::args().collect(),
+        header,
         settings: settings(&args, &workloads, threads, baseline, environment),
         machine,
         database,
@@ -141,7 +139,7 @@ fn start_database(
     if !workloads.iter().any(|w| w.needs_db) {
         return Ok(());
     }
-    lab.start_database(args.mysql_url.as_deref(), &|l| progress.line(l))?;
+    lab.start_database(args.lab.mysql_url.as_deref(), &|l| progress.line(l))?;
     if let Some(why) = &lab.database.unavailable {
         let dropped: Vec<&str> = workloads
             .iter()
@@ -162,11 +160,10 @@ fn start_database(
 
 /// One document per selected server: `ran` (so far) if it can run here and
 /// be placed in `environment`, else `skipped` with why.
-fn server_docs(entries: &[Entry], lab: &Lab, environment: Environment) -> Vec<ServerDoc> {
-    let (ready, missing) = select::runnable(entries.to_vec(), &lab.paths);
-    let mut docs = ServerDoc::of_selection(entries, &ready, &missing);
+fn server_docs(selection: &Selection, environment: Environment) -> Vec<ServerDoc> {
+    let mut docs = selection.docs();
     if environment != Environment::Bare {
-        for (doc, e) in docs.iter_mut().zip(entries) {
+        for (doc, e) in docs.iter_mut().zip(&selection.selected) {
             if doc.status == ServerStatus::Ran && !e.placeable() {
                 doc.status = ServerStatus::Skipped;
                 doc.reason = Some(format!(
@@ -177,26 +174,6 @@ fn server_docs(entries: &[Entry], lab: &Lab, environment: Environment) -> Vec<Se
         }
     }
     docs
-}
-
-/// Builds `environment` (none for bare) and notes it on every server.
-fn build_environment(
-    environment: Environment,
-    lab: &Lab,
-    docs: &mut [ServerDoc],
-) -> anyhow::Result<Option<Setup>> {
-    if environment == Environment::Bare {
-        return Ok(None);
-    }
-    let s = lab.environment(environment)?;
-    for d in docs.iter_mut().filter(|d| d.status == ServerStatus::Ran) {
-        d.notes.push(format!(
-            "environment {}: {}",
-            environment.name(),
-            s.detail()
-        ));
-    }
-    Ok(Some(s))
 }
 
 /// Every server × workload × c cell to run, workload-major.
@@ -300,7 +277,7 @@ fn settings(
 /// Ratios, the files, the table; the exit code: 130 when interrupted, 1
 /// when nothing was measured.
 fn finish(args: &CompareArgs, results: &mut Results) -> anyhow::Result<ExitCode> {
-    if results.interrupted {
+    if results.header.interrupted {
         let measured: Vec<String> = results.rows.iter().map(|r| r.server.clone()).collect();
         for d in results.servers.iter_mut() {
             if d.status == ServerStatus::Ran && !measured.contains(&d.name) {
@@ -310,11 +287,11 @@ fn finish(args: &CompareArgs, results: &mut Results) -> anyhow::Result<ExitCode>
         }
     }
     apply_ratios(results);
-    let dir = args.out.join(results.started_utc.replace(':', "-"));
+    let dir = args.lab.out_dir().join(results.header.dir_name(""));
     report::write_all(&dir, results)?;
     println!("{}", report::table::terminal(results));
     println!("results: {}", dir.display());
-    Ok(if results.interrupted {
+    Ok(if results.header.interrupted {
         ExitCode::from(130)
     } else if !results.rows.iter().any(|r| r.status != RowStatus::Failed) {
         eprintln!("harness: nothing was measured: every selected server failed (see above)");
@@ -383,11 +360,11 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
             path.display()
         )
     })?;
-    if results.schema != results::SCHEMA {
+    if results.header.schema != results::SCHEMA {
         bail!(
             "{}: schema {:?}, this harness reads {:?}",
             path.display(),
-            results.schema,
+            results.header.schema,
             results::SCHEMA
         );
     }

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::stats::{FailureCounts, SecondPoint};
 
 pub use crate::lab::record::{
-    machine, ConformanceCheck, ConformanceDeviation, ContractCheck, Database, GroupTally, Machine,
-    RowFailure, ServerDoc, ServerStatus,
+    machine, ConformanceCheck, ConformanceDeviation, ContractCheck, Database, GroupTally, Header,
+    Machine, RowFailure, ServerDoc, ServerStatus,
 };
 
 /// The schema identifier; bumped on any incompatible change.
@@ -21,14 +21,8 @@ pub const SCHEMA: &str = "harness.compare/1";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Results {
-    pub schema: String,
-    pub harness_version: String,
-    /// `2026-11-30T02:40:00Z`.
-    pub started_utc: String,
-    pub finished_utc: String,
-    /// Ctrl-C or SIGTERM stopped the comparison: rows cover what was measured.
-    pub interrupted: bool,
-    pub command: Vec<String>,
+    #[serde(flatten)]
+    pub header: Header,
     pub settings: Settings,
     pub machine: Machine,
     pub database: Database,

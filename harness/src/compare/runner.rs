@@ -15,7 +15,7 @@ use super::progress::Progress;
 use super::results::{CurvePoint, LatencyDoc, Row, RowStatus, RunDoc, Summary};
 use crate::catalog::{Entry, Running};
 use crate::engine::{self, Control, End, Plan};
-use crate::env::Setup;
+use crate::lab::driver::Placed;
 use crate::lab::load::{self, Shape};
 use crate::lab::meter::Sample;
 use crate::lab::tools::{self, ToolRun};
@@ -35,8 +35,8 @@ pub struct Ctx<'a> {
     pub progress: &'a Progress,
     /// For the load tools' output.
     pub scratch: &'a Path,
-    /// `--env` other than bare: where servers are placed and how they are reached.
-    pub setup: Option<&'a Setup>,
+    /// `--env`: where servers are placed and how they are reached.
+    pub placed: &'a Placed,
 }
 
 impl Ctx<'_> {
@@ -46,7 +46,7 @@ impl Ctx<'_> {
 
     /// Starts `entry` placed and published in the run's environment.
     pub fn start(&self, entry: &Entry) -> anyhow::Result<Running> {
-        Ok(self.lab.start(entry, self.setup)?.running)
+        Ok(self.placed.start(self.lab, entry)?.running)
     }
 
     fn control(&self) -> Control {
@@ -172,27 +172,31 @@ fn load(
         let mut bar = ctx
             .progress
             .run(format!("{label} run {i}/{runs}"), ctx.args.duration);
-        let (outcome, sample) = load::metered(running, ctx.lab.db_pid(ctx.setup), || match tool {
-            LoadTool::Harness => {
-                let p = plan(ctx, running, w, c, ctx.args.duration);
-                engine::run(&p, &control, &mut |s| bar.update(s))
-                    .map(Ok)
-                    .map_err(anyhow::Error::from)
-            }
-            _ => tools::run(
-                tool,
-                &format!("http://{}{}", running.authority, w.path),
-                c,
-                ctx.args.duration,
-                None,
-                ctx.threads,
-                !ctx.args.no_keepalive,
-                ctx.args.timeout,
-                ctx.scratch,
-                &ctx.lab.interrupt,
-            )
-            .map(Err),
-        });
+        let (outcome, sample) = load::metered(
+            running,
+            ctx.lab.db_pid(ctx.placed.setup.as_ref()),
+            || match tool {
+                LoadTool::Harness => {
+                    let p = plan(ctx, running, w, c, ctx.args.duration);
+                    engine::run(&p, &control, &mut |s| bar.update(s))
+                        .map(Ok)
+                        .map_err(anyhow::Error::from)
+                }
+                _ => tools::run(
+                    tool,
+                    &format!("http://{}{}", running.authority, w.path),
+                    c,
+                    ctx.args.duration,
+                    None,
+                    ctx.threads,
+                    !ctx.args.no_keepalive,
+                    ctx.args.timeout,
+                    ctx.scratch,
+                    &ctx.lab.interrupt,
+                )
+                .map(Err),
+            },
+        );
         let doc = match outcome {
             Ok(Ok(result)) => {
                 let _ = merged.add(&result.stats.latency_us);

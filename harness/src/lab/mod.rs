@@ -7,13 +7,19 @@
 //! found, the database every server of the session shares ([`database`]),
 //! and [`Lab::start`], which starts a catalog entry, places it in an
 //! environment, checks that the placement took and publishes it. Beside it:
-//! [`select`] picks entries from the catalog, [`load`] plans a closed-loop
-//! load on a started server, [`meter`] charges a run's CPU time.
+//! [`driver`] runs the sequence every measuring command shares (select,
+//! database, environments, start, hand to the command's measuring
+//! function), [`args`] the options they share, [`record`] what their
+//! documents share; [`select`] picks entries from the catalog, [`load`]
+//! plans a closed-loop load on a started server, [`meter`] charges a run's
+//! CPU time.
 //!
 //! Arrows point one way: commands → lab → catalog / env / engine → contract.
 
+pub mod args;
 pub mod contract;
 pub mod database;
+pub mod driver;
 pub mod load;
 pub mod meter;
 pub mod record;

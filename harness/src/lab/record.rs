@@ -5,6 +5,49 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What every results document begins with, declared once and flattened
+/// into each (`compare`'s, `calibrate`'s, `models`', `reproduce`'s): which
+/// document it is, which harness wrote it, when, whether it was cut short,
+/// and the command line that made it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// The document's schema identifier (`harness.compare/1`, …).
+    pub schema: String,
+    pub harness_version: String,
+    /// `2026-11-30T02:40:00Z`.
+    pub started_utc: String,
+    pub finished_utc: String,
+    /// Ctrl-C or SIGTERM stopped the run: the document covers what was measured.
+    pub interrupted: bool,
+    pub command: Vec<String>,
+}
+
+impl Header {
+    /// A document of `schema` that starts now, by this harness and command line.
+    pub fn start(schema: &str) -> Header {
+        Header {
+            schema: schema.into(),
+            harness_version: env!("CARGO_PKG_VERSION").into(),
+            started_utc: crate::units::now_utc(),
+            finished_utc: String::new(),
+            interrupted: false,
+            command: std::env::args().collect(),
+        }
+    }
+
+    /// Marks the document finished now (`interrupted`: cut short).
+    pub fn finish(&mut self, interrupted: bool) {
+        self.interrupted = interrupted;
+        self.finished_utc = crate::units::now_utc();
+    }
+
+    /// The results directory's name: the start time, `:` made safe for
+    /// every file system, and `suffix` (`-models`) if any.
+    pub fn dir_name(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.started_utc.replace(':', "-"))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Machine {

@@ -3,20 +3,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::record::{Database, Machine, ServerDoc};
+use crate::lab::record::{Database, Header, Machine, ServerDoc};
 
 pub const SCHEMA: &str = "harness.models/1";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Models {
-    pub schema: String,
-    pub harness_version: String,
-    pub started_utc: String,
-    pub finished_utc: String,
-    pub interrupted: bool,
+    #[serde(flatten)]
+    pub header: Header,
     pub quick: bool,
-    pub command: Vec<String>,
     pub machine: Machine,
     pub database: Database,
     pub servers: Vec<ServerDoc>,

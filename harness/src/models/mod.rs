@@ -23,16 +23,18 @@ mod measure;
 pub mod report;
 mod stall;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
 
-use crate::catalog::{supervise, Entry};
-use crate::lab::record::{self, Database, ServerDoc, ServerStatus};
-use crate::lab::{select, Lab};
+use crate::catalog::{supervise, Entry, Running};
+use crate::env::Environment;
+use crate::lab::args::LabArgs;
+use crate::lab::driver::Selection;
+use crate::lab::record::{self, Database, Header, ServerStatus};
+use crate::lab::Lab;
 use crate::units::parse_duration;
 use document::{Models, SCHEMA};
 
@@ -55,15 +57,10 @@ About 10 minutes on 2 cores; --quick about 2.
 Examples:
   harness models --quick
   harness models --servers event-loop,worker-pool,php-fpm --experiments waiting,stall")]
+#[command(mut_arg("servers", |a| a.default_value("event-loop,coroutine,worker-pool,node,swoole,php-fpm")))]
 pub struct ModelsArgs {
-    /// Servers from the catalog, comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "event-loop,coroutine,worker-pool,node,swoole,php-fpm",
-        value_name = "NAMES"
-    )]
-    pub servers: Vec<String>,
+    #[command(flatten)]
+    pub lab: LabArgs,
 
     /// Experiments, comma-separated: waiting, stall, connections, memory.
     #[arg(
@@ -81,18 +78,6 @@ pub struct ModelsArgs {
     /// Length of each run (default 3s, 1s with --quick).
     #[arg(short = 'd', long, value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
-
-    /// Where results/<UTC time>-models/ goes.
-    #[arg(long, default_value = "results", value_name = "DIR")]
-    pub out: PathBuf,
-
-    /// Use this database instead of starting a private MariaDB.
-    #[arg(long, value_name = "URL")]
-    pub mysql_url: Option<String>,
-
-    /// The repository (compose/ and target/).
-    #[arg(long, value_name = "DIR")]
-    pub repo_dir: Option<PathBuf>,
 }
 
 /// The experiments by name.
@@ -144,131 +129,115 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     } else {
         &[1, 10, 20, 50, 100, 200, 500, 1000]
     };
-    let mut lab = Lab::open(args.repo_dir.as_deref())?;
-    let entries = select::named(&args.servers)?;
-    let (ready, missing) = select::runnable(entries.clone(), &lab.paths);
-    for m in &missing {
-        say(&format!(
-            "{}: cannot run here: {}; to run it: {}",
-            m.name, m.reason, m.fix
-        ));
-    }
-    if ready.is_empty() {
-        bail!("none of the selected servers can run here (see `harness servers`)");
-    }
+    let mut lab = Lab::open(args.lab.repo_dir.as_deref())?;
+    let selection = Selection::named(&lab, &args.lab.servers)?;
+    selection.say_missing(&say);
+    selection.require_runnable()?;
     let mut doc = Models {
-        schema: SCHEMA.into(),
-        harness_version: env!("CARGO_PKG_VERSION").into(),
-        started_utc: crate::units::now_utc(),
-        finished_utc: String::new(),
-        interrupted: false,
+        header: Header::start(SCHEMA),
         quick: args.quick,
-        command: std::env::args().collect(),
         machine: record::machine(),
         database: Database::of(&lab.database),
-        servers: ServerDoc::of_selection(&entries, &ready, &missing),
+        servers: selection.docs(),
         waiting: Vec::new(),
         stall: Vec::new(),
         connection_cost: Vec::new(),
         memory: Vec::new(),
         findings: Vec::new(),
     };
-    lab.start_database(args.mysql_url.as_deref(), &say)?;
+    lab.start_database(args.lab.mysql_url.as_deref(), &say)?;
     doc.database = Database::of(&lab.database);
     let has_db = lab.db().is_some();
     let _scratch = supervise::TempDir::new("benchlab-models-")?;
-    for (e, _) in &ready {
-        if lab.interrupted() {
-            break;
-        }
-        measure_server(&lab, e, &which, levels, length, has_db, &mut doc);
-    }
-    doc.findings = findings::all(&doc);
-    doc.interrupted = lab.interrupted();
-    drop(lab);
-    doc.finished_utc = crate::units::now_utc();
-    let dir = args
-        .out
-        .join(format!("{}-models", doc.started_utc.replace(':', "-")));
-    report::write_all(&dir, &doc)?;
-    println!("{}", report::text(&doc));
-    println!("results: {}", dir.display());
-    Ok(if doc.interrupted {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
-/// Every selected experiment on one server, started afresh for each so
-/// that one experiment's state (idle connections, a warm cache) does not
-/// leak into the next.
-fn measure_server(
-    lab: &Lab,
-    e: &Entry,
-    which: &[Experiment],
-    levels: &[usize],
-    length: Duration,
-    has_db: bool,
-    doc: &mut Models,
-) {
-    for &x in which {
-        if lab.interrupted() {
-            return;
-        }
+    // Each server started afresh for each experiment, so that one
+    // experiment's state (idle connections, a warm cache) does not leak
+    // into the next.
+    let plan: Vec<(Entry, Experiment)> = selection
+        .runnable()
+        .into_iter()
+        .flat_map(|e| which.iter().map(move |&x| (e.clone(), x)))
+        .collect();
+    let bare = lab.place(Environment::Bare, None)?;
+    bare.each(&lab, &plan, |e, &x, started| {
         say(&format!("{} — {x:?}", e.name));
-        let mut running = match lab.start(e, None) {
-            Ok(s) => s.running,
+        match started {
+            Ok(s) => experiment(&lab, e, x, s.running, levels, length, has_db, &mut doc),
             Err(err) => {
                 say(&format!("{}: did not start: {err:#}", e.name));
                 if let Some(s) = doc.servers.iter_mut().find(|s| s.name == e.name) {
                     s.status = ServerStatus::Failed;
                     s.reason = Some(format!("did not start: {err:#}"));
                 }
-                return;
-            }
-        };
-        let config = running.config().ok();
-        if let Some(s) = doc.servers.iter_mut().find(|s| s.name == e.name) {
-            if s.config.is_none() {
-                s.config = config.clone();
-                s.versions = running.versions.clone();
             }
         }
-        match x {
-            Experiment::Waiting => {
-                let sleep = format!("/sleep?ms={WAIT_MS}");
-                let db = format!("/db?sleep_ms={WAIT_MS}");
-                let paths: Vec<&str> = if has_db {
-                    vec![&sleep, &db]
-                } else {
-                    vec![&sleep]
-                };
-                for path in paths {
-                    doc.waiting.push(measure::waiting(
-                        lab,
-                        &running,
-                        e.model,
-                        config.as_ref(),
-                        path,
-                        WAIT_MS,
-                        levels,
-                        length,
-                    ));
-                }
-            }
-            Experiment::Stall => doc
-                .stall
-                .push(stall::measure(lab, &running, e.model, length)),
-            Experiment::Connections if has_db => doc
-                .connection_cost
-                .push(measure::connection_cost(lab, &running, e.model, 50, length)),
-            Experiment::Connections => {}
-            Experiment::Memory => {
-                doc.memory
-                    .push(measure::memory(lab, &running, e.model, &[1000, 10_000]))
-            }
+    });
+    drop(bare);
+    doc.findings = findings::all(&doc);
+    doc.header.finish(lab.interrupted());
+    drop(lab);
+    let dir = args.lab.out_dir().join(doc.header.dir_name("-models"));
+    report::write_all(&dir, &doc)?;
+    println!("{}", report::text(&doc));
+    println!("results: {}", dir.display());
+    Ok(if doc.header.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One experiment on one started server, stopped at the end.
+#[allow(clippy::too_many_arguments)]
+fn experiment(
+    lab: &Lab,
+    e: &Entry,
+    x: Experiment,
+    mut running: Running,
+    levels: &[usize],
+    length: Duration,
+    has_db: bool,
+    doc: &mut Models,
+) {
+    let config = running.config().ok();
+    if let Some(s) = doc.servers.iter_mut().find(|s| s.name == e.name) {
+        if s.config.is_none() {
+            s.config = config.clone();
+            s.versions = running.versions.clone();
         }
-        running.stop();
     }
+    match x {
+        Experiment::Waiting => {
+            let sleep = format!("/sleep?ms={WAIT_MS}");
+            let db = format!("/db?sleep_ms={WAIT_MS}");
+            let paths: Vec<&str> = if has_db {
+                vec![&sleep, &db]
+            } else {
+                vec![&sleep]
+            };
+            for path in paths {
+                doc.waiting.push(measure::waiting(
+                    lab,
+                    &running,
+                    e.model,
+                    config.as_ref(),
+                    path,
+                    WAIT_MS,
+                    levels,
+                    length,
+                ));
+            }
+        }
+        Experiment::Stall => doc
+            .stall
+            .push(stall::measure(lab, &running, e.model, length)),
+        Experiment::Connections if has_db => doc
+            .connection_cost
+            .push(measure::connection_cost(lab, &running, e.model, 50, length)),
+        Experiment::Connections => {}
+        Experiment::Memory => {
+            doc.memory
+                .push(measure::memory(lab, &running, e.model, &[1000, 10_000]))
+        }
+    }
+    running.stop();
 }

@@ -5,21 +5,17 @@
 use serde::{Deserialize, Serialize};
 
 use super::seeds::Seed;
-use crate::lab::record::{Database, Machine, ServerDoc};
+use crate::lab::record::{Database, Header, Machine, ServerDoc};
 
 pub const SCHEMA: &str = "harness.reproduce/1";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reproduction {
-    pub schema: String,
+    #[serde(flatten)]
+    pub header: Header,
     /// `swoole-vs-node` or `docker-vs-bare`.
     pub experiment: String,
-    pub harness_version: String,
-    pub started_utc: String,
-    pub finished_utc: String,
-    pub interrupted: bool,
-    pub command: Vec<String>,
     pub machine: Machine,
     pub database: Database,
     pub servers: Vec<ServerDoc>,

@@ -235,13 +235,15 @@ mod tests {
 
     fn doc(experiment: &str, cells: Vec<Cell>) -> Reproduction {
         Reproduction {
-            schema: SCHEMA.into(),
+            header: crate::lab::record::Header {
+                schema: SCHEMA.into(),
+                harness_version: "t".into(),
+                started_utc: "t".into(),
+                finished_utc: "t".into(),
+                interrupted: false,
+                command: Vec::new(),
+            },
             experiment: experiment.into(),
-            harness_version: "t".into(),
-            started_utc: "t".into(),
-            finished_utc: "t".into(),
-            interrupted: false,
-            command: Vec::new(),
             machine: Machine {
                 cpu_model: "c".into(),
                 cores: 2,

@@ -21,17 +21,18 @@ mod measure;
 pub mod report;
 pub mod seeds;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 
 use crate::catalog::{supervise, Entry, Placement};
-use crate::env::{Environment, Setup};
-use crate::lab::record::{self, Database, ServerDoc};
-use crate::lab::{select, Lab};
+use crate::env::Environment;
+use crate::lab::args::LabArgs;
+use crate::lab::driver::{servers_only, Selection};
+use crate::lab::record::{self, Database, Header, ServerDoc};
+use crate::lab::Lab;
 use crate::units::parse_duration;
 use document::{Cell, Reproduction, SCHEMA};
 use measure::{Length, Tool};
@@ -55,9 +56,8 @@ pub enum Experiment {
 /// What both experiments take.
 #[derive(Debug, Args, Clone)]
 pub struct Common {
-    /// Servers from the catalog, comma-separated.
-    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
-    pub servers: Vec<String>,
+    #[command(flatten)]
+    pub lab: LabArgs,
 
     /// A server started elsewhere, NAME=URL (repeatable): measured on bare only.
     #[arg(long = "target", value_name = "NAME=URL")]
@@ -66,18 +66,6 @@ pub struct Common {
     /// Connections, as the seeds used.
     #[arg(short = 'c', long, default_value_t = 100, value_name = "N")]
     pub connections: usize,
-
-    /// Where results/<UTC time>-<experiment>/ goes.
-    #[arg(long, default_value = "results", value_name = "DIR")]
-    pub out: PathBuf,
-
-    /// Use this database instead of starting a private MariaDB.
-    #[arg(long, value_name = "URL")]
-    pub mysql_url: Option<String>,
-
-    /// The repository (compose/ and target/).
-    #[arg(long, value_name = "DIR")]
-    pub repo_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -90,6 +78,7 @@ seed's figures beside ours, as ratios.
 
 Example:
   harness reproduce swoole-vs-node")]
+#[command(mut_arg("servers", |a| a.default_value("swoole,node")))]
 pub struct SwooleVsNodeArgs {
     #[command(flatten)]
     pub common: Common,
@@ -122,6 +111,7 @@ engine counts 0 valid responses.
 Examples:
   harness reproduce docker-vs-bare                 # 60 s runs, as the seed
   harness reproduce docker-vs-bare -d 10s --env bare,pinned")]
+#[command(mut_arg("servers", |a| a.default_value("php-fpm,swoole,roadrunner,frankenphp")))]
 pub struct DockerVsBareArgs {
     #[command(flatten)]
     pub common: Common,
@@ -156,43 +146,19 @@ fn say(line: &str) {
     eprintln!("reproduce: {line}");
 }
 
-/// The servers to run: `--servers` (else `defaults`) and the targets, those
-/// that cannot run here documented as skipped.
-fn servers(
-    common: &Common,
-    defaults: &[&str],
-    lab: &Lab,
-) -> anyhow::Result<(Vec<Entry>, Vec<ServerDoc>)> {
-    let names: Vec<String> = if common.servers.is_empty() {
-        defaults.iter().map(|s| s.to_string()).collect()
-    } else {
-        common.servers.clone()
-    };
-    let entries = select::servers_and_targets(&names, &common.targets)?;
-    let (ready, missing) = select::runnable(entries.clone(), &lab.paths);
-    for m in &missing {
-        say(&format!(
-            "{}: cannot run here: {}; to run it: {}",
-            m.name, m.reason, m.fix
-        ));
-    }
-    let docs = ServerDoc::of_selection(&entries, &ready, &missing);
-    let runnable = ready.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
-    if runnable.is_empty() {
-        bail!("none of the selected servers can run here (see `harness servers`)");
-    }
-    Ok((runnable, docs))
+/// The servers to run: `--servers` and the targets, those that cannot run
+/// here documented as skipped.
+fn servers(common: &Common, lab: &Lab) -> anyhow::Result<(Vec<Entry>, Vec<ServerDoc>)> {
+    let selection = Selection::of(lab, &common.lab.servers, &common.targets)?;
+    selection.say_missing(&say);
+    selection.require_runnable()?;
+    Ok((selection.runnable(), selection.docs()))
 }
 
 fn new_document(experiment: &str, seed: seeds::Seed, servers: Vec<ServerDoc>) -> Reproduction {
     Reproduction {
-        schema: SCHEMA.into(),
+        header: Header::start(SCHEMA),
         experiment: experiment.into(),
-        harness_version: env!("CARGO_PKG_VERSION").into(),
-        started_utc: crate::units::now_utc(),
-        finished_utc: String::new(),
-        interrupted: false,
-        command: std::env::args().collect(),
         machine: record::machine(),
         database: Database {
             kind: "none".into(),
@@ -209,8 +175,8 @@ fn new_document(experiment: &str, seed: seeds::Seed, servers: Vec<ServerDoc>) ->
 
 /// Seed B.
 fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
-    let lab = Lab::open(args.common.repo_dir.as_deref())?;
-    let (entries, docs) = servers(&args.common, &["swoole", "node"], &lab)?;
+    let lab = Lab::open(args.common.lab.repo_dir.as_deref())?;
+    let (entries, docs) = servers(&args.common, &lab)?;
     let mut doc = new_document("swoole-vs-node", seeds::swoole_vs_node(), docs);
     let scratch = supervise::TempDir::new("benchlab-reproduce-")?;
     let c = args.common.connections;
@@ -235,12 +201,10 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
             "verified: the built-in engine, keep-alive, every body checked".to_string(),
         ),
     ];
-    for e in &entries {
-        if lab.interrupted() {
-            break;
-        }
+    let bare = lab.place(Environment::Bare, None)?;
+    bare.each(&lab, &servers_only(&entries), |e, _, started| {
         say(&format!("{} ...", e.name));
-        match lab.start(e, None) {
+        match started {
             Ok(started) => {
                 measure::record_settings(&mut doc, &e.name, &started.running);
                 for (tool, condition) in &ways {
@@ -250,7 +214,7 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
                         "/hello",
                         *tool,
                         c,
-                        crate::engine::default_threads(),
+                        bare.threads,
                         n,
                         scratch.path(),
                     );
@@ -263,7 +227,7 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
             }
             Err(err) => measure::failed_to_start(&mut doc, &e.name, &err),
         }
-    }
+    });
     doc.findings = findings::swoole_vs_node(&doc);
     finish(&args.common, doc, lab.interrupted())
 }
@@ -274,14 +238,10 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
         bail!("-d must be positive");
     }
     let envs = Environment::parse_list(&args.env)?;
-    let mut lab = Lab::open(args.common.repo_dir.as_deref())?;
-    let (entries, docs) = servers(
-        &args.common,
-        &["php-fpm", "swoole", "roadrunner", "frankenphp"],
-        &lab,
-    )?;
+    let mut lab = Lab::open(args.common.lab.repo_dir.as_deref())?;
+    let (entries, docs) = servers(&args.common, &lab)?;
     let mut doc = new_document("docker-vs-bare", seeds::docker_vs_bare(), docs);
-    lab.start_database(args.common.mysql_url.as_deref(), &say)?;
+    lab.start_database(args.common.lab.mysql_url.as_deref(), &say)?;
     if let Some(why) = &lab.database.unavailable {
         bail!("/work needs a database: {why} (or pass --mysql-url)");
     }
@@ -302,34 +262,23 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
             ),
         ),
     ];
-    for &env in &envs {
-        if let Err(why) = env.availability() {
-            say(&format!("{}: not available here: {why}", env.name()));
-            doc.cells.push(Cell {
-                environment: env.name().into(),
-                error: Some(format!("not available here: {why}")),
-                ..Cell::default()
-            });
-            continue;
-        }
-        let setup = (env != Environment::Bare)
-            .then(|| lab.environment(env))
-            .transpose()
-            .with_context(|| format!("cannot build {}", env.name()))?;
-        let _pin = setup.as_ref().map(Setup::pin_load).transpose()?.flatten();
-        let threads = setup
-            .as_ref()
-            .and_then(Setup::load_cpus)
-            .map_or_else(crate::engine::default_threads, <[usize]>::len);
-        for e in entries
-            .iter()
-            .filter(|e| env == Environment::Bare || e.placeable())
-        {
-            if lab.interrupted() {
-                break;
+    let plan = servers_only(&entries);
+    lab.each_environment(&envs, None, |env, placed| {
+        let placed = match placed {
+            Ok(p) => p,
+            Err(err) => {
+                say(&format!("{}: {err:#}", env.name()));
+                doc.cells.push(Cell {
+                    environment: env.name().into(),
+                    error: Some(format!("{err:#}")),
+                    ..Cell::default()
+                });
+                return;
             }
+        };
+        placed.each(&lab, &plan, |e, _, started| {
             say(&format!("{} in {} ...", e.name, env.name()));
-            match lab.start(e, setup.as_ref()) {
+            match started {
                 Ok(started) => {
                     measure::record_settings(&mut doc, &e.name, &started.running);
                     for (tool, condition) in &ways {
@@ -339,7 +288,7 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
                             "/work",
                             *tool,
                             c,
-                            threads,
+                            placed.threads,
                             d,
                             scratch.path(),
                         );
@@ -352,8 +301,8 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(err) => measure::failed_to_start(&mut doc, &e.name, &err),
             }
-        }
-    }
+        });
+    });
     if !args.no_failure_mode {
         failing_database(
             &lab,
@@ -423,13 +372,11 @@ fn failing_database(
 
 /// The files and the table; exit 130 when interrupted, 1 when nothing was measured.
 fn finish(common: &Common, mut doc: Reproduction, interrupted: bool) -> anyhow::Result<ExitCode> {
-    doc.interrupted = interrupted;
-    doc.finished_utc = crate::units::now_utc();
-    let dir = common.out.join(format!(
-        "{}-{}",
-        doc.started_utc.replace(':', "-"),
-        doc.experiment
-    ));
+    doc.header.finish(interrupted);
+    let dir = common
+        .lab
+        .out_dir()
+        .join(doc.header.dir_name(&format!("-{}", doc.experiment)));
     report::write_all(&dir, &doc)?;
     println!("{}", report::text(&doc));
     println!("results: {}", dir.display());

@@ -50,7 +50,7 @@ pub fn render(results: &Results) -> String {
     let mut body = format!(
         "<h1>harness compare — {}</h1>\n<p>{} · {} cores · kernel {} · {} · load {:.2} at start · \
          sched_autogroup_enabled={} · harness {} ({})</p>\n",
-        escape(&results.started_utc),
+        escape(&results.header.started_utc),
         escape(&m.cpu_model),
         m.cores,
         escape(&m.kernel),
@@ -58,7 +58,7 @@ pub fn render(results: &Results) -> String {
         m.load_avg_1m,
         m.sched_autogroup_enabled
             .map_or("n/a".into(), |b| u8::from(b).to_string()),
-        escape(&results.harness_version),
+        escape(&results.header.harness_version),
         escape(&m.harness_build),
     );
     body.push_str(&format!(
@@ -73,9 +73,9 @@ pub fn render(results: &Results) -> String {
         escape(&results.database.kind),
         escape(results.database.version.as_deref().unwrap_or("")),
         results.database.max_connections.map_or(String::new(), |n| format!(", max_connections {n}")),
-        escape(&results.command.join(" ")),
+        escape(&results.header.command.join(" ")),
     ));
-    if results.interrupted {
+    if results.header.interrupted {
         body.push_str("<p class=\"warn\">Interrupted: the results cover what was measured before Ctrl-C/SIGTERM.</p>\n");
     }
 
@@ -160,6 +160,6 @@ pub fn render(results: &Results) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <title>harness compare {}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
-        escape(&results.started_utc)
+        escape(&results.header.started_utc)
     )
 }

@@ -176,7 +176,7 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
     for w in &results.fairness.warnings {
         line(&format!("warning: {w}"));
     }
-    if results.interrupted {
+    if results.header.interrupted {
         line("interrupted: the table covers what was measured before Ctrl-C/SIGTERM");
     }
     out
@@ -188,7 +188,7 @@ pub fn markdown(results: &Results) -> String {
     let mut out = format!(
         "# harness compare — {}\n\n{} · {} cores · kernel {} · {} · {} RAM · load {:.2} at start · \
          sched_autogroup_enabled={}\n\n",
-        results.started_utc,
+        results.header.started_utc,
         m.cpu_model,
         m.cores,
         m.kernel,
@@ -201,7 +201,7 @@ pub fn markdown(results: &Results) -> String {
     out.push_str(&format!(
         "Load: {} (`{}`), c = {}, {} × {:.0}s runs after {:.0}s warm-up, {}, {} threads. Database: {} {}{}.\n\n",
         s.load_tool,
-        results.command.join(" "),
+        results.header.command.join(" "),
         s.connections.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
         s.runs,
         s.duration_s,

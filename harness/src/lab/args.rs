@@ -1,0 +1,66 @@
+//! The options every measuring command takes the same way, declared once
+//! and flattened into each command's arguments.
+//!
+//! What stays with each command is what differs between them for a
+//! reason: the load's shape (`compare` takes a list of concurrency levels,
+//! `calibrate` one, `reproduce` the seeds' `-n` / `-t`, `models` its own
+//! levels per experiment), `--target` (only `compare` and `reproduce` can
+//! load a server they did not start: `models` meters a server's memory and
+//! restarts it per experiment, `calibrate` places it), and the servers'
+//! default list, which a command sets with `mut_arg("servers", …)`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// The session: which servers, which database, where the servers are
+/// found and where the results go.
+#[derive(Debug, Args, Clone)]
+pub struct LabArgs {
+    /// Servers from the catalog (`harness servers`), comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub servers: Vec<String>,
+
+    /// Use this database instead of starting a private MariaDB.
+    #[arg(long, value_name = "URL")]
+    pub mysql_url: Option<String>,
+
+    /// The repository (compose/ and target/); default: $BENCHLAB_REPO, else
+    /// the tree the harness was built from.
+    #[arg(long, value_name = "DIR")]
+    pub repo_dir: Option<PathBuf>,
+
+    /// Where each run's directory (<UTC time>…/) goes [default: results].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+impl LabArgs {
+    /// `--out`, else `results` in the working directory.
+    pub fn out_dir(&self) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| PathBuf::from("results"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    #[command(mut_arg("servers", |a| a.default_value("a,b")))]
+    struct Cmd {
+        #[command(flatten)]
+        lab: LabArgs,
+    }
+
+    #[test]
+    fn a_command_sets_its_own_default_servers() {
+        let c = Cmd::try_parse_from(["x"]).unwrap();
+        assert_eq!(c.lab.servers, ["a", "b"]);
+        assert_eq!(c.lab.out_dir(), PathBuf::from("results"));
+        let c = Cmd::try_parse_from(["x", "--servers", "c", "--out", "/tmp/r"]).unwrap();
+        assert_eq!(c.lab.servers, ["c"]);
+        assert_eq!(c.lab.out_dir(), PathBuf::from("/tmp/r"));
+    }
+}
