@@ -365,8 +365,10 @@ fn a_killed_calibrate_is_swept_by_the_next_build_and_route_localnet_restored() {
 fn calibrate_json_matches_its_schema() {
     let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
     sibling_binary("event-loop");
+    let out = tmp("calibrate-out");
     let o = Command::new(harness_bin())
         .args(["calibrate", "--json", "--servers", "event-loop"])
+        .args(["--out", out.path().to_str().unwrap()])
         .args(["--env", "bare,pinned,bridge-proxy,docker"])
         .args(["--env-servers", "nginx-static,event-loop"])
         .args([
@@ -394,6 +396,20 @@ fn calibrate_json_matches_its_schema() {
     if let Err(e) = validate(&schema, &schema, &value, "$") {
         panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
     }
+    // --out: the same document, and the text report, in one directory.
+    let dirs: Vec<_> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(
+        dirs[0].to_string_lossy().ends_with("-calibrate"),
+        "{dirs:?}"
+    );
+    let written = std::fs::read_to_string(dirs[0].join("calibration.json")).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&written).unwrap(), value);
+    let report = std::fs::read_to_string(dirs[0].join("calibration.txt")).unwrap();
+    assert!(report.contains("bare"), "{report}");
     let envs = value["environments"].as_array().unwrap();
     let bare = envs.iter().find(|e| e["name"] == "bare").unwrap();
     assert_eq!(bare["status"], "measured");
