@@ -170,6 +170,100 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
     assert!(dir.join("report.html").exists());
 }
 
+/// The start of each run of `results`, as `(server, workload, run index, started_s)`,
+/// in the order the runs were taken.
+fn runs_in_order(results: &Results) -> Vec<(String, String, usize, f64)> {
+    let mut runs: Vec<(String, String, usize, f64)> = results
+        .rows
+        .iter()
+        .flat_map(|r| {
+            r.runs.iter().enumerate().map(move |(i, run)| {
+                let at = run.started_s.expect("every run says when it began");
+                (r.server.clone(), r.workload.clone(), i + 1, at)
+            })
+        })
+        .collect();
+    runs.sort_by(|a, b| a.3.total_cmp(&b.3));
+    runs
+}
+
+#[test]
+fn runs_are_interleaved_round_by_round_or_taken_back_to_back() {
+    sibling_binary("worker-pool");
+    sibling_binary("event-loop");
+    let shape = [
+        "--servers",
+        "event-loop,worker-pool",
+        "--workloads",
+        "hello",
+        "-c",
+        "4",
+        "-d",
+        "300ms",
+        "--runs",
+        "3",
+        "--warmup",
+        "0",
+    ];
+    // The default: round k takes run k of every cell, in the cells' order.
+    let out = tmp("interleaved");
+    compare_ok(&shape, out.path());
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    let results = Results::from_json(&text).unwrap();
+    assert_eq!(results.settings.order.as_deref(), Some("interleaved"));
+    let taken: Vec<(String, usize)> = runs_in_order(&results)
+        .into_iter()
+        .map(|(s, _, i, _)| (s, i))
+        .collect();
+    let want: Vec<(String, usize)> = (1..=3)
+        .flat_map(|i| {
+            [
+                ("event-loop".to_string(), i),
+                ("worker-pool".to_string(), i),
+            ]
+        })
+        .collect();
+    assert_eq!(taken, want);
+
+    // --order sequential: each cell's runs back to back.
+    let out = tmp("sequential");
+    compare_ok(
+        &[&shape[..], &["--order", "sequential"]].concat(),
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    let results = Results::from_json(&text).unwrap();
+    assert_eq!(results.settings.order.as_deref(), Some("sequential"));
+    let servers: Vec<String> = runs_in_order(&results)
+        .into_iter()
+        .map(|(s, ..)| s)
+        .collect();
+    assert_eq!(
+        servers,
+        [
+            "event-loop",
+            "event-loop",
+            "event-loop",
+            "worker-pool",
+            "worker-pool",
+            "worker-pool"
+        ]
+    );
+
+    // --seed: recorded, and every round still holds one run of each cell.
+    let out = tmp("seeded");
+    compare_ok(&[&shape[..], &["--seed", "7"]].concat(), out.path());
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    let results = Results::from_json(&text).unwrap();
+    assert_eq!(results.settings.seed, Some(7));
+    let rounds: Vec<usize> = runs_in_order(&results)
+        .into_iter()
+        .map(|(_, _, i, _)| i)
+        .collect();
+    assert_eq!(rounds, [1, 1, 2, 2, 3, 3]);
+}
+
 #[test]
 fn ab_drives_the_same_runs_into_the_same_table() {
     if harness::catalog::find_program(&["ab"]).is_none()
@@ -617,6 +711,7 @@ fn synthetic() -> Results {
                     max_us: 20_000,
                 })
                 .collect(),
+            started_s: None,
         };
         Row {
             server: server.into(),
@@ -692,6 +787,8 @@ fn synthetic() -> Results {
             load_tool: "harness".into(),
             baseline: Some("b".into()),
             environment: Some("bare".into()),
+            order: Some("sequential".into()),
+            seed: None,
         },
         machine: Machine {
             cpu_model: "CPU".into(),

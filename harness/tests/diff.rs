@@ -98,6 +98,7 @@ fn run(rps: f64, p99_us: u64, outside_cpu_pct: f64) -> RunDoc {
         end: "duration".into(),
         message: None,
         series: Vec::new(),
+        started_s: None,
     }
 }
 
@@ -173,6 +174,8 @@ fn compare(servers: Vec<ServerDoc>, cells: &[Cell]) -> Results {
             load_tool: "harness".into(),
             baseline: None,
             environment: None,
+            order: None,
+            seed: None,
         },
         machine: machine(),
         database: no_database(),

@@ -109,6 +109,19 @@ pub struct CompareArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
 
+    /// How the measured runs are ordered: `interleaved` takes run k of
+    /// every cell before run k+1 of any (each server restarted, re-verified
+    /// and warmed up for each of its turns), so that whatever drifts — a
+    /// neighbour's build, the database warming, the CPU's clock — lands on
+    /// every server alike; `sequential` takes a cell's runs back to back.
+    #[arg(long, value_enum, default_value_t = Order::Interleaved)]
+    pub order: Order,
+
+    /// Shuffle the cells of each interleaved round with this seed (recorded
+    /// in results.json; default: the same order every round).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
     /// Where the servers run: bare, pinned, bridge-direct, bridge, bridge-proxy
     /// (emulated), or the real Docker Engine: docker, docker-host,
     /// docker-host-pinned (see `harness calibrate --help`). Every process of
@@ -116,6 +129,22 @@ pub struct CompareArgs {
     /// --target server runs where it was started and is skipped with the reason.
     #[arg(long, default_value = "bare", value_name = "ENV")]
     pub env: String,
+}
+
+/// The order of the measured runs (`--order`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Order {
+    Interleaved,
+    Sequential,
+}
+
+impl Order {
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::Interleaved => "interleaved",
+            Order::Sequential => "sequential",
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone)]

@@ -31,7 +31,7 @@ use crate::env::Environment;
 use crate::lab::driver::Selection;
 use crate::lab::record::Header;
 use crate::lab::{tools, Lab};
-use args::{CompareArgs, LoadTool, ReportArgs};
+use args::{CompareArgs, LoadTool, Order, ReportArgs};
 use plan::Workload;
 use results::{Database, Results, RowStatus, ServerDoc, ServerStatus, Settings, WorkloadDoc};
 
@@ -79,6 +79,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         progress: &progress,
         scratch: scratch.path(),
         placed: &placed,
+        clock: std::time::Instant::now(),
     };
 
     // Start each once: /config, placement, contract, each workload's answer.
@@ -196,8 +197,11 @@ fn cells<'w>(
     cells
 }
 
-/// Runs the cells in order (a cell whose workload failed its check in the
-/// pre-pass is a failed row), until done or interrupted.
+/// Runs the cells (a cell whose workload failed its check in the pre-pass
+/// is a failed row) in `--order`, until done or interrupted: interleaved,
+/// round k takes run k of every cell still open (shuffled by `--seed`);
+/// sequential, each cell's runs back to back. Rows come back in the cells'
+/// order; a cell never reached (interrupted) has none.
 fn run_cells(
     ctx: &runner::Ctx,
     entries: &[Entry],
@@ -205,30 +209,68 @@ fn run_cells(
     preflight_failures: &[Vec<(String, String)>],
     cells: Vec<(usize, &Workload, usize)>,
 ) -> Vec<results::Row> {
-    let mut rows = Vec::new();
-    for (i, w, c) in cells {
-        if ctx.lab.interrupted() {
-            break;
+    let tool = ctx.args.load_tool;
+    let mut rows: Vec<Option<results::Row>> = vec![None; cells.len()];
+    let mut open = Vec::new();
+    for (k, &(i, w, c)) in cells.iter().enumerate() {
+        match preflight_failures[i].iter().find(|(n, _)| n == &w.name) {
+            Some((_, msg)) => {
+                rows[k] = Some(runner::failed_row(&entries[i], w, c, tool, msg.clone()))
+            }
+            None => open.push((k, runner::CellRun::new(ctx, i, &entries[i], w, c))),
         }
-        if let Some((_, msg)) = preflight_failures[i].iter().find(|(n, _)| n == &w.name) {
-            let tool = ctx.args.load_tool;
-            rows.push(runner::failed_row(&entries[i], w, c, tool, msg.clone()));
-            continue;
-        }
-        let (row, notes) = runner::run_cell(ctx, &entries[i], w, c);
-        for n in notes {
-            if !docs[i].notes.contains(&n) {
-                docs[i].notes.push(n);
+    }
+    let runs = ctx.args.runs;
+    match ctx.args.order {
+        Order::Sequential => {
+            for (_, cell) in open.iter_mut() {
+                if ctx.lab.interrupted() {
+                    break;
+                }
+                runner::turn(ctx, cell, 1..=runs);
             }
         }
-        rows.push(row);
+        Order::Interleaved => {
+            let mut rng = ctx.args.seed.map(fastrand::Rng::with_seed);
+            for round in 1..=runs {
+                let mut turns: Vec<usize> = (0..open.len()).collect();
+                if let Some(rng) = rng.as_mut() {
+                    rng.shuffle(&mut turns);
+                }
+                for t in turns {
+                    if ctx.lab.interrupted() {
+                        break;
+                    }
+                    if open[t].1.open() {
+                        runner::turn(ctx, &mut open[t].1, round..=round);
+                    }
+                }
+            }
+        }
     }
-    rows
+    for (k, cell) in open {
+        if ctx.lab.interrupted() && !cell.has_runs() && cell.open() {
+            continue; // never reached
+        }
+        let server = cell.server;
+        let (row, notes) = cell.finish(ctx);
+        for n in notes {
+            if !docs[server].notes.contains(&n) {
+                docs[server].notes.push(n);
+            }
+        }
+        rows[k] = Some(row);
+    }
+    rows.into_iter().flatten().collect()
 }
 
 /// The plan in a line, with how long it will take.
 fn eta(args: &CompareArgs, cells: usize) -> String {
-    let eta = plan::estimate(cells, args.warmup, args.runs, args.duration);
+    let turns = match args.order {
+        Order::Interleaved => args.runs,
+        Order::Sequential => 1,
+    };
+    let eta = plan::estimate(cells, args.warmup, args.runs, args.duration, turns);
     let eta = if eta.as_secs() >= 90 {
         format!("{:.0} min", eta.as_secs_f64() / 60.0)
     } else {
@@ -236,12 +278,17 @@ fn eta(args: &CompareArgs, cells: usize) -> String {
     };
     format!(
         "\n{} runs to do: {} cell(s) of server × workload × c, each {} × {:.0}s after {:.0}s warm-up, \
-         driven by {}: about {eta}\n",
+         {}, driven by {}: about {eta}\n",
         cells * args.runs as usize,
         cells,
         args.runs,
         args.duration.as_secs_f64(),
         args.warmup.as_secs_f64(),
+        match args.order {
+            Order::Interleaved => "interleaved (run k of every cell before run k+1 of any; \
+                                   each turn restarts, re-verifies and warms up its server)",
+            Order::Sequential => "sequential (each cell's runs back to back)",
+        },
         args.load_tool.name(),
     )
 }
@@ -271,6 +318,8 @@ fn settings(
         load_tool: args.load_tool.name().into(),
         baseline,
         environment: Some(environment.name().into()),
+        order: Some(args.order.name().into()),
+        seed: args.seed.filter(|_| args.order == Order::Interleaved),
     }
 }
 

@@ -65,9 +65,16 @@ pub fn workloads(specs: &[String]) -> anyhow::Result<Vec<Workload>> {
 }
 
 /// Roughly how long `cells` cells take.
-pub fn estimate(cells: usize, warmup: Duration, runs: u32, duration: Duration) -> Duration {
-    // start + verify + stop ≈ 1.5 s, plus a short gap per run.
-    let per = warmup + (duration + Duration::from_millis(300)) * runs + Duration::from_millis(1500);
+pub fn estimate(
+    cells: usize,
+    warmup: Duration,
+    runs: u32,
+    duration: Duration,
+    turns_per_cell: u32,
+) -> Duration {
+    // Each turn: start + verify + stop ≈ 1.5 s and a warm-up; a short gap per run.
+    let per_turn = warmup + Duration::from_millis(1500);
+    let per = per_turn * turns_per_cell + (duration + Duration::from_millis(300)) * runs;
     per * cells as u32
 }
 
@@ -94,7 +101,9 @@ mod tests {
 
     #[test]
     fn estimates_add_up() {
-        let e = estimate(2, Duration::from_secs(3), 3, Duration::from_secs(10));
+        let e = estimate(2, Duration::from_secs(3), 3, Duration::from_secs(10), 1);
         assert_eq!(e, Duration::from_millis(2 * (3000 + 3 * 10_300 + 1500)));
+        let e = estimate(2, Duration::from_secs(3), 3, Duration::from_secs(10), 3);
+        assert_eq!(e, Duration::from_millis(2 * (3 * 4500 + 3 * 10_300)));
     }
 }

@@ -50,6 +50,30 @@ pub struct Settings {
     /// absent in results written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
+    /// `interleaved` (run k of every cell before run k+1 of any, each
+    /// server restarted, re-verified and warmed up for each turn) or
+    /// `sequential` (a cell's runs back to back); absent in results
+    /// written before runs were interleaved (they were sequential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
+    /// `--seed`: each round's cells shuffled with it (absent: in order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl Settings {
+    /// How the runs were ordered, in words for the reports.
+    pub fn order_phrase(&self) -> String {
+        match (self.order.as_deref(), self.seed) {
+            (Some("interleaved"), Some(seed)) => {
+                format!("interleaved (run k of every cell before run k+1 of any, shuffled by seed {seed})")
+            }
+            (Some("interleaved"), None) => {
+                "interleaved (run k of every cell before run k+1 of any)".into()
+            }
+            _ => "each cell's runs back to back".into(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +157,11 @@ pub struct RunDoc {
     pub end: String,
     pub message: Option<String>,
     pub series: Vec<SecondPoint>,
+    /// When the run began, in seconds since the comparison began (runs of
+    /// different cells interleave); absent in results written before it
+    /// was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_s: Option<f64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -37,6 +37,8 @@ pub struct Ctx<'a> {
     pub scratch: &'a Path,
     /// `--env`: where servers are placed and how they are reached.
     pub placed: &'a Placed,
+    /// Since the comparison began: when each run was taken.
+    pub clock: std::time::Instant,
 }
 
 impl Ctx<'_> {
@@ -97,16 +99,6 @@ pub fn failed_row(entry: &Entry, w: &Workload, c: usize, tool: LoadTool, error: 
     row
 }
 
-fn fail(mut row: Row, ctx: &Ctx, error: String) -> Row {
-    row.status = if ctx.interrupted() {
-        RowStatus::Interrupted
-    } else {
-        RowStatus::Failed
-    };
-    row.error = Some(error);
-    row
-}
-
 fn plan(ctx: &Ctx, running: &Running, w: &Workload, c: usize, length: Duration) -> Plan {
     let shape = Shape {
         connections: c,
@@ -117,41 +109,120 @@ fn plan(ctx: &Ctx, running: &Running, w: &Workload, c: usize, length: Duration) 
     load::plan(running, &w.path, &shape, length)
 }
 
-/// Runs one cell; also returns notes for the server's entry.
-pub fn run_cell(ctx: &Ctx, entry: &Entry, w: &Workload, c: usize) -> (Row, Vec<String>) {
-    let tool = ctx.args.load_tool;
-    let row = empty_row(entry, w, c, tool);
-    let label = format!("{} {} c={}", entry.name, w.name, c);
-    let mut running = match ctx.start(entry) {
-        Ok(r) => r,
-        Err(e) => return (fail(row, ctx, format!("did not start: {e:#}")), Vec::new()),
-    };
-    let (row, mut notes) = load(ctx, &mut running, row, w, c, tool, &label);
-    notes.extend(running.stop());
-    (row, notes)
+/// One server × workload × c cell being measured: its row so far, taken
+/// in one turn (`--order sequential`) or one run per turn (`interleaved`).
+pub struct CellRun<'e> {
+    /// Index of its server in the selection (and the server documents).
+    pub server: usize,
+    pub entry: &'e Entry,
+    pub workload: &'e Workload,
+    pub c: usize,
+    row: Row,
+    /// Every measured run's latency, merged (the built-in engine's).
+    merged: Histogram<u64>,
+    /// Notes for the server's document (from its start and stop).
+    notes: Vec<String>,
+    /// Failed: no more turns.
+    over: bool,
 }
 
+impl<'e> CellRun<'e> {
+    pub fn new(
+        ctx: &Ctx,
+        server: usize,
+        entry: &'e Entry,
+        workload: &'e Workload,
+        c: usize,
+    ) -> CellRun<'e> {
+        CellRun {
+            server,
+            entry,
+            workload,
+            c,
+            row: empty_row(entry, workload, c, ctx.args.load_tool),
+            merged: latency_histogram(),
+            notes: Vec::new(),
+            over: false,
+        }
+    }
+
+    /// Whether another turn can be taken (it has not failed).
+    pub fn open(&self) -> bool {
+        !self.over
+    }
+
+    pub fn has_runs(&self) -> bool {
+        !self.row.runs.is_empty()
+    }
+
+    /// Ends the cell with `error` (interrupted, if Ctrl-C caused it).
+    fn fail(&mut self, ctx: &Ctx, error: String) {
+        self.row.status = if ctx.interrupted() {
+            RowStatus::Interrupted
+        } else {
+            RowStatus::Failed
+        };
+        self.row.error = Some(error);
+        self.over = true;
+    }
+
+    /// The row with its summary and latency curve, and the notes for the
+    /// server's document.
+    pub fn finish(mut self, ctx: &Ctx) -> (Row, Vec<String>) {
+        let tool = ctx.args.load_tool;
+        self.row.summary = summarize(&self.row.runs, &self.merged, tool);
+        if self.row.status == RowStatus::Ok {
+            self.row.latency_curve = curve(&self.row.runs, &self.merged, tool);
+            if ctx.interrupted() && self.row.runs.len() < ctx.args.runs as usize {
+                self.row.status = RowStatus::Interrupted;
+            }
+        }
+        (self.row, self.notes)
+    }
+}
+
+/// One turn of a cell: its server started afresh (placed and published
+/// in the run's environment), its answer checked again, warmed up, the
+/// runs `runs` measured, and stopped. A failure ends the cell.
+pub fn turn(ctx: &Ctx, cell: &mut CellRun, runs: std::ops::RangeInclusive<u32>) {
+    let label = format!("{} {} c={}", cell.entry.name, cell.workload.name, cell.c);
+    let mut running = match ctx.start(cell.entry) {
+        Ok(r) => r,
+        Err(e) => return cell.fail(ctx, format!("did not start: {e:#}")),
+    };
+    for n in &running.notes {
+        if !cell.notes.contains(n) {
+            cell.notes.push(n.clone());
+        }
+    }
+    if let Err(e) = load(ctx, &mut running, cell, runs, &label) {
+        cell.fail(ctx, e);
+    }
+    for n in running.stop() {
+        if !cell.notes.contains(&n) {
+            cell.notes.push(n);
+        }
+    }
+}
+
+/// Checks, warms up and measures `runs` on a started server; the error
+/// ends the cell.
 fn load(
     ctx: &Ctx,
     running: &mut Running,
-    mut row: Row,
-    w: &Workload,
-    c: usize,
-    tool: LoadTool,
+    cell: &mut CellRun,
+    runs: std::ops::RangeInclusive<u32>,
     label: &str,
-) -> (Row, Vec<String>) {
-    let notes = running.notes.clone();
-    if let Err(e) = preflight(running, &w.path) {
-        return (fail(row, ctx, e), notes);
-    }
+) -> Result<(), String> {
+    let (w, c, tool) = (cell.workload, cell.c, ctx.args.load_tool);
+    preflight(running, &w.path)?;
     let control = ctx.control();
     if !ctx.args.warmup.is_zero() {
         let mut bar = ctx
             .progress
             .run(format!("{label} warm-up"), ctx.args.warmup);
         let p = plan(ctx, running, w, c, ctx.args.warmup);
-        let warm = engine::run(&p, &control, &mut |s| bar.update(s));
-        match warm {
+        match engine::run(&p, &control, &mut |s| bar.update(s)) {
             Ok(r) => bar.finish(&format!(
                 "{} req/s, {} failed",
                 crate::report::thousands(r.requests_per_s() as u64),
@@ -159,19 +230,19 @@ fn load(
             )),
             Err(e) => {
                 bar.finish("failed");
-                return (fail(row, ctx, format!("warm-up: {e:#}")), notes);
+                return Err(format!("warm-up: {e:#}"));
             }
         }
     }
-    let mut merged = latency_histogram();
-    let runs = ctx.args.runs;
-    for i in 1..=runs {
+    let total = ctx.args.runs;
+    for i in runs {
         if ctx.interrupted() {
-            break;
+            return Ok(());
         }
         let mut bar = ctx
             .progress
-            .run(format!("{label} run {i}/{runs}"), ctx.args.duration);
+            .run(format!("{label} run {i}/{total}"), ctx.args.duration);
+        let started_s = ctx.clock.elapsed().as_secs_f64();
         let (outcome, sample) = load::metered(
             running,
             ctx.lab.db_pid(ctx.placed.setup.as_ref()),
@@ -197,18 +268,18 @@ fn load(
                 .map(Err),
             },
         );
-        let doc = match outcome {
+        let mut doc = match outcome {
             Ok(Ok(result)) => {
-                let _ = merged.add(&result.stats.latency_us);
+                let _ = cell.merged.add(&result.stats.latency_us);
                 engine_doc(&result, sample)
             }
             Ok(Err(t)) => tool_doc(&t, sample),
             Err(e) => {
                 bar.finish("failed");
-                row.summary = summarize(&row.runs, &merged, tool);
-                return (fail(row, ctx, format!("run {i}: {e:#}")), notes);
+                return Err(format!("run {i}: {e:#}"));
             }
         };
+        doc.started_s = Some(started_s);
         bar.finish(&format!(
             "{} req/s, {} failed{}",
             crate::report::thousands(doc.ok_per_s as u64),
@@ -218,35 +289,20 @@ fn load(
         ));
         let gone = doc.end == End::ServerGone.name();
         let message = doc.message.clone();
-        row.runs.push(doc);
+        cell.row.runs.push(doc);
         if gone {
-            row.summary = summarize(&row.runs, &merged, tool);
             // How it died (its exit status or signal, with its log), when
             // it has exited; its log alone when it only stopped answering.
             let log = match running.check_alive() {
                 Err(died) => format!("{died:#}"),
                 Ok(()) => running.logs(),
             };
-            return (
-                fail(
-                    row,
-                    ctx,
-                    format!("run {i}: {}\n{log}", message.unwrap_or_default()),
-                ),
-                notes,
-            );
+            return Err(format!("run {i}: {}\n{log}", message.unwrap_or_default()));
         }
     }
-    if let Err(e) = running.check_alive() {
-        row.summary = summarize(&row.runs, &merged, tool);
-        return (fail(row, ctx, format!("the server died: {e:#}")), notes);
-    }
-    row.summary = summarize(&row.runs, &merged, tool);
-    row.latency_curve = curve(&row.runs, &merged, tool);
-    if ctx.interrupted() {
-        row.status = RowStatus::Interrupted;
-    }
-    (row, notes)
+    running
+        .check_alive()
+        .map_err(|e| format!("the server died: {e:#}"))
 }
 
 /// A run's CPU and memory figures, each absent without a sampled window.
@@ -306,6 +362,7 @@ fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
         end: r.end.name().to_string(),
         message: r.message.clone(),
         series: r.series.clone(),
+        started_s: None,
     }
 }
 
@@ -343,6 +400,7 @@ fn tool_doc(t: &ToolRun, sample: Option<Sample>) -> RunDoc {
         end: "duration".into(),
         message: None,
         series: Vec::new(),
+        started_s: None,
     }
 }
 

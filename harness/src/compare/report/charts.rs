@@ -181,11 +181,16 @@ pub enum OverTime {
     P99,
 }
 
-/// `(second, value)` of a row's runs laid end to end: run 2's first
-/// second follows run 1's last, so a warm-up, a JIT kicking in or a GC
-/// pause shows where it happened.
-fn over_time_points(row: &Row, what: OverTime) -> Vec<(f64, f64)> {
-    let mut points = Vec::new();
+/// One run's `(second, value)` points.
+type Segment = Vec<(f64, f64)>;
+
+/// `(second, value)` of each of a row's runs, one segment a run: placed
+/// at the second of the comparison it was taken (`started_s`: runs of
+/// different servers interleave), or, in results without it, laid end to
+/// end (run 2's first second follows run 1's last), so a warm-up, a JIT
+/// kicking in or a step in the machine shows where it happened.
+fn over_time_points(row: &Row, what: OverTime) -> Vec<Segment> {
+    let mut segments = Vec::new();
     let mut offset = 0.0;
     for run in &row.runs {
         let interval = run
@@ -194,6 +199,8 @@ fn over_time_points(row: &Row, what: OverTime) -> Vec<(f64, f64)> {
             .map(|w| f64::from(w[1].second - w[0].second))
             .find(|d| *d > 0.0)
             .unwrap_or(1.0);
+        let start = run.started_s.unwrap_or(offset);
+        let mut points = Vec::new();
         for p in &run.series {
             let at = f64::from(p.second);
             // The last interval ends with the run.
@@ -204,37 +211,50 @@ fn over_time_points(row: &Row, what: OverTime) -> Vec<(f64, f64)> {
                 OverTime::P99 if p.p99_us > 0 => p.p99_us as f64 / 1000.0,
                 OverTime::P99 => continue,
             };
-            points.push((offset + at, value));
+            points.push((start + at, value));
         }
         offset += run.duration_s.max(interval * run.series.len() as f64);
+        if !points.is_empty() {
+            segments.push(points);
+        }
     }
-    points
+    segments
 }
 
-/// Requests/s or p99 over time, one line per server, its runs end to end.
+/// Requests/s or p99 over time, one line per server and run, in the order
+/// the runs were taken.
 pub fn over_time(results: &Results, workload: &str, c: u64, what: OverTime) -> Option<String> {
-    let rows: Vec<(&Row, Vec<(f64, f64)>)> = ok_rows(results, workload, c)
+    let rows: Vec<(&Row, Vec<Segment>)> = ok_rows(results, workload, c)
         .into_iter()
         .map(|r| (r, over_time_points(r, what)))
-        .filter(|(_, pts)| pts.len() >= 2)
+        .filter(|(_, segs)| segs.iter().map(Vec::len).sum::<usize>() >= 2)
         .collect();
     if rows.is_empty() {
         return None;
     }
-    let xmax = rows
-        .iter()
-        .flat_map(|(_, pts)| pts.iter().map(|p| p.0))
-        .fold(1.0, f64::max)
-        + 1.0;
-    let values = || rows.iter().flat_map(|(_, pts)| pts.iter().map(|p| p.1));
+    let points = || rows.iter().flat_map(|(_, segs)| segs.iter().flatten());
+    let xmin = points().map(|p| p.0).fold(f64::INFINITY, f64::min).min(0.0);
+    let xmax = points().map(|p| p.0).fold(1.0, f64::max) + 1.0;
+    let values = || points().map(|p| p.1);
     let vmax = values().fold(0.0, f64::max);
+    let timed = rows
+        .iter()
+        .any(|(r, _)| r.runs.iter().any(|run| run.started_s.is_some()));
+    let (order, x_desc) = if timed {
+        (
+            "runs as they were taken",
+            "seconds since the comparison began",
+        )
+    } else {
+        ("runs end to end", "seconds of measurement")
+    };
     let (caption, y_desc) = match what {
         OverTime::Rps => (
-            format!("{workload}: requests/s over time at c={c} (runs end to end)"),
+            format!("{workload}: requests/s over time at c={c} ({order})"),
             "requests/s",
         ),
         OverTime::P99 => (
-            format!("{workload}: p99 latency over time at c={c} (runs end to end)"),
+            format!("{workload}: p99 latency over time at c={c} ({order})"),
             "p99 (ms, log)",
         ),
     };
@@ -242,14 +262,17 @@ pub fn over_time(results: &Results, workload: &str, c: u64, what: OverTime) -> O
         let b = builder(root, caption);
         macro_rules! draw_lines {
             ($chart:expr) => {{
-                for (r, pts) in &rows {
+                for (r, segs) in &rows {
                     let c = color(results, &r.server);
-                    $chart
-                        .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-                        .label(r.server.clone())
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                        });
+                    for (k, seg) in segs.iter().enumerate() {
+                        let drawn =
+                            $chart.draw_series(LineSeries::new(seg.clone(), c.stroke_width(2)))?;
+                        if k == 0 {
+                            drawn.label(r.server.clone()).legend(move |(x, y)| {
+                                PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                            });
+                        }
+                    }
                 }
                 $chart
                     .configure_series_labels()
@@ -261,10 +284,10 @@ pub fn over_time(results: &Results, workload: &str, c: u64, what: OverTime) -> O
         }
         match what {
             OverTime::Rps => {
-                let mut chart = { b }.build_cartesian_2d(0f64..xmax, 0f64..vmax.max(1.0) * 1.15)?;
+                let mut chart = { b }.build_cartesian_2d(xmin..xmax, 0f64..vmax.max(1.0) * 1.15)?;
                 chart
                     .configure_mesh()
-                    .x_desc("seconds of measurement")
+                    .x_desc(x_desc)
                     .y_desc(y_desc)
                     .y_label_formatter(&|v| crate::report::thousands(*v as u64))
                     .draw()?;
@@ -273,10 +296,10 @@ pub fn over_time(results: &Results, workload: &str, c: u64, what: OverTime) -> O
             OverTime::P99 => {
                 let lo = values().fold(f64::INFINITY, f64::min).max(0.001) / 1.5;
                 let hi = vmax.max(lo * 10.0) * 1.5;
-                let mut chart = { b }.build_cartesian_2d(0f64..xmax, (lo..hi).log_scale())?;
+                let mut chart = { b }.build_cartesian_2d(xmin..xmax, (lo..hi).log_scale())?;
                 chart
                     .configure_mesh()
-                    .x_desc("seconds of measurement")
+                    .x_desc(x_desc)
                     .y_desc(y_desc)
                     .y_label_formatter(&|v| ms_label(*v))
                     .draw()?;

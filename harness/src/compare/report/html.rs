@@ -62,13 +62,14 @@ pub fn render(results: &Results) -> String {
         escape(&m.harness_build),
     );
     body.push_str(&format!(
-        "<p>Load: <b>{}</b>, c = {}, {} × {:.0}s runs after {:.0}s warm-up, {}. Database: {} {}{}. \
+        "<p>Load: <b>{}</b>, c = {}, {} × {:.0}s runs after {:.0}s warm-up, {}, {}. Database: {} {}{}. \
          Command: <code>{}</code></p>\n",
         escape(&s.load_tool),
         s.connections.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
         s.runs,
         s.duration_s,
         s.warmup_s,
+        escape(&s.order_phrase()),
         if s.keepalive { "keep-alive" } else { "a connection per request" },
         escape(&results.database.kind),
         escape(results.database.version.as_deref().unwrap_or("")),

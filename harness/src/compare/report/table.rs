@@ -199,13 +199,14 @@ pub fn markdown(results: &Results) -> String {
     );
     let s = &results.settings;
     out.push_str(&format!(
-        "Load: {} (`{}`), c = {}, {} × {:.0}s runs after {:.0}s warm-up, {}, {} threads. Database: {} {}{}.\n\n",
+        "Load: {} (`{}`), c = {}, {} × {:.0}s runs after {:.0}s warm-up, {}, {}, {} threads. Database: {} {}{}.\n\n",
         s.load_tool,
         results.header.command.join(" "),
         s.connections.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
         s.runs,
         s.duration_s,
         s.warmup_s,
+        s.order_phrase(),
         if s.keepalive { "keep-alive" } else { "a connection per request" },
         s.threads,
         results.database.kind,
