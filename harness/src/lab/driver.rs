@@ -105,6 +105,9 @@ impl Lab {
         if let Err(why) = environment.availability() {
             bail!("not available here: {why}");
         }
+        if environment == Environment::Bare && threads.is_none() {
+            return Ok(self.loopback());
+        }
         let setup = if environment == Environment::Bare {
             None
         } else {
@@ -123,6 +126,16 @@ impl Lab {
             threads,
             _pin: pin,
         })
+    }
+
+    /// Bare loopback: no setup, nothing pinned, the engine on every core.
+    pub fn loopback(&self) -> Placed {
+        Placed {
+            environment: Environment::Bare,
+            setup: None,
+            threads: crate::engine::default_threads(),
+            _pin: None,
+        }
     }
 
     /// Each of `environments` in turn, until interrupted: placed and handed

@@ -30,7 +30,6 @@ use anyhow::bail;
 use clap::Args;
 
 use crate::catalog::{supervise, Entry, Running};
-use crate::env::Environment;
 use crate::lab::args::LabArgs;
 use crate::lab::driver::Selection;
 use crate::lab::record::{self, Database, Header, ServerStatus};
@@ -157,7 +156,7 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .flat_map(|e| which.iter().map(move |&x| (e.clone(), x)))
         .collect();
-    let bare = lab.place(Environment::Bare, None)?;
+    let bare = lab.loopback();
     bare.each(&lab, &plan, |e, &x, started| {
         say(&format!("{} — {x:?}", e.name));
         match started {

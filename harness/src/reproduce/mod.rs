@@ -201,7 +201,7 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
             "verified: the built-in engine, keep-alive, every body checked".to_string(),
         ),
     ];
-    let bare = lab.place(Environment::Bare, None)?;
+    let bare = lab.loopback();
     bare.each(&lab, &servers_only(&entries), |e, _, started| {
         say(&format!("{} ...", e.name));
         match started {
