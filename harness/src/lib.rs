@@ -41,6 +41,7 @@ pub mod machine;
 pub mod merge;
 pub mod models;
 pub mod procfs;
+pub mod ranks;
 pub mod report;
 pub mod reproduce;
 pub mod run;

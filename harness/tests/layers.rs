@@ -26,7 +26,15 @@ const LAYERS: &[&[&str]] = &[
     &["env"],
     &["catalog"],
     &["engine", "report"],
-    &["stats", "intervals", "procfs", "machine", "target", "units"],
+    &[
+        "stats",
+        "ranks",
+        "intervals",
+        "procfs",
+        "machine",
+        "target",
+        "units",
+    ],
 ];
 
 fn layer_of(module: &str) -> usize {

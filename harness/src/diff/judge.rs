@@ -2,7 +2,7 @@
 //! and the verdict with the threshold applied.
 
 use super::document::{MetricDiff, Verdict};
-use super::stats;
+use crate::ranks as stats;
 
 /// Which way is good for a metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

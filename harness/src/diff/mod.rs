@@ -2,7 +2,7 @@
 //! result sets of one kind (compare, models or reproduce) are read into
 //! cells ([`load`]); each cell on both sides gets, for RPS and p99, the
 //! Mann-Whitney U test and the Hodges-Lehmann change with its interval
-//! ([`stats`], [`judge`]), a verdict (better, worse, `~`), and the reasons
+//! ([`crate::ranks`], [`judge`]), a verdict (better, worse, `~`), and the reasons
 //! it is not comparable if any ([`comparable`]). Printed as text, Markdown
 //! or JSON ([`render`], [`document`]); `--fail-on regression` gates CI.
 
@@ -11,7 +11,6 @@ pub mod document;
 pub mod judge;
 pub mod load;
 pub mod render;
-pub mod stats;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,6 +21,8 @@ use clap::{Args, ValueEnum};
 use document::{CellDiff, Diff, Side};
 use judge::{Better, Rule};
 use load::ResultSet;
+
+use crate::ranks;
 
 #[derive(Debug, Args, Clone)]
 #[command(after_help = "\
@@ -156,7 +157,7 @@ fn method(alpha: f64) -> String {
          else the normal approximation with tie and continuity corrections); change: \
          the Hodges-Lehmann estimate of the shift of ln(value), in %, with its \
          distribution-free {}% confidence interval",
-        stats::EXACT_MAX,
+        ranks::EXACT_MAX,
         100.0 * (1.0 - alpha)
     )
 }
@@ -173,14 +174,14 @@ pub fn diff(base: &ResultSet, candidate: &ResultSet, rule: Rule) -> Diff {
         let not_comparable = comparable::cell_reasons(&key.server, (base, b), (candidate, c));
         let mut warnings = Vec::new();
         let (n1, n2) = (b.rps.len(), c.rps.len());
-        if n1 > 0 && n2 > 0 && stats::min_p(n1, n2) >= rule.alpha {
+        if n1 > 0 && n2 > 0 && ranks::min_p(n1, n2) >= rule.alpha {
             warnings.push(format!(
                 "too few runs to ever be significant: {n1} and {n2}; the smallest p the \
                  Mann-Whitney U test can give with them is {:.3} (α = {}): at least {} runs \
                  per side are needed",
-                stats::min_p(n1, n2),
+                ranks::min_p(n1, n2),
                 rule.alpha,
-                stats::min_runs_per_side(rule.alpha)
+                ranks::min_runs_per_side(rule.alpha)
             ));
         }
         for (side, s) in [("base", b), ("candidate", c)] {
@@ -217,7 +218,7 @@ pub fn diff(base: &ResultSet, candidate: &ResultSet, rule: Rule) -> Diff {
         alpha: rule.alpha,
         threshold_pct: rule.threshold_pct,
         method: method(rule.alpha),
-        min_runs_per_side: stats::min_runs_per_side(rule.alpha),
+        min_runs_per_side: ranks::min_runs_per_side(rule.alpha),
         not_comparable: set_reasons,
         regressions: cells.iter().filter(|c| c.regressed()).count(),
         cells,

@@ -1,4 +1,5 @@
-//! The two-sample statistics of `harness diff`: the Mann-Whitney U test and
+//! The two-sample rank statistics of `harness diff` and of the verdicts of
+//! `reproduce`: the Mann-Whitney U test and
 //! the Hodges-Lehmann shift with its distribution-free confidence interval.
 //!
 //! Why these: a side has a handful of runs (3 to 10), and a run on a shared
