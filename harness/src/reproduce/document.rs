@@ -51,6 +51,10 @@ pub struct Cell {
     /// Every body compared with the contract's.
     pub bodies_verified: bool,
     pub error: Option<String>,
+    /// Which repeat of its condition this cell is (1-based; the repeats of
+    /// every server are interleaved); absent where a condition ran once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
 }
 
 impl Cell {
@@ -74,6 +78,9 @@ pub struct Finding {
 pub enum Verdict {
     Supported,
     NotSupported,
+    /// The interval of the figure it rests on holds both answers (or there
+    /// are too few runs for one): more runs, or a quieter machine, decide.
+    Undecided,
     /// A cell it needs was not measured (a server or environment missing here).
     NotMeasured,
 }
@@ -83,12 +90,57 @@ impl Verdict {
         match self {
             Verdict::Supported => "supported by our data",
             Verdict::NotSupported => "NOT supported by our data",
+            Verdict::Undecided => "undecided: the interval holds both answers",
             Verdict::NotMeasured => "not measured here",
         }
     }
 }
 
 impl Reproduction {
+    /// The median RPS of [`Reproduction::cells_of`] (each repeat) and how
+    /// many runs it is of; `None` where none was measured.
+    pub fn median_rps(
+        &self,
+        server: &str,
+        environment: &str,
+        tool: &str,
+        condition: &str,
+    ) -> Option<(f64, usize)> {
+        let mut rps: Vec<f64> = self
+            .cells_of(server, environment, tool, condition)
+            .iter()
+            .map(|c| c.rps)
+            .collect();
+        rps.sort_by(f64::total_cmp);
+        let n = rps.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some((rps[n / 2], n)),
+            _ => Some(((rps[n / 2 - 1] + rps[n / 2]) / 2.0, n)),
+        }
+    }
+
+    /// Every measured cell (each repeat) of `server` in `environment`
+    /// driven by `tool` under a condition starting with `condition`.
+    pub fn cells_of(
+        &self,
+        server: &str,
+        environment: &str,
+        tool: &str,
+        condition: &str,
+    ) -> Vec<&Cell> {
+        self.cells
+            .iter()
+            .filter(|c| {
+                c.server == server
+                    && c.environment == environment
+                    && c.tool == tool
+                    && c.condition.starts_with(condition)
+                    && c.ok()
+            })
+            .collect()
+    }
+
     /// The measured cell of `server` in `environment` driven by `tool`
     /// under a condition starting with `condition`.
     pub fn cell(

@@ -25,39 +25,40 @@ fn not_measured(claim: &str, what: &str) -> Finding {
 /// Seed B's claims.
 pub fn swoole_vs_node(doc: &Reproduction) -> Vec<Finding> {
     let mut out = Vec::new();
-    let swoole = doc.cell("swoole", "bare", "ab", SEED_CONDITION);
-    let node = doc.cell("node", "bare", "ab", SEED_CONDITION);
+    let swoole = doc.cells_of("swoole", "bare", "ab", SEED_CONDITION);
+    let node = doc.cells_of("node", "bare", "ab", SEED_CONDITION);
+    let rps = |cells: &[&Cell]| cells.iter().map(|c| c.rps).collect::<Vec<_>>();
+    let p99 = |cells: &[&Cell]| cells.iter().map(|c| c.p99_ms).collect::<Vec<_>>();
     let claim = "Node.js serves about 16% more requests per second than Swoole (ab -c 100 -n 5000)";
-    out.push(match (swoole, node) {
-        (Some(s), Some(n)) if s.rps > 0.0 => {
-            let r = n.rps / s.rps;
-            finding(
-                claim,
-                if r > 1.0 { Verdict::Supported } else { Verdict::NotSupported },
-                format!(
-                    "under the seed's ab, Node.js {:.0} req/s and Swoole {:.0}: Node.js/Swoole = {r:.2} (the seed: 1.16)",
-                    n.rps, s.rps
-                ),
-            )
-        }
-        _ => not_measured(claim, "Swoole or Node.js under the seed's ab"),
-    });
-    let claim = "Swoole has the better tail latency (p99 142 ms against 170 ms)";
-    out.push(match (swoole, node) {
-        (Some(s), Some(n)) => finding(
+    out.push(match Ratio::of(&rps(&swoole), &rps(&node)) {
+        Some(r) => finding(
             claim,
-            if s.p99_ms < n.p99_ms {
-                Verdict::Supported
-            } else {
-                Verdict::NotSupported
-            },
+            r.above_one(),
             format!(
-                "p99 under the seed's ab: Swoole {:.1} ms, Node.js {:.1} ms",
-                s.p99_ms, n.p99_ms
+                "under the seed's ab, Node.js {:.0} req/s and Swoole {:.0} (medians): Node.js/Swoole = {} \
+                 (the seed: 1.16)",
+                median(&rps(&node)),
+                median(&rps(&swoole)),
+                r.words()
             ),
         ),
-        _ => not_measured(claim, "Swoole or Node.js under the seed's ab"),
+        None => not_measured(claim, "Swoole or Node.js under the seed's ab"),
     });
+    let claim = "Swoole has the better tail latency (p99 142 ms against 170 ms)";
+    out.push(match Ratio::of(&p99(&node), &p99(&swoole)) {
+        Some(r) => finding(
+            claim,
+            r.below_one(),
+            format!(
+                "p99 under the seed's ab: Swoole {:.1} ms, Node.js {:.1} ms (medians): Swoole/Node.js = {}",
+                median(&p99(&swoole)),
+                median(&p99(&node)),
+                r.words()
+            ),
+        ),
+        None => not_measured(claim, "Swoole or Node.js under the seed's ab (a p99 above 0 ms)"),
+    });
+    let swoole = swoole.first().copied();
     let claim = "The Swoole figure measures \"Hello World\" answers";
     let verified = doc.cell("swoole", "bare", "harness", "");
     out.push(match (swoole, verified) {
@@ -74,6 +75,76 @@ pub fn swoole_vs_node(doc: &Reproduction) -> Vec<Finding> {
         _ => not_measured(claim, "Swoole"),
     });
     out
+}
+
+/// `candidate / base` of two samples of runs: the Hodges-Lehmann estimate
+/// of the ratio with its 95% interval, distribution-free (the interval of
+/// `harness diff`); none with too few runs for one.
+struct Ratio {
+    estimate: f64,
+    interval: Option<(f64, f64)>,
+    runs: (usize, usize),
+}
+
+impl Ratio {
+    /// Needs at least one positive value a side (ab prints whole ms: a p99
+    /// of 0 has no ratio).
+    fn of(base: &[f64], candidate: &[f64]) -> Option<Ratio> {
+        if base.is_empty() || candidate.is_empty() {
+            return None;
+        }
+        if base.iter().chain(candidate).any(|v| *v <= 0.0) {
+            return None;
+        }
+        let shift = crate::ranks::hodges_lehmann(base, candidate, 0.05);
+        Some(Ratio {
+            estimate: shift.log_estimate.exp(),
+            interval: shift.log_interval.map(|(lo, hi)| (lo.exp(), hi.exp())),
+            runs: (base.len(), candidate.len()),
+        })
+    }
+
+    /// Supported when the whole interval is above 1, not when it is below,
+    /// undecided when it holds 1 (or there is none).
+    fn above_one(&self) -> Verdict {
+        match self.interval {
+            Some((lo, _)) if lo > 1.0 => Verdict::Supported,
+            Some((_, hi)) if hi < 1.0 => Verdict::NotSupported,
+            _ => Verdict::Undecided,
+        }
+    }
+
+    fn below_one(&self) -> Verdict {
+        match self.above_one() {
+            Verdict::Supported => Verdict::NotSupported,
+            Verdict::NotSupported => Verdict::Supported,
+            v => v,
+        }
+    }
+
+    fn words(&self) -> String {
+        let (n1, n2) = self.runs;
+        match self.interval {
+            Some((lo, hi)) => format!(
+                "{:.2} (95% interval {lo:.2}–{hi:.2}, {n2} and {n1} interleaved runs)",
+                self.estimate
+            ),
+            None => format!(
+                "{:.2} ({n2} and {n1} runs: too few for a 95% interval, at least 4 a side)",
+                self.estimate
+            ),
+        }
+    }
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// The bridge's cost for `server`: 1 - bridge/bare under ab, from the real
@@ -270,6 +341,74 @@ mod tests {
 
     const SEED: &str = "as the seed ran it: ab";
 
+    /// `runs` of `server` under the seed's ab, each at `rps` and `p99_ms`.
+    fn runs(server: &str, points: &[(f64, f64)]) -> Vec<Cell> {
+        points
+            .iter()
+            .enumerate()
+            .map(|(k, &(rps, p99))| Cell {
+                p99_ms: p99,
+                repeat: Some(k as u32 + 1),
+                ..cell(server, "bare", "ab", SEED, rps)
+            })
+            .collect()
+    }
+
+    /// The seed's claims on Node.js and Swoole read from intervals: clear
+    /// when the runs separate, undecided when they straddle, and never
+    /// decided from one run a side (the 0.71-then-1.06 of single ab runs).
+    #[test]
+    fn swoole_vs_node_verdicts_rest_on_the_interval_of_the_ratio() {
+        let verdicts = |swoole: &[(f64, f64)], node: &[(f64, f64)]| {
+            let cells = [runs("swoole", swoole), runs("node", node)].concat();
+            let f = swoole_vs_node(&doc("swoole-vs-node", cells));
+            (f[0].clone(), f[1].clone())
+        };
+        // Node.js faster in every run, Swoole's tail lower in every run.
+        let s = [
+            (10_000.0, 9.0),
+            (10_400.0, 9.5),
+            (9_800.0, 8.8),
+            (10_100.0, 9.1),
+            (10_200.0, 9.3),
+        ];
+        let n = [
+            (12_000.0, 12.0),
+            (12_300.0, 12.5),
+            (11_900.0, 11.8),
+            (12_100.0, 12.2),
+            (12_400.0, 12.9),
+        ];
+        let (rps, tail) = verdicts(&s, &n);
+        assert_eq!(rps.verdict, Verdict::Supported, "{}", rps.evidence);
+        assert!(rps.evidence.contains("95% interval"), "{}", rps.evidence);
+        assert_eq!(tail.verdict, Verdict::Supported, "{}", tail.evidence);
+        // The runs straddle: one side ahead in some rounds, behind in others.
+        let n = [
+            (9_500.0, 8.0),
+            (10_600.0, 10.0),
+            (10_000.0, 9.0),
+            (9_900.0, 9.6),
+            (10_300.0, 8.7),
+        ];
+        let (rps, tail) = verdicts(&s, &n);
+        assert_eq!(rps.verdict, Verdict::Undecided, "{}", rps.evidence);
+        assert_eq!(tail.verdict, Verdict::Undecided, "{}", tail.evidence);
+        // Node.js slower in every run: the claim is not supported.
+        let n = [
+            (7_000.0, 9.0),
+            (7_100.0, 9.5),
+            (6_900.0, 8.8),
+            (7_200.0, 9.1),
+            (7_050.0, 9.3),
+        ];
+        assert_eq!(verdicts(&s, &n).0.verdict, Verdict::NotSupported);
+        // One run a side: whatever the ratio, no interval, no verdict.
+        let (rps, _) = verdicts(&s[..1], &[(7_000.0, 9.0)]);
+        assert_eq!(rps.verdict, Verdict::Undecided, "{}", rps.evidence);
+        assert!(rps.evidence.contains("too few"), "{}", rps.evidence);
+    }
+
     /// Where the real engine was measured, its cells decide, and the
     /// evidence names which environment it read.
     #[test]
@@ -351,8 +490,10 @@ mod tests {
         assert_eq!(docker_vs_bare(&d)[2].verdict, Verdict::Supported);
     }
 
+    /// One run a side (as the seed, and this command before repeats) states
+    /// the ratio and decides nothing.
     #[test]
-    fn which_server_is_faster_decides_the_seed_b_verdict() {
+    fn one_run_a_side_states_the_ratio_and_decides_nothing() {
         let mut d = doc(
             "swoole-vs-node",
             vec![
@@ -360,10 +501,14 @@ mod tests {
                 cell("node", "bare", "ab", SEED, 4000.0),
             ],
         );
-        assert_eq!(swoole_vs_node(&d)[0].verdict, Verdict::Supported);
+        assert_eq!(swoole_vs_node(&d)[0].verdict, Verdict::Undecided);
         d.cells[0].rps = 5000.0;
         let f = &swoole_vs_node(&d)[0];
-        assert_eq!(f.verdict, Verdict::NotSupported);
-        assert!(f.evidence.contains("= 0.80"), "{}", f.evidence);
+        assert_eq!(f.verdict, Verdict::Undecided);
+        assert!(
+            f.evidence.contains("= 0.80 (1 and 1 runs"),
+            "{}",
+            f.evidence
+        );
     }
 }

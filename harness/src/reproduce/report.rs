@@ -5,7 +5,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::document::{Cell, Reproduction};
+use super::document::Reproduction;
 use crate::report::align;
 use crate::report::page::{html_page, html_table, md_table, write_files};
 use crate::report::svg::{builder, escape, svg};
@@ -34,12 +34,11 @@ fn rows(doc: &Reproduction) -> Vec<Vec<String>> {
             c.environment.clone(),
             c.tool.clone(),
             // The condition's name; the whole of it is under "conditions".
-            c.condition
-                .split([':', '('])
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_string(),
+            format!(
+                "{}{}",
+                c.condition.split([':', '(']).next().unwrap_or("").trim(),
+                c.repeat.map_or(String::new(), |k| format!(", run {k}"))
+            ),
             format!("{:.0}", c.rps),
             dash(c.valid_rps.map(|v| format!("{v:.0}"))),
             format!("{:.1}", c.p50_ms),
@@ -97,20 +96,27 @@ fn ratio_rows(doc: &Reproduction) -> Vec<Vec<String>> {
     .map(String::from)
     .to_vec()];
     for f in &doc.seed.figures {
+        let seed = "as the seed ran it";
         let ours = doc
-            .cell(&f.server, &f.environment, "ab", "as the seed ran it")
+            .median_rps(&f.server, &f.environment, "ab", seed)
+            .map(|m| (f.environment.as_str(), m))
             .or_else(|| {
                 (f.environment == "bridge")
-                    .then(|| doc.cell(&f.server, "bridge-proxy", "ab", "as the seed ran it"))
+                    .then(|| doc.median_rps(&f.server, "bridge-proxy", "ab", seed))
                     .flatten()
+                    .map(|m| ("bridge-proxy", m))
             });
-        if let Some(c) = ours {
+        if let Some((env, (rps, runs))) = ours {
             out.push(vec![
                 f.server.clone(),
-                c.environment.clone(),
-                format!("{:.0}", c.rps),
+                env.to_string(),
+                if runs > 1 {
+                    format!("{rps:.0} (median of {runs})")
+                } else {
+                    format!("{rps:.0}")
+                },
                 format!("{:.0}", f.rps),
-                format!("{:.2}", c.rps / f.rps),
+                format!("{:.2}", rps / f.rps),
             ]);
         }
     }
@@ -191,8 +197,8 @@ fn chart(doc: &Reproduction) -> Option<String> {
         .figures
         .iter()
         .filter_map(|f| {
-            let c: &Cell = doc.cell(&f.server, &f.environment, "ab", "as the seed ran it")?;
-            Some((format!("{} {}", f.server, f.environment), c.rps, f.rps))
+            let (rps, _) = doc.median_rps(&f.server, &f.environment, "ab", "as the seed ran it")?;
+            Some((format!("{} {}", f.server, f.environment), rps, f.rps))
         })
         .collect();
     if pairs.is_empty() {
