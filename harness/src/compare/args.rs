@@ -78,15 +78,19 @@ pub struct CompareArgs {
     pub connections: Vec<usize>,
 
     /// Length of each measured run.
-    #[arg(short = 'd', long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(short = 'd', long, default_value = "8s", value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Duration,
 
-    /// Measured runs per server, workload and level.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    /// Measured runs per server, workload and level. 4 is the fewest with
+    /// which `harness diff` of two comparisons can find a difference at all
+    /// (its exact rank test at α = 0.05: 2 / C(8, 4) = 0.029; with 3 a side
+    /// the smallest p is 0.1).
+    #[arg(long, default_value_t = 4, value_name = "N")]
     pub runs: u32,
 
-    /// Load before the measured runs, not counted.
-    #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]
+    /// Load before the measured runs of each turn (each start of a server),
+    /// not counted.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub warmup: Duration,
 
     /// Ratios are to this server (default: php-fpm if it ran, else the first).
