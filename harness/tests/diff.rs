@@ -206,7 +206,15 @@ fn diff_json(base: &Path, candidate: &Path, extra: &[&str]) -> Value {
         "json",
     ];
     args.extend(extra);
-    serde_json::from_str(&stdout(&harness(&args))).expect("diff --format json is JSON")
+    let value: Value =
+        serde_json::from_str(&stdout(&harness(&args))).expect("diff --format json is JSON");
+    // Every diff the tests make matches its schema.
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/diff.schema.json")).expect("schema parses");
+    if let Err(e) = crate::cli::validate(&schema, &schema, &value, "$") {
+        panic!("diff's JSON does not match diff.schema.json: {e}\n{value:#}");
+    }
+    value
 }
 
 fn php() -> Vec<ServerDoc> {
