@@ -264,6 +264,43 @@ fn runs_are_interleaved_round_by_round_or_taken_back_to_back() {
     assert_eq!(rounds, [1, 1, 2, 2, 3, 3]);
 }
 
+/// `--php-jit off`: php-fpm runs OPcache without its JIT, its /config
+/// says so, and no note claims it was asked for the tracing JIT.
+#[test]
+fn php_jit_off_is_what_php_fpm_runs_and_reports() {
+    let out = tmp("php-jit");
+    compare_ok(
+        &[
+            "--servers",
+            "php-fpm",
+            "--workloads",
+            "hello",
+            "--php-jit",
+            "off",
+            "-c",
+            "4",
+            "-d",
+            "300ms",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    let results = Results::from_json(&text).unwrap();
+    let php = &results.servers[0];
+    let config = php.config.as_ref().expect("php-fpm's /config");
+    assert_eq!(config.jit.as_deref(), Some("off"), "{config:?}");
+    assert_eq!(config.opcache, Some(true), "{config:?}");
+    assert!(
+        !php.notes.iter().any(|n| n.contains("JIT")),
+        "{:?}",
+        php.notes
+    );
+}
+
 #[test]
 fn ab_drives_the_same_runs_into_the_same_table() {
     if harness::catalog::find_program(&["ab"]).is_none()

@@ -39,6 +39,7 @@ fn start(name: &str, db_url: &str) -> Running {
         env: &env,
         db: Some(&db),
         interrupt: &interrupt,
+        php_jit: Default::default(),
     };
     entry
         .start(&ctx)

@@ -65,6 +65,7 @@ impl Session {
             env: &self.paths,
             db: Some(&self.db),
             interrupt: &self.interrupt,
+            php_jit: Default::default(),
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod nginx_static;
 pub mod node;
 mod paths;
 pub mod php_fpm;
+pub mod php_jit;
 mod placement;
 pub mod roadrunner;
 mod running;
@@ -179,6 +180,8 @@ pub struct StartCtx<'a> {
     pub env: &'a Env,
     pub db: Option<&'a Db>,
     pub interrupt: &'a AtomicBool,
+    /// The OPcache JIT of the PHP servers.
+    pub php_jit: php_jit::PhpJit,
 }
 
 impl Entry {

@@ -5,6 +5,7 @@
 //! ```text
 //! php-fpm8.2 --nodaemonize --fpm-config W/php-fpm.conf -c compose/php/php.ini \
 //!     -d opcache.jit=tracing -d opcache.jit_buffer_size=128M [-R as root]
+//!     (the JIT as `compare --php-jit` asks: tracing unless told)
 //! # wait for W/php-fpm.sock
 //! nginx -p W -e W/nginx-error.log -c W/nginx.conf      # daemon off; in the template
 //! ```
@@ -22,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use super::php_jit::PhpJit;
 use super::supervise::{Child, Stdout, TempDir};
 use super::Placement;
 use super::{
@@ -128,12 +130,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         .arg(w.join("php-fpm.conf"))
         .arg("-c")
         .arg(&php_ini)
-        .args([
-            "-d",
-            "opcache.jit=tracing",
-            "-d",
-            "opcache.jit_buffer_size=128M",
-        ]);
+        .args(ctx.php_jit.ini_args());
     if is_root() {
         cmd.arg("-R");
     }
@@ -185,7 +182,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         versions,
     )?;
     wait_ready(&mut running, ctx.interrupt, READY_TIMEOUT)?;
-    check_jit(&mut running);
+    check_jit(&mut running, ctx.php_jit);
     Ok(running)
 }
 
@@ -268,19 +265,21 @@ fn start_nginx(
     )
 }
 
-/// Records a note when OPcache or its JIT is not really on.
-fn check_jit(running: &mut Running) {
+/// Records a note when OPcache is off, or its JIT is not the mode asked for.
+fn check_jit(running: &mut Running, jit: PhpJit) {
     match running.config() {
-        Ok(c) if c.opcache == Some(true) && c.jit.as_deref().is_some_and(|j| j != "off") => {}
+        Ok(c)
+            if c.opcache == Some(true)
+                && c.jit.as_deref().is_some_and(|j| jit.is_reported_as(j)) => {}
         Ok(c) => running.notes.push(format!(
-            "php-fpm: OPcache {}, JIT {} although -d opcache.jit=tracing was given \
-             (the seed's configuration runs the tracing JIT)",
+            "php-fpm: OPcache {}, JIT {} although -d opcache.jit={} was given",
             match c.opcache {
                 Some(true) => "on",
                 Some(false) => "off",
                 None => "not reported",
             },
-            c.jit.as_deref().unwrap_or("not reported")
+            c.jit.as_deref().unwrap_or("not reported"),
+            jit.name()
         )),
         Err(why) => running.notes.push(format!("php-fpm: {why}")),
     }

@@ -49,9 +49,10 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     let port = placement.port_or_free()?;
     let rpc = free_port()?;
     let worker = format!(
-        "server.command={} -c {} -d opcache.jit=tracing -d opcache.jit_buffer_size=128M {}",
+        "server.command={} -c {} {} {}",
         php.display(),
         compose.join("php/php.ini").display(),
+        ctx.php_jit.ini_args().join(" "),
         app.join("worker.php").display()
     );
     let mut cmd = Command::new(&rr);

@@ -207,12 +207,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     cmd.arg("-c")
         .arg(compose.join("php/php.ini"))
         .args(module.php_args())
-        .args([
-            "-d",
-            "opcache.jit=tracing",
-            "-d",
-            "opcache.jit_buffer_size=128M",
-        ])
+        .args(ctx.php_jit.ini_args())
         .arg(compose.join("swoole/server.php"))
         .env("HOST", placement.listen_ip().to_string())
         .env("PORT", port.to_string())

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+pub use crate::catalog::php_jit::PhpJit;
 pub use crate::lab::tools::LoadTool;
 
 use crate::lab::args::LabArgs;
@@ -42,6 +43,7 @@ Examples:
   harness compare --target swoole=http://127.0.0.1:9501 --target rr=http://127.0.0.1:8080 --mysql-url mysql://bench:bench@127.0.0.1:3306/bench
   harness compare -c 1,10,100,400 --workloads hello,db?sleep_ms=10
   harness compare --servers worker-pool,php-fpm --load-tool ab
+  harness compare --servers php-fpm --php-jit off --out results/jit-off
   harness compare --env bridge --servers coroutine,php-fpm --workloads hello,work
   harness servers
   harness report results/2026-11-30T02-40-00Z")]
@@ -112,6 +114,12 @@ pub struct CompareArgs {
     /// A request without a complete response after this long fails.
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+
+    /// The OPcache JIT of the PHP servers (php-fpm, Swoole, RoadRunner's
+    /// workers): tracing (the seed's; `on` is PHP's name for it), function,
+    /// or off. Each server's /config shows what it runs.
+    #[arg(long, value_enum, default_value_t = PhpJit::Tracing, value_name = "MODE")]
+    pub php_jit: PhpJit,
 
     /// How the measured runs are ordered: `interleaved` takes run k of
     /// every cell before run k+1 of any (each server restarted, re-verified

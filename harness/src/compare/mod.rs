@@ -48,6 +48,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let mut workloads = plan::workloads(&args.workloads)?;
     let progress = progress::Progress::new();
     let mut lab = Lab::open(args.lab.repo_dir.as_deref())?;
+    lab.php_jit = args.php_jit;
     let selection = Selection::of(&lab, &args.lab.servers, &args.targets)?;
     let entries = selection.selected.clone();
     let mut header = Header::start(results::SCHEMA);

@@ -30,6 +30,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::catalog::php_jit::PhpJit;
 use crate::catalog::{self, supervise, Db, Entry, Placement, Running, StartCtx};
 use crate::env::Setup;
 use database::Database;
@@ -42,6 +43,8 @@ pub struct Lab {
     pub interrupt: Arc<AtomicBool>,
     /// The database of the session (none until [`Lab::start_database`]).
     pub database: Database,
+    /// The OPcache JIT the PHP servers run (`compare --php-jit`).
+    pub php_jit: PhpJit,
 }
 
 pub use crate::env::Started;
@@ -57,6 +60,7 @@ impl Lab {
             paths: catalog::Env::discover(repo_dir),
             interrupt,
             database: Database::none(),
+            php_jit: PhpJit::default(),
         })
     }
 
@@ -121,6 +125,7 @@ impl Lab {
             env: &self.paths,
             db: self.db(),
             interrupt: &self.interrupt,
+            php_jit: self.php_jit,
         }
     }
 }
