@@ -301,6 +301,67 @@ fn php_jit_off_is_what_php_fpm_runs_and_reports() {
     );
 }
 
+/// `--profile`: each measured run gets the server's and the generator's
+/// flame graphs and CPU breakdown, linked from report.html; where perf
+/// cannot run here, the runs go on and say why.
+#[test]
+fn profile_draws_each_runs_flame_graphs_and_breakdown() {
+    sibling_binary("event-loop");
+    let out = tmp("profile");
+    let (_, stderr) = compare_ok(
+        &[
+            "--servers",
+            "event-loop",
+            "--workloads",
+            "hello",
+            "--profile",
+            "-c",
+            "10",
+            "-d",
+            "1s",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+        ],
+        out.path(),
+    );
+    let dir = the_results_dir(out.path());
+    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    check_schema(&text);
+    let results = Results::from_json(&text).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Where the CPU went"), "no profile section");
+    let runs = &results.rows[0].runs;
+    assert_eq!(runs.len(), 2);
+    if let Err(why) = harness::lab::profile::availability() {
+        assert!(crate::util::skip_without(&format!(
+            "perf cannot run here: {why}"
+        )));
+        for run in runs {
+            let p = run.profile.as_ref().expect("a profile entry, with why");
+            assert!(p.error.is_some(), "{p:?}");
+        }
+        assert!(stderr.contains("--profile: no profiles"), "{stderr}");
+        return;
+    }
+    for run in runs {
+        let p = run.profile.as_ref().expect("a profile");
+        assert!(p.error.is_none(), "{p:?}");
+        assert!(p.server.cpu_ns > 0 && p.generator.cpu_ns > 0, "{p:?}");
+        assert!(p.server.user_us_per_request + p.server.kernel_us_per_request > 0.0);
+        for f in [&p.server_svg, &p.generator_svg, &p.server_folded] {
+            let f = f.as_ref().expect("a file");
+            let body = std::fs::read_to_string(dir.join(f)).unwrap();
+            assert!(!body.is_empty(), "{f}");
+            assert!(
+                html.contains(f.as_str()) || f.ends_with(".folded"),
+                "{f} not linked"
+            );
+        }
+    }
+}
+
 #[test]
 fn ab_drives_the_same_runs_into_the_same_table() {
     if harness::catalog::find_program(&["ab"]).is_none()
@@ -749,6 +810,7 @@ fn synthetic() -> Results {
                 })
                 .collect(),
             started_s: None,
+            profile: None,
         };
         Row {
             server: server.into(),

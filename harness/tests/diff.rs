@@ -99,6 +99,7 @@ fn run(rps: f64, p99_us: u64, outside_cpu_pct: f64) -> RunDoc {
         message: None,
         series: Vec::new(),
         started_s: None,
+        profile: None,
     }
 }
 

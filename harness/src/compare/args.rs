@@ -121,6 +121,15 @@ pub struct CompareArgs {
     #[arg(long, value_enum, default_value_t = PhpJit::Tracing, value_name = "MODE")]
     pub php_jit: PhpJit,
 
+    /// Record each measured run with `perf record` (a software clock at
+    /// 499 Hz, with call graphs): the server's process tree and the load
+    /// generator, each a flame graph (profiles/ in the results directory)
+    /// and a breakdown (user, kernel, its TCP path and scheduler, µs per
+    /// request). Where perf cannot run, the runs go on and the report says
+    /// why.
+    #[arg(long)]
+    pub profile: bool,
+
     /// How the measured runs are ordered: `interleaved` takes run k of
     /// every cell before run k+1 of any (each server restarted, re-verified
     /// and warmed up for each of its turns), so that whatever drifts — a

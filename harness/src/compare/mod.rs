@@ -81,7 +81,20 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         scratch: scratch.path(),
         placed: &placed,
         clock: std::time::Instant::now(),
+        profiles: args.profile.then(|| {
+            crate::lab::profile::availability().map(|()| {
+                args.lab
+                    .out_dir()
+                    .join(header.dir_name(""))
+                    .join("profiles")
+            })
+        }),
     };
+    if let Some(Err(why)) = &ctx.profiles {
+        progress.line(&format!(
+            "--profile: no profiles: {why}; the runs go on without"
+        ));
+    }
 
     // Start each once: /config, placement, contract, each workload's answer.
     let preflight_failures = prepass::run(&ctx, &entries, &mut docs, &workloads);

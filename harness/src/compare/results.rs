@@ -162,6 +162,10 @@ pub struct RunDoc {
     /// was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_s: Option<f64>,
+    /// `--profile`: where the run's CPU went (flame graphs, breakdown),
+    /// or why there is no profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::lab::profile::Profile>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -22,6 +22,7 @@ pub mod database;
 pub mod driver;
 pub mod load;
 pub mod meter;
+pub mod profile;
 pub mod record;
 pub mod select;
 pub mod tools;

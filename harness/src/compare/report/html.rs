@@ -99,6 +99,8 @@ pub fn render(results: &Results) -> String {
     }
     body.push_str("</ul></div>\n");
 
+    body.push_str(&super::profiles::html(results));
+
     if !results.fairness.warnings.is_empty() {
         body.push_str("<h2>Fairness warnings</h2>\n");
         for w in &results.fairness.warnings {

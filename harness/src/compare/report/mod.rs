@@ -1,11 +1,13 @@
 //! Reports of a comparison, from [`Results`] alone (so `harness report`
 //! re-renders them from results.json): the terminal table and report.md
 //! ([`table`]), report.html with SVG charts ([`html`], [`charts`]), each
-//! server's HTTP/1.1 conformance ([`conformance`]).
+//! server's HTTP/1.1 conformance ([`conformance`]), where the CPU went
+//! under `--profile` ([`profiles`]).
 
 pub mod charts;
 pub mod conformance;
 pub mod html;
+pub mod profiles;
 pub mod settings;
 pub mod table;
 

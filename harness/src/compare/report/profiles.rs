@@ -1,0 +1,133 @@
+//! The `--profile` section of report.html: per row, where the server's and
+//! the generator's CPU went (the mean of its runs' breakdowns), a stacked
+//! bar of the server's CPU per request, and a link to every run's flame
+//! graphs.
+
+use super::super::results::{Results, Row};
+use super::charts::escape;
+use crate::lab::profile::{Breakdown, Profile};
+
+/// The profiles of `row`'s runs that were taken.
+fn taken(row: &Row) -> Vec<&Profile> {
+    row.runs
+        .iter()
+        .filter_map(|r| r.profile.as_ref())
+        .filter(|p| p.error.is_none())
+        .collect()
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = xs.collect();
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// The mean of a side's breakdowns.
+fn mean_of(sides: &[&Breakdown]) -> Breakdown {
+    Breakdown {
+        cpu_ns: sides.iter().map(|b| b.cpu_ns).sum(),
+        user_us_per_request: mean(sides.iter().map(|b| b.user_us_per_request)),
+        kernel_us_per_request: mean(sides.iter().map(|b| b.kernel_us_per_request)),
+        kernel_pct: mean(sides.iter().map(|b| b.kernel_pct)),
+        kernel_tcp_pct: mean(sides.iter().map(|b| b.kernel_tcp_pct)),
+        kernel_sched_pct: mean(sides.iter().map(|b| b.kernel_sched_pct)),
+    }
+}
+
+/// The section, or nothing when no run was profiled.
+pub fn html(results: &Results) -> String {
+    let asked = results
+        .rows
+        .iter()
+        .flat_map(|r| &r.runs)
+        .any(|run| run.profile.is_some());
+    if !asked {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<h2>Where the CPU went (<code>--profile</code>)</h2>\n<p class=\"note\">perf record, \
+         a software clock at 499 Hz with call graphs, during each measured run: the server's \
+         process tree and the load generator. µs of CPU per request (the mean of the runs); the \
+         kernel's share of the server's CPU, and the shares of it spent under a kernel TCP \
+         function and under the scheduler. \
+         The bar: the server's user (blue) and kernel (orange) µs per request, to scale across rows.</p>\n",
+    );
+    let rows: Vec<(&Row, Breakdown, Breakdown, Vec<&Profile>)> = results
+        .rows
+        .iter()
+        .map(|r| {
+            let p = taken(r);
+            let server = mean_of(&p.iter().map(|p| &p.server).collect::<Vec<_>>());
+            let generator = mean_of(&p.iter().map(|p| &p.generator).collect::<Vec<_>>());
+            (r, server, generator, p)
+        })
+        .collect();
+    let widest = rows
+        .iter()
+        .map(|(_, s, ..)| s.user_us_per_request + s.kernel_us_per_request)
+        .fold(1e-9, f64::max);
+    out.push_str(
+        "<div class=\"wide\"><table>\n<tr><th>server</th><th>workload</th><th>c</th>\
+         <th>server µs/req user</th><th>kernel</th><th>kernel %</th><th>in TCP %</th>\
+         <th>in the scheduler %</th><th>generator µs/req</th><th>server CPU per request</th>\
+         <th>flame graphs</th></tr>\n",
+    );
+    for (row, s, g, profiles) in &rows {
+        let head = format!(
+            "<td>{}</td><td>{}</td><td class=\"n\">{}</td>",
+            escape(&row.server),
+            escape(&row.workload),
+            row.connections
+        );
+        if profiles.is_empty() {
+            let why = row
+                .runs
+                .iter()
+                .filter_map(|r| r.profile.as_ref()?.error.clone())
+                .next()
+                .unwrap_or_else(|| "not profiled".into());
+            out.push_str(&format!(
+                "<tr>{head}<td colspan=\"8\" class=\"error\">no profile: {}</td></tr>\n",
+                escape(&why)
+            ));
+            continue;
+        }
+        let bar = |us: f64, color: &str| {
+            format!(
+                "<span style=\"display:inline-block;height:0.9em;width:{:.1}px;background:{color}\"></span>",
+                200.0 * us / widest
+            )
+        };
+        let links: Vec<String> = profiles
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| {
+                [(&p.server_svg, "server"), (&p.generator_svg, "generator")]
+                    .into_iter()
+                    .filter_map(move |(f, side)| {
+                        f.as_ref()
+                            .map(|f| format!("<a href=\"{}\">run {} {side}</a>", escape(f), i + 1))
+                    })
+            })
+            .collect();
+        out.push_str(&format!(
+            "<tr>{head}<td class=\"n\">{:.1}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.0}</td>\
+             <td class=\"n\">{:.0}</td><td class=\"n\">{:.0}</td><td class=\"n\">{:.1}</td>\
+             <td style=\"white-space:nowrap\">{}{}</td><td>{}</td></tr>\n",
+            s.user_us_per_request,
+            s.kernel_us_per_request,
+            s.kernel_pct,
+            s.kernel_tcp_pct,
+            s.kernel_sched_pct,
+            g.user_us_per_request + g.kernel_us_per_request,
+            bar(s.user_us_per_request, "#4878d0"),
+            bar(s.kernel_us_per_request, "#ee854a"),
+            links.join(" · ")
+        ));
+    }
+    out.push_str("</table></div>\n");
+    out
+}
