@@ -122,7 +122,7 @@ pub struct CompareArgs {
     pub php_jit: PhpJit,
 
     /// Record each measured run with `perf record` (a software clock at
-    /// 499 Hz, with call graphs): the server's process tree and the load
+    /// 99 Hz, with call graphs): the server's process tree and the load
     /// generator, each a flame graph (profiles/ in the results directory)
     /// and a breakdown (user, kernel, its TCP path and scheduler, µs per
     /// request). Where perf cannot run, the runs go on and the report says

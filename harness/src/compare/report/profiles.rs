@@ -49,7 +49,7 @@ pub fn html(results: &Results) -> String {
     }
     let mut out = String::from(
         "<h2>Where the CPU went (<code>--profile</code>)</h2>\n<p class=\"note\">perf record, \
-         a software clock at 499 Hz with call graphs, during each measured run: the server's \
+         a software clock at 99 Hz with call graphs, during each measured run: the server's \
          process tree and the load generator. µs of CPU per request (the mean of the runs); the \
          kernel's share of the server's CPU, and the shares of it spent under a kernel TCP \
          function and under the scheduler. \
