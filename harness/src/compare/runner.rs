@@ -286,14 +286,16 @@ fn load(
         doc.started_s = Some(started_s);
         if let Some(recording) = recording {
             let stem = format!("{}-{}-c{}-run{i}", cell.entry.name, w.name, c);
-            doc.profile = Some(finish_profile(
-                ctx,
-                recording,
-                running,
-                &stem,
-                label,
-                doc.requests,
-            ));
+            let mut p = finish_profile(ctx, recording, running, &stem, label, doc.requests);
+            // CPU per request from the meter, split by the profile.
+            let per_request = |pct: Option<f64>| {
+                pct.filter(|_| doc.requests > 0).map_or(0.0, |p| {
+                    p / 100.0 * doc.duration_s * 1e6 / doc.requests as f64
+                })
+            };
+            p.server.scale_to(per_request(doc.server_cpu_pct));
+            p.generator.scale_to(per_request(doc.generator_cpu_pct));
+            doc.profile = Some(p);
         }
         bar.finish(&format!(
             "{} req/s, {} failed{}",

@@ -97,6 +97,27 @@ pub struct Breakdown {
     pub kernel_pct: f64,
     pub kernel_tcp_pct: f64,
     pub kernel_sched_pct: f64,
+    /// The profile's CPU time over the meter's for the same processes and
+    /// run, %: perf starts and stops around the run, so it sees most of it,
+    /// not all; the µs per request above are the meter's, split by the
+    /// profile's shares. Absent where the run was not metered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage_pct: Option<f64>,
+}
+
+impl Breakdown {
+    /// Takes CPU per request from the meter (`metered_us`, µs per request
+    /// of the same processes over the same run) and keeps the profile's
+    /// split of it.
+    pub fn scale_to(&mut self, metered_us: f64) {
+        let profiled = self.user_us_per_request + self.kernel_us_per_request;
+        if metered_us <= 0.0 || profiled <= 0.0 {
+            return;
+        }
+        self.coverage_pct = Some(100.0 * profiled / metered_us);
+        self.kernel_us_per_request = metered_us * self.kernel_pct / 100.0;
+        self.user_us_per_request = metered_us - self.kernel_us_per_request;
+    }
 }
 
 /// A run's profile: the files written and each side's breakdown.
@@ -299,6 +320,7 @@ pub fn breakdown(lines: &[&str], requests: u64) -> Breakdown {
         kernel_pct: pct(kernel),
         kernel_tcp_pct: pct(tcp),
         kernel_sched_pct: pct(sched),
+        coverage_pct: None,
     }
 }
 
@@ -365,5 +387,13 @@ mod tests {
         assert_eq!(b.kernel_sched_pct, 10.0);
         // 60 µs in user space over 10 requests; 40 µs in the kernel.
         assert_eq!((b.user_us_per_request, b.kernel_us_per_request), (6.0, 4.0));
+        // The meter saw 20 µs a request: the profile saw half; its split stays.
+        let mut b = b;
+        b.scale_to(20.0);
+        assert_eq!(b.coverage_pct, Some(50.0));
+        assert_eq!(
+            (b.user_us_per_request, b.kernel_us_per_request),
+            (12.0, 8.0)
+        );
     }
 }

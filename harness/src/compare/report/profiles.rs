@@ -34,6 +34,7 @@ fn mean_of(sides: &[&Breakdown]) -> Breakdown {
         kernel_pct: mean(sides.iter().map(|b| b.kernel_pct)),
         kernel_tcp_pct: mean(sides.iter().map(|b| b.kernel_tcp_pct)),
         kernel_sched_pct: mean(sides.iter().map(|b| b.kernel_sched_pct)),
+        coverage_pct: Some(mean(sides.iter().filter_map(|b| b.coverage_pct))),
     }
 }
 
@@ -50,7 +51,9 @@ pub fn html(results: &Results) -> String {
     let mut out = String::from(
         "<h2>Where the CPU went (<code>--profile</code>)</h2>\n<p class=\"note\">perf record, \
          a software clock at 99 Hz with call graphs, during each measured run: the server's \
-         process tree and the load generator. µs of CPU per request (the mean of the runs); the \
+         process tree and the load generator. µs of CPU per request (the mean of the runs: the \
+         meter's CPU, split by the profile; \"seen\": the share of the meter's CPU the profile \
+         saw, perf starting and stopping around the run); the \
          kernel's share of the server's CPU, and the shares of it spent under a kernel TCP \
          function and under the scheduler. \
          The bar: the server's user (blue) and kernel (orange) µs per request, to scale across rows.</p>\n",
@@ -72,7 +75,7 @@ pub fn html(results: &Results) -> String {
     out.push_str(
         "<div class=\"wide\"><table>\n<tr><th>server</th><th>workload</th><th>c</th>\
          <th>server µs/req user</th><th>kernel</th><th>kernel %</th><th>in TCP %</th>\
-         <th>in the scheduler %</th><th>generator µs/req</th><th>server CPU per request</th>\
+         <th>in the scheduler %</th><th>seen %</th><th>generator µs/req</th><th>server CPU per request</th>\
          <th>flame graphs</th></tr>\n",
     );
     for (row, s, g, profiles) in &rows {
@@ -90,7 +93,7 @@ pub fn html(results: &Results) -> String {
                 .next()
                 .unwrap_or_else(|| "not profiled".into());
             out.push_str(&format!(
-                "<tr>{head}<td colspan=\"8\" class=\"error\">no profile: {}</td></tr>\n",
+                "<tr>{head}<td colspan=\"9\" class=\"error\">no profile: {}</td></tr>\n",
                 escape(&why)
             ));
             continue;
@@ -115,13 +118,16 @@ pub fn html(results: &Results) -> String {
             .collect();
         out.push_str(&format!(
             "<tr>{head}<td class=\"n\">{:.1}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.0}</td>\
-             <td class=\"n\">{:.0}</td><td class=\"n\">{:.0}</td><td class=\"n\">{:.1}</td>\
-             <td style=\"white-space:nowrap\">{}{}</td><td>{}</td></tr>\n",
+             <td class=\"n\">{:.0}</td><td class=\"n\">{:.0}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{:.1}</td><td style=\"white-space:nowrap\">{}{}</td><td>{}</td></tr>\n",
             s.user_us_per_request,
             s.kernel_us_per_request,
             s.kernel_pct,
             s.kernel_tcp_pct,
             s.kernel_sched_pct,
+            s.coverage_pct
+                .filter(|c| *c > 0.0)
+                .map_or("—".into(), |c| format!("{c:.0}")),
             g.user_us_per_request + g.kernel_us_per_request,
             bar(s.user_us_per_request, "#4878d0"),
             bar(s.kernel_us_per_request, "#ee854a"),
