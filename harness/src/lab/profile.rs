@@ -55,9 +55,13 @@ pub fn availability() -> Result<(), String> {
 pub struct Recording {
     child: Child,
     data: PathBuf,
+    fifos: Vec<PathBuf>,
 }
 
-/// Starts recording `pids` (every thread of each) into `data`.
+/// Starts recording `pids` (every thread of each) into `data`, and returns
+/// once perf says it records: it starts with its events disabled (`-D -1`)
+/// and enables them on `enable` through a control FIFO, answering `ack`
+/// on a second one, so the run that follows is covered from its start.
 pub fn start(pids: &[u32], data: &Path) -> anyhow::Result<Recording> {
     if pids.is_empty() {
         bail!("no process to profile");
@@ -67,9 +71,28 @@ pub fn start(pids: &[u32], data: &Path) -> anyhow::Result<Recording> {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(",");
+    let ctl = data.with_extension("ctl");
+    let ack = data.with_extension("ack");
+    for fifo in [&ctl, &ack] {
+        let _ = std::fs::remove_file(fifo);
+        let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes())
+            .context("a FIFO path with a NUL")?;
+        if unsafe { libc::mkfifo(path.as_ptr(), 0o600) } != 0 {
+            bail!(
+                "cannot make the FIFO {}: {}",
+                fifo.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+    }
     let child = Command::new("perf")
-        .args(["record", "-q", "-e", "cpu-clock", "-g"])
+        .args(["record", "-q", "-e", "cpu-clock", "-g", "-D", "-1"])
         .args(["-F", &FREQUENCY_HZ.to_string()])
+        .arg(format!(
+            "--control=fifo:{},{}",
+            ctl.display(),
+            ack.display()
+        ))
         .args(["-p", &list, "-o"])
         .arg(data)
         .stdin(Stdio::null())
@@ -77,10 +100,13 @@ pub fn start(pids: &[u32], data: &Path) -> anyhow::Result<Recording> {
         .stderr(Stdio::piped())
         .spawn()
         .context("cannot start perf record")?;
-    Ok(Recording {
+    let mut recording = Recording {
         child,
         data: data.to_path_buf(),
-    })
+        fifos: vec![ctl.clone(), ack.clone()],
+    };
+    recording.enable(&ctl, &ack)?;
+    Ok(recording)
 }
 
 /// Where one side's samples went.
@@ -146,6 +172,49 @@ impl Profile {
 }
 
 impl Recording {
+    /// Sends `enable` and waits (10 s at most) for perf's `ack`. Both FIFOs
+    /// are opened read-write, which never blocks whether or not perf has
+    /// opened its ends yet.
+    fn enable(&mut self, ctl: &Path, ack: &Path) -> anyhow::Result<()> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let open = |p: &Path| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(p)
+                .with_context(|| format!("cannot open {}", p.display()))
+        };
+        let (mut ctl, mut ack) = (open(ctl)?, open(ack)?);
+        ctl.write_all(b"enable\n")
+            .context("cannot write to perf's control FIFO")?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = Vec::new();
+        let mut buf = [0u8; 16];
+        // perf writes `ack\n` and its C string's NUL.
+        while !got.windows(4).any(|w| w == b"ack\n") {
+            if let Some(status) = self.child.try_wait()? {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                bail!(
+                    "perf record exited with {status} before recording: {}",
+                    err.trim()
+                );
+            }
+            if Instant::now() > deadline {
+                bail!("perf record did not acknowledge `enable` within 10 s");
+            }
+            match ack.read(&mut buf) {
+                Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                _ => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        Ok(())
+    }
+
     /// Stops the recording and writes `<stem>.server.{folded,svg}` and
     /// `<stem>.generator.{folded,svg}` under `dir`: the samples of
     /// `server_pids` on one side, this process's on the other. `requests`:
@@ -258,6 +327,9 @@ impl Drop for Recording {
             let _ = self.child.wait();
         }
         let _ = std::fs::remove_file(&self.data);
+        for f in &self.fifos {
+            let _ = std::fs::remove_file(f);
+        }
     }
 }
 
@@ -336,10 +408,23 @@ mod tests {
             eprintln!("skipped: {why}");
             return;
         }
-        let mut busy = Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .spawn()
-            .unwrap();
+        /// The busy shell, killed on every path out of the test.
+        struct Busy(Child);
+        impl Drop for Busy {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let busy = Busy(
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let busy = &busy.0;
         let dir = tempfile::tempdir().unwrap();
         let rec = start(&[busy.id()], &dir.path().join("p.data")).unwrap();
         // Wait for samples by state: the shell's CPU time moving past 0.3 s.
@@ -356,10 +441,9 @@ mod tests {
         while ticks() < 30 {
             std::thread::sleep(Duration::from_millis(50));
         }
-        let p = rec.finish(dir.path(), "t", "busy", &[busy.id()], 1000);
-        let _ = busy.kill();
-        let _ = busy.wait();
-        let p = p.unwrap();
+        let p = rec
+            .finish(dir.path(), "t", "busy", &[busy.id()], 1000)
+            .unwrap();
         // At least 0.1 s of the shell's CPU was sampled.
         assert!(p.server.cpu_ns > 100_000_000, "{p:?}");
         let svg = std::fs::read_to_string(dir.path().join(p.server_svg.unwrap())).unwrap();
