@@ -31,6 +31,8 @@ pub struct Request<'b> {
     pub keep_alive: bool,
     /// Bytes of the buffer this request occupies, head and body.
     pub len: usize,
+    /// Of which the body (from Content-Length; skipped, never read).
+    pub body_len: usize,
 }
 
 /// Why a request cannot be served; the connection is closed after the answer.
@@ -241,6 +243,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request<'_>>, ParseError> {
         http10,
         keep_alive,
         len,
+        body_len,
     }))
 }
 
@@ -313,10 +316,24 @@ pub fn encode(out: &mut Vec<u8>, server: &str, resp: &Response, head_only: bool,
     }
 }
 
-/// Appends the answer to a request that could not be parsed (always closes).
-pub fn encode_error(out: &mut Vec<u8>, server: &str, err: ParseError) {
+/// Whether the request at the start of `buf` says `HEAD`, as far as its
+/// request line has come (after the empty lines a server may skip, RFC
+/// 9112 §2.2). For the answer to a request the codec refuses: a response
+/// to HEAD carries no content, error responses included (RFC 9110 §9.3.2).
+pub fn requests_head(buf: &[u8]) -> bool {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    buf[start..].starts_with(b"HEAD ")
+}
+
+/// Appends the answer to a request that could not be parsed (always
+/// closes). `head_only`: the request said HEAD ([`requests_head`]), so the
+/// reason is not sent; Content-Length still states its length.
+pub fn encode_error(out: &mut Vec<u8>, server: &str, err: ParseError, head_only: bool) {
     let resp = Response::text(err.status(), err.reason());
-    encode(out, server, &resp, false, Connection::Close);
+    encode(out, server, &resp, head_only, Connection::Close);
 }
 
 /// Decimal digits of `n` without allocating.
@@ -482,6 +499,45 @@ mod tests {
         }
         many.extend_from_slice(b"\r\n");
         assert_eq!(parse(&many), Err(ParseError::HeadTooLarge));
+    }
+
+    #[test]
+    fn head_is_told_from_the_request_line() {
+        assert!(requests_head(b"HEAD /url HTTP/1.1\r\n\r\n"));
+        assert!(requests_head(b"\r\nHEAD /"), "after an empty line");
+        assert!(requests_head(b"HEAD "), "a request line not complete yet");
+        for not_head in [
+            &b"GET / HTTP/1.1"[..],
+            b"HEADX / HTTP/1.1",
+            b"head /",
+            b"HEA",
+            b"",
+        ] {
+            assert!(!requests_head(not_head), "{not_head:?}");
+        }
+    }
+
+    /// RFC 9110 §9.3.2: no content in a response to HEAD, error responses
+    /// included; the codec refuses `HEAD /url HTTP/1.1` without Host.
+    #[test]
+    fn an_error_answer_to_head_has_no_content() {
+        let req = b"HEAD /url HTTP/1.1\r\n\r\n";
+        let err = parse(req).unwrap_err();
+        let mut out = Vec::new();
+        encode_error(&mut out, "t", err, requests_head(req));
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+        assert!(
+            text.contains("Content-Length: 17\r\nConnection: close\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\r\n\r\n"),
+            "no content after the head: {text}"
+        );
+        let mut out = Vec::new();
+        encode_error(&mut out, "t", err, false);
+        assert!(out.ends_with(b"\r\n\r\nmalformed request"));
     }
 
     #[test]
