@@ -461,7 +461,10 @@ mod tests {
         let raw = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nHello \r\nWorld";
         let check = exact(b"Hello World");
         for (out, status, verdict, len) in feed_split(raw, &check, false) {
-            assert_eq!((out, status, verdict, len), (Feed::More, 200, Some(Failure::Body), 13));
+            assert_eq!(
+                (out, status, verdict, len),
+                (Feed::More, 200, Some(Failure::Body), 13)
+            );
         }
         let longer = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello World!!";
         for (_, _, verdict, _) in feed_split(longer, &check, false) {
