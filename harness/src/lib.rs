@@ -35,6 +35,9 @@ pub mod compare;
 pub mod diff;
 pub mod engine;
 pub mod env;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod intervals;
 pub mod lab;
 pub mod machine;

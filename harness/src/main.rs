@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

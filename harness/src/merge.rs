@@ -109,12 +109,17 @@ fn read(path: &Path) -> anyhow::Result<Vec<Source>> {
         || path.display().to_string(),
         |n| n.to_string_lossy().into(),
     );
+    read_bytes(name, &bytes)
+}
+
+/// The sources in a file's bytes (see [`read`]); `name` names them.
+fn read_bytes(name: String, bytes: &[u8]) -> anyhow::Result<Vec<Source>> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         let doc: Document =
-            serde_json::from_slice(&bytes).context("not a `harness run --format json` document")?;
+            serde_json::from_slice(bytes).context("not a `harness run --format json` document")?;
         return Ok(vec![from_document(name, doc)?]);
     }
-    let logged = hlog::parse(&bytes).map_err(anyhow::Error::msg)?;
+    let logged = hlog::parse(bytes).map_err(anyhow::Error::msg)?;
     let mut by_tag: BTreeMap<Option<String>, Vec<hlog::LoggedInterval>> = BTreeMap::new();
     for l in logged {
         by_tag.entry(l.tag.clone()).or_default().push(l);
@@ -368,4 +373,17 @@ fn plan_of(docs: &[&Document], sources: &[Source]) -> anyhow::Result<Plan> {
         plan.pace = Pace::Rate(rates.iter().sum());
     }
     Ok(plan)
+}
+
+/// merge's reader of one input file, for the fuzz targets (fuzz/): each
+/// source's name, requests counted (successes of its latency histogram)
+/// and intervals, or why the file was refused.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzz_read(bytes: &[u8]) -> Result<Vec<(String, u64, usize)>, String> {
+    let sources = read_bytes("fuzz".into(), bytes).map_err(|e| format!("{e:#}"))?;
+    Ok(sources
+        .iter()
+        .map(|s| (s.name.clone(), s.latency_us.len(), s.intervals.len()))
+        .collect())
 }

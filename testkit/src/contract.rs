@@ -234,6 +234,128 @@ pub fn database_down_is_503_then_recovers(s: &Subject) {
     check(addr, "GET", "/db?conn=new");
 }
 
+/// The request pipelined behind a HEAD in [`head_answer_has_no_content`]:
+/// it ends the exchange, whether the server answers it or closes first.
+const HELLO_THEN_CLOSE: &[u8] = b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+
+/// Sends `request` (a HEAD) with a `GET /hello` + `Connection: close`
+/// pipelined behind it, and checks that the answer to the HEAD has one of
+/// `statuses` and no content (RFC 9110 §9.3.2, error responses included):
+/// what follows its head is the next answer (`200 Hello World`) or the
+/// close. Content after the head would be read as the start of the next
+/// answer, which is what a client does.
+pub fn head_answer_has_no_content(
+    addr: SocketAddr,
+    request: &[u8],
+    statuses: &[u16],
+) -> Result<(), String> {
+    let shown = String::from_utf8_lossy(&request[..request.len().min(60)]).into_owned();
+    let mut c = Conn::connect(addr).map_err(|e| format!("{shown:?}: connect: {e}"))?;
+    c.send(&[request, HELLO_THEN_CLOSE].concat())
+        .map_err(|e| format!("{shown:?}: send: {e}"))?;
+    let head = c
+        .read_response(true)
+        .map_err(|e| format!("{shown:?}: no answer: {e}"))?;
+    if !statuses.contains(&head.status) {
+        return Err(format!(
+            "{shown:?}: {} (expected one of {statuses:?})",
+            head.status
+        ));
+    }
+    let rest = c.read_until_close(Duration::from_secs(20)).map_err(|e| {
+        format!(
+            "{shown:?}: {} answered with content (RFC 9110 §9.3.2): after its head, {e}",
+            head.status
+        )
+    })?;
+    match rest.as_slice() {
+        [] => Ok(()),
+        [next] if next.status == 200 && next.body == b"Hello World" => Ok(()),
+        other => Err(format!(
+            "{shown:?}: after the {} to HEAD came {:?}",
+            head.status,
+            other
+                .iter()
+                .map(|r| (r.status, r.body_str()))
+                .collect::<Vec<_>>()
+        )),
+    }
+}
+
+/// HEAD requests the server refuses or cannot route, each answered without
+/// content. The first is the one a third-party corpus found answered with
+/// its 17-byte reason: `HEAD /url HTTP/1.1` without Host.
+pub fn head_error_answers_have_no_content(s: &Subject) {
+    let pad = "a".repeat(9000);
+    let cases: Vec<(String, &[u16])> = vec![
+        ("HEAD /url HTTP/1.1\r\n\r\n".into(), &[400]),
+        ("\r\nHEAD /url HTTP/1.1\r\n\r\n".into(), &[400]),
+        ("HEAD /nope HTTP/1.1\r\nHost: t\r\n\r\n".into(), &[404]),
+        ("HEAD /cpu?n=abc HTTP/1.1\r\nHost: t\r\n\r\n".into(), &[400]),
+        (
+            "HEAD /hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".into(),
+            &[400],
+        ),
+        (
+            "HEAD /hello HTTP/1.1\r\nHost: t\r\nX-Test : 1\r\n\r\n".into(),
+            &[400],
+        ),
+        (
+            format!("HEAD /hello HTTP/1.1\r\nHost: t\r\nX-Pad: {pad}\r\n\r\n"),
+            &[431],
+        ),
+        (
+            "HEAD /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"
+                .into(),
+            &[400],
+        ),
+        // Refused by the shared codec (411, 501); hyper decodes chunked and serves it.
+        (
+            "HEAD /hello HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".into(),
+            &[411, 200],
+        ),
+        (
+            "HEAD /hello HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"
+                .into(),
+            &[501, 400, 200],
+        ),
+    ];
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|(raw, statuses)| {
+            head_answer_has_no_content(s.addr, raw.as_bytes(), statuses).err()
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A valid `GET` asking for a WebSocket upgrade, with the new protocol's
+/// first frame (a masked text frame, "Hello") right behind it in the same
+/// write, as a client that hopes for the upgrade sends it.
+pub const UPGRADE_THEN_FRAME: &[u8] = b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n\x81\x85\x37\xfa\x21\x3d\x7f\x9f\x4d\x51\x58";
+
+/// A server that does not upgrade ignores Upgrade (RFC 9110 §7.8): the GET,
+/// which came first and is valid, is answered `200 Hello World` before
+/// anything is done about the bytes after it (refused, or the connection
+/// closed after the answer).
+pub fn upgrade_request_then_other_bytes_is_answered(s: &Subject) {
+    let mut c = Conn::connect(s.addr).unwrap();
+    c.send(UPGRADE_THEN_FRAME).unwrap();
+    let r = c
+        .read_response(false)
+        .expect("the GET before the new protocol's bytes is answered");
+    assert_eq!((r.status, r.body_str().as_str()), (200, "Hello World"));
+    // Then an error answer for the frame, or the close; never a hang.
+    let rest = c
+        .read_until_close(Duration::from_secs(30))
+        .expect("closed after the bytes that are not HTTP");
+    assert!(
+        rest.iter().all(|r| r.status >= 400),
+        "after the answer: {:?}",
+        rest.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+}
+
 pub fn sigterm_finishes_in_flight_and_exits_0(s: &Subject) {
     const TARGET: &str = "/sleep?ms=2000";
     let mut server = s.start_own(db::shared());
@@ -343,7 +465,8 @@ macro_rules! contract_tests {
             }
             $crate::__contract_cases!(
                 every_row, config_reports_workers_and_db_pool, stalled_request_is_dropped,
-                database_down_is_503_then_recovers, sigterm_finishes_in_flight_and_exits_0
+                database_down_is_503_then_recovers, sigterm_finishes_in_flight_and_exits_0,
+                head_error_answers_have_no_content, upgrade_request_then_other_bytes_is_answered
             );
         }
     };

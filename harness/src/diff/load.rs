@@ -137,7 +137,7 @@ fn results_below(dir: &Path) -> String {
 }
 
 /// Parses a results.json's text; `file` names it in errors.
-fn parse(text: &str, file: PathBuf) -> anyhow::Result<ResultSet> {
+pub fn parse(text: &str, file: PathBuf) -> anyhow::Result<ResultSet> {
     let value: serde_json::Value =
         serde_json::from_str(text).with_context(|| format!("{} is not JSON", file.display()))?;
     let schema = value

@@ -381,15 +381,19 @@ impl ResponseReader {
         }
     }
 
-    /// Body bytes: counted, and compared with the expected body.
+    /// Body bytes: counted, and compared with the expected body. The first
+    /// byte that differs makes it a wrong body, a body that matches and goes
+    /// on past the expected one a wrong length, however the bytes were
+    /// split into reads.
     #[inline]
     fn content(&mut self, bytes: &[u8], check: &Check) {
         if let (None, Some(want)) = (self.verdict, check.body()) {
-            let at = self.body_len as usize;
-            match want.get(at..at + bytes.len()) {
-                Some(expected) if expected == bytes => {}
-                Some(_) => self.verdict = Some(Failure::Body),
-                None => self.verdict = Some(Failure::Length),
+            let at = (self.body_len as usize).min(want.len());
+            let expected = &want[at..want.len().min(at.saturating_add(bytes.len()))];
+            if bytes[..expected.len()] != *expected {
+                self.verdict = Some(Failure::Body);
+            } else if expected.len() < bytes.len() {
+                self.verdict = Some(Failure::Length);
             }
         }
         self.body_len += bytes.len() as u64;
@@ -446,6 +450,25 @@ mod tests {
         Check::Exact {
             status: 200,
             body: Arc::from(body),
+        }
+    }
+
+    /// Found by fuzz/ (engine_response): a body that differs and is longer
+    /// than the contract's was a wrong length read at once, a wrong body
+    /// read byte by byte. The first differing byte decides, in any reads.
+    #[test]
+    fn a_wrong_body_is_the_same_failure_in_any_reads() {
+        let raw = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nHello \r\nWorld";
+        let check = exact(b"Hello World");
+        for (out, status, verdict, len) in feed_split(raw, &check, false) {
+            assert_eq!(
+                (out, status, verdict, len),
+                (Feed::More, 200, Some(Failure::Body), 13)
+            );
+        }
+        let longer = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello World!!";
+        for (_, _, verdict, _) in feed_split(longer, &check, false) {
+            assert_eq!(verdict, Some(Failure::Length));
         }
     }
 

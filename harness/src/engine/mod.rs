@@ -19,7 +19,7 @@
 //! result are the engine's one interface, kept in one place.
 
 mod conn;
-mod http;
+pub(crate) mod http;
 mod schedule;
 mod timer;
 mod worker;

@@ -31,6 +31,8 @@ pub struct Request<'b> {
     pub keep_alive: bool,
     /// Bytes of the buffer this request occupies, head and body.
     pub len: usize,
+    /// Of which the body (from Content-Length; skipped, never read).
+    pub body_len: usize,
 }
 
 /// Why a request cannot be served; the connection is closed after the answer.
@@ -219,6 +221,12 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request<'_>>, ParseError> {
             };
         }
         Err(httparse::Error::TooManyHeaders) => return Err(ParseError::HeadTooLarge),
+        // A head over the limit is refused as too large as soon as more
+        // than the limit is read without its end: answer it so when its
+        // error lies after the limit, however it was split into reads.
+        Err(_) if buf.len() > MAX_HEAD_BYTES && incomplete(&buf[..=MAX_HEAD_BYTES]) => {
+            return Err(ParseError::HeadTooLarge)
+        }
         Err(_) => return Err(ParseError::Malformed),
     };
     if head_len > MAX_HEAD_BYTES {
@@ -241,7 +249,17 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request<'_>>, ParseError> {
         http10,
         keep_alive,
         len,
+        body_len,
     }))
+}
+
+/// Whether `buf` is the start of a request head, not yet complete.
+fn incomplete(buf: &[u8]) -> bool {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    matches!(
+        httparse::Request::new(&mut headers).parse(buf),
+        Ok(httparse::Status::Partial)
+    )
 }
 
 /// The `Connection` header a response carries.
@@ -313,10 +331,24 @@ pub fn encode(out: &mut Vec<u8>, server: &str, resp: &Response, head_only: bool,
     }
 }
 
-/// Appends the answer to a request that could not be parsed (always closes).
-pub fn encode_error(out: &mut Vec<u8>, server: &str, err: ParseError) {
+/// Whether the request at the start of `buf` says `HEAD`, as far as its
+/// request line has come (after the empty lines a server may skip, RFC
+/// 9112 §2.2). For the answer to a request the codec refuses: a response
+/// to HEAD carries no content, error responses included (RFC 9110 §9.3.2).
+pub fn requests_head(buf: &[u8]) -> bool {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    buf[start..].starts_with(b"HEAD ")
+}
+
+/// Appends the answer to a request that could not be parsed (always
+/// closes). `head_only`: the request said HEAD ([`requests_head`]), so the
+/// reason is not sent; Content-Length still states its length.
+pub fn encode_error(out: &mut Vec<u8>, server: &str, err: ParseError, head_only: bool) {
     let resp = Response::text(err.status(), err.reason());
-    encode(out, server, &resp, false, Connection::Close);
+    encode(out, server, &resp, head_only, Connection::Close);
 }
 
 /// Decimal digits of `n` without allocating.
@@ -482,6 +514,69 @@ mod tests {
         }
         many.extend_from_slice(b"\r\n");
         assert_eq!(parse(&many), Err(ParseError::HeadTooLarge));
+    }
+
+    #[test]
+    fn head_is_told_from_the_request_line() {
+        assert!(requests_head(b"HEAD /url HTTP/1.1\r\n\r\n"));
+        assert!(requests_head(b"\r\nHEAD /"), "after an empty line");
+        assert!(requests_head(b"HEAD "), "a request line not complete yet");
+        for not_head in [
+            &b"GET / HTTP/1.1"[..],
+            b"HEADX / HTTP/1.1",
+            b"head /",
+            b"HEA",
+            b"",
+        ] {
+            assert!(!requests_head(not_head), "{not_head:?}");
+        }
+    }
+
+    /// RFC 9110 §9.3.2: no content in a response to HEAD, error responses
+    /// included; the codec refuses `HEAD /url HTTP/1.1` without Host.
+    #[test]
+    fn an_error_answer_to_head_has_no_content() {
+        let req = b"HEAD /url HTTP/1.1\r\n\r\n";
+        let err = parse(req).unwrap_err();
+        let mut out = Vec::new();
+        encode_error(&mut out, "t", err, requests_head(req));
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+        assert!(
+            text.contains("Content-Length: 17\r\nConnection: close\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\r\n\r\n"),
+            "no content after the head: {text}"
+        );
+        let mut out = Vec::new();
+        encode_error(&mut out, "t", err, false);
+        assert!(out.ends_with(b"\r\n\r\nmalformed request"));
+    }
+
+    /// Found by fuzz/ (http1_pipelined): a head over 8 KiB whose error (a
+    /// field line without a colon) lies past the limit was 400 read at
+    /// once and 431 read in pieces. The same answer now, in any reads.
+    #[test]
+    fn an_oversized_malformed_head_gets_one_answer_in_any_reads() {
+        let mut req = b"GET /hello HTTP/1.1\r\nHost: verify\r\nX-Pa".to_vec();
+        req.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
+        req.extend_from_slice(b"\r\n\r\nGET /hello HTTP/1.1\r\nHost: verify\r\n\r\n");
+        assert_eq!(parse(&req), Err(ParseError::HeadTooLarge), "at once");
+        for end in MAX_HEAD_BYTES + 1..req.len() {
+            assert_eq!(
+                parse(&req[..end]),
+                Err(ParseError::HeadTooLarge),
+                "{end} bytes read"
+            );
+        }
+        // An error within the limit is a malformed request, read at once or not.
+        let mut bad = b"GET /hello HTTP/1.1\r\nBad Header\r\nX-Pad: ".to_vec();
+        bad.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
+        assert_eq!(parse(&bad), Err(ParseError::Malformed));
+        bad.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(parse(&bad), Err(ParseError::Malformed));
     }
 
     #[test]

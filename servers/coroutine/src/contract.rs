@@ -199,7 +199,8 @@ fn connection(mut stream: TcpStream, app: &'static App) {
                 Ok(Some(req)) => req,
                 Ok(None) => break,
                 Err(e) => {
-                    http1::encode_error(&mut out, app.server, e);
+                    let head_only = http1::requests_head(input.pending());
+                    http1::encode_error(&mut out, app.server, e, head_only);
                     close = Close::Linger;
                     break;
                 }

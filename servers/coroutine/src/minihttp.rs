@@ -18,7 +18,18 @@
 //!   shut down: nothing pipelined after it is processed or answered;
 //! - a connection may_minihttp drops on a parse error before any request
 //!   was answered gets a 400 (written when its service is dropped, if the
-//!   client is still there).
+//!   client is still there);
+//! - a request that asks for an upgrade (an `Upgrade` field, or `upgrade`
+//!   in `Connection`) is answered as if the field were absent (RFC 9110
+//!   §7.8), and its connection closed after the answer. may_minihttp parses
+//!   every request in what it read before it writes any answer, and a parse
+//!   error ends the connection with the answers unwritten: the new
+//!   protocol's bytes a client sends right behind its upgrade request
+//!   would take the request's answer with them. Closing after the answer
+//!   means those bytes are never parsed (on a connection's first request,
+//!   as above: answered here, then shut down);
+//! - a response to HEAD carries no content (RFC 9110 §9.3.2), error
+//!   responses included.
 //!
 //! What remains (`/config` lists it as `http_limits`, [`HTTP_LIMITS`]; the
 //! conformance tests in tests/model.rs pin each one):
@@ -30,7 +41,16 @@
 //! - a client that half-closes right after its request gets no answer
 //!   (may_minihttp ends the connection on the end of input before parsing);
 //! - may_minihttp's own answers say `HTTP/1.1` and `Server: M`, with its
-//!   own reason phrase for 200 (`Ok`), and carry the body on HEAD;
+//!   own reason phrase for 200 (`Ok`); it states the length of what it
+//!   sends, so its answers to HEAD say `Content-Length: 0` (a GET's length
+//!   is what RFC 9110 §8.6 asks for: no content and a length that frames
+//!   the connection right is the closer of the two it allows);
+//! - a parse error of may_minihttp also drops the answers to the requests
+//!   it parsed from the same read, not written yet (an upgrade request that
+//!   is not its connection's first, with the new protocol's bytes right
+//!   behind it, among them); and the 400 of a connection's first request
+//!   that may_minihttp cannot parse carries its reason even to a HEAD (the
+//!   request's bytes are in may_minihttp's buffer, out of our sight);
 //! - it has no read timeout: a slowloris client holds its coroutine forever.
 //!
 //! A request stays in flight until its answer is written: may_minihttp
@@ -64,10 +84,10 @@ use crate::app::App;
 /// it (`http_limits`): the gaps may_minihttp leaves that the module's
 /// check cannot close (see the module documentation).
 pub const HTTP_LIMITS: &[&str] = &[
-    "a malformed request after others on its connection is dropped without an answer (RFC 9112 §2.2)",
+    "a malformed request after others on its connection is dropped without an answer, with the unwritten answers to the requests read with it (RFC 9112 §2.2)",
     "requests pipelined in one write after a Connection: close that is not the connection's first request are answered (RFC 9112 §9.6)",
     "a request followed at once by the client's half-close gets no answer",
-    "answers carry the body on HEAD (RFC 9110 §9.3.2)",
+    "answers to HEAD on a kept-alive connection say Content-Length: 0, not the GET's length (RFC 9110 §8.6)",
     "no read timeout: a stalled request holds its coroutine",
 ];
 
@@ -157,6 +177,7 @@ impl HttpService for Service {
         self.requests += 1;
         let http10 = req.version() == 0;
         let head_only = req.method() == "HEAD";
+        let upgrade = asks_upgrade(&req);
         let (resp, keep_alive) = match check(&req, http10) {
             Err(refusal) => (
                 workloads::Response::text(refusal.status(), refusal.reason()),
@@ -172,7 +193,7 @@ impl HttpService for Service {
                         &mut io::sink(),
                     )?;
                 }
-                (resp, fields.keep_alive(http10))
+                (resp, fields.keep_alive(http10) && !upgrade)
             }
         };
         if !keep_alive && first {
@@ -189,7 +210,7 @@ impl HttpService for Service {
             self.answered = Some(in_flight);
             return Ok(());
         }
-        fill(rsp, resp);
+        fill(rsp, resp, head_only);
         if !keep_alive {
             rsp.header("Connection: close");
             // SAFETY: as above. may_minihttp writes this batch of answers,
@@ -210,7 +231,7 @@ impl Drop for Service {
     fn drop(&mut self) {
         if self.requests == 0 && client_still_there(self.fd) {
             let mut out = Vec::with_capacity(256);
-            http1::encode_error(&mut out, SERVER, ParseError::Malformed);
+            http1::encode_error(&mut out, SERVER, ParseError::Malformed, false);
             send_all(self.fd, &out);
         }
     }
@@ -245,8 +266,21 @@ fn check(req: &Request, http10: bool) -> Result<http1::Fields, ParseError> {
     Ok(fields)
 }
 
-/// The contract's response as may_minihttp's.
-fn fill(rsp: &mut Response, resp: workloads::Response) {
+/// Whether a request asks to switch protocols: an `Upgrade` field, or the
+/// `upgrade` option in `Connection` (RFC 9110 §7.8).
+fn asks_upgrade(req: &Request) -> bool {
+    req.headers().iter().any(|h| {
+        h.name.eq_ignore_ascii_case("upgrade")
+            || (h.name.eq_ignore_ascii_case("connection")
+                && h.value
+                    .split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"upgrade")))
+    })
+}
+
+/// The contract's response as may_minihttp's; without the body for HEAD
+/// (may_minihttp then says `Content-Length: 0`).
+fn fill(rsp: &mut Response, resp: workloads::Response, head_only: bool) {
     rsp.status_code(
         usize::from(resp.status),
         workloads::Response::reason(resp.status),
@@ -254,6 +288,10 @@ fn fill(rsp: &mut Response, resp: workloads::Response) {
     rsp.header(content_type_header(resp.content_type));
     if resp.status == 405 {
         rsp.header(ALLOW_HEADER);
+    }
+    if head_only {
+        rsp.body("");
+        return;
     }
     match resp.body {
         Body::Static(bytes) => match std::str::from_utf8(bytes) {

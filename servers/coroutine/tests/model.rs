@@ -339,10 +339,13 @@ fn minihttp_engine_limits_are_as_listed_in_config() {
     let answers = c.read_until_close(Duration::from_secs(10)).unwrap();
     assert!(answers.is_empty(), "now answered: {answers:?}");
 
-    // HEAD on a kept-alive connection: may_minihttp sends the body.
+    // HEAD on a kept-alive connection: no body, but may_minihttp states
+    // the length of what it sends (0); the next answer follows at once.
     let mut c = connect(server.addr);
     c.send_request("HEAD", "/hello").unwrap();
-    let r = c.read_response(false).unwrap();
+    let r = c.read_response(true).unwrap();
+    assert_eq!((r.status, r.header("content-length")), (200, Some("0")));
+    let r = c.get("/hello").unwrap();
     assert_eq!((r.status, r.body_str().as_str()), (200, "Hello World"));
 
     // The first request of a connection that ends it is answered by the
@@ -356,4 +359,64 @@ fn minihttp_engine_limits_are_as_listed_in_config() {
         c.is_closed(Duration::from_secs(10)),
         "nothing after the close"
     );
+}
+
+/// RFC 9110 §9.3.2 on the minihttp engine: no content in a response to
+/// HEAD, error responses included, whether the shared codec's encoder
+/// answers (a connection's first request that ends it) or may_minihttp's.
+/// `HEAD /url HTTP/1.1` without Host was answered with its 17-byte reason.
+#[test]
+fn minihttp_engine_answers_head_without_content() {
+    use testkit::contract::head_answer_has_no_content;
+    let server = ServerProcess::start(BIN, &["--engine", "minihttp"]);
+    let pad = "a".repeat(9000);
+    let cases: Vec<(String, &[u16])> = vec![
+        ("HEAD /url HTTP/1.1\r\n\r\n".into(), &[400]),
+        ("HEAD /nope HTTP/1.1\r\nHost: t\r\n\r\n".into(), &[404]),
+        ("HEAD /cpu?n=abc HTTP/1.1\r\nHost: t\r\n\r\n".into(), &[400]),
+        (
+            "HEAD /hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".into(),
+            &[400],
+        ),
+        (
+            format!("HEAD /hello HTTP/1.1\r\nHost: t\r\nX-Pad: {pad}\r\n\r\n"),
+            &[431],
+        ),
+        (
+            "HEAD /hello HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".into(),
+            &[411],
+        ),
+    ];
+    let mut failures: Vec<String> = cases
+        .iter()
+        .filter_map(|(raw, statuses)| {
+            head_answer_has_no_content(server.addr, raw.as_bytes(), statuses).err()
+        })
+        .collect();
+    // Not the connection's first request: may_minihttp's encoder answers.
+    let mut c = connect(server.addr);
+    assert_eq!(c.get("/hello").unwrap().status, 200);
+    c.send(b"HEAD /url HTTP/1.1\r\n\r\n").unwrap();
+    let r = c.read_response(true).unwrap();
+    assert_eq!(r.status, 400);
+    match c.read_until_close(Duration::from_secs(20)) {
+        Ok(rest) if rest.is_empty() => {}
+        other => failures.push(format!("a second request's 400 to HEAD: then {other:?}")),
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The minihttp engine answers a valid GET that asks for a WebSocket
+/// upgrade although the new protocol's bytes follow it in the same write
+/// (may_minihttp parsed them before writing the answer, failed, and
+/// dropped the connection without a word).
+#[test]
+fn minihttp_engine_answers_an_upgrade_request_followed_by_other_bytes() {
+    let server = ServerProcess::start(BIN, &["--engine", "minihttp"]);
+    let subject = testkit::contract::Subject {
+        bin: BIN,
+        args: &["--engine", "minihttp"],
+        addr: server.addr,
+    };
+    testkit::contract::upgrade_request_then_other_bytes_is_answered(&subject);
 }

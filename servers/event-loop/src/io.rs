@@ -17,9 +17,20 @@
 //!
 //! The check costs one `ends_with` per write: a head without a body is the
 //! only thing that ends in `\r\n\r\n`.
+//!
+//! A response to HEAD carries no content, error responses included (RFC
+//! 9110 §9.3.2), so the replacement of an answer to a HEAD request has no
+//! reason after its head. hyper does not say which request it refused: it
+//! is the first one it did not hand to the service (requests are parsed in
+//! order and the service counts the ones it gets, [`Handled`]), and the
+//! read side notes whether each request read says HEAD ([`RequestStarts`],
+//! one pass over the bytes read, skipping Content-Length bodies).
 
+use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -42,6 +53,26 @@ pub struct ConnIo {
     replacement: Option<Replacement>,
     /// Our error answer was sent: close gently.
     linger: bool,
+    /// Which requests read say HEAD.
+    starts: RequestStarts,
+    /// How many requests hyper handed to the service.
+    handled: Handled,
+}
+
+/// The number of requests of one connection that hyper handed to the
+/// service: counted by the service, read by [`ConnIo`].
+#[derive(Clone, Default, Debug)]
+pub struct Handled(Arc<AtomicU64>);
+
+impl Handled {
+    /// One more request reached the service.
+    pub fn count(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 struct Replacement {
@@ -51,12 +82,118 @@ struct Replacement {
     replaces: usize,
 }
 
+/// Whether each request in the bytes read says HEAD, by its place on the
+/// connection: a request starts with its first byte that is not part of an
+/// empty line (RFC 9112 §2.2), its head ends at an empty line, and its
+/// Content-Length body (if any) is skipped. A chunked body is not framed:
+/// the requests after one are misplaced, which costs at most the reason of
+/// an error answer (sent, or not sent, in error).
+#[derive(Default, Debug)]
+struct RequestStarts {
+    /// HEAD or not, for the requests from the `first`-th on.
+    heads: VecDeque<bool>,
+    first: u64,
+    /// The first bytes of the current request's request line.
+    start: [u8; 5],
+    start_len: usize,
+    /// The current header line's first bytes, lower-cased.
+    line: [u8; LINE_KEPT],
+    line_len: usize,
+    /// The last byte read ended a line (only CRs after it).
+    line_start: bool,
+    /// The current head's Content-Length, and body bytes still to skip.
+    content_length: u64,
+    body_left: u64,
+}
+
+/// Bytes of a header line kept: `content-length:` and a value of 17 digits.
+const LINE_KEPT: usize = 32;
+
+impl RequestStarts {
+    fn feed(&mut self, bytes: &[u8]) {
+        let mut bytes = bytes;
+        while let Some((&b, rest)) = bytes.split_first() {
+            if self.body_left > 0 {
+                let skip = self.body_left.min(bytes.len() as u64) as usize;
+                self.body_left -= skip as u64;
+                bytes = &bytes[skip..];
+                continue;
+            }
+            bytes = rest;
+            if self.start_len == 0 && (b == b'\r' || b == b'\n') {
+                continue;
+            }
+            if self.start_len < self.start.len() {
+                if self.start_len == 0 {
+                    self.heads.push_back(false);
+                }
+                self.start[self.start_len] = b;
+                self.start_len += 1;
+                if self.start_len == self.start.len() && &self.start == b"HEAD " {
+                    if let Some(last) = self.heads.back_mut() {
+                        *last = true;
+                    }
+                }
+            }
+            match b {
+                b'\n' if self.line_start => {
+                    // An empty line: the head ends, its body (if any) follows.
+                    self.start_len = 0;
+                    self.line_start = false;
+                    self.body_left = std::mem::take(&mut self.content_length);
+                }
+                b'\n' => {
+                    self.line_start = true;
+                    self.header_line_ended();
+                    self.line_len = 0;
+                }
+                b'\r' => {}
+                _ => {
+                    self.line_start = false;
+                    if self.line_len < LINE_KEPT {
+                        self.line[self.line_len] = b.to_ascii_lowercase();
+                        self.line_len += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    fn header_line_ended(&mut self) {
+        let line = &self.line[..self.line_len];
+        if let Some(value) = line.strip_prefix(b"content-length:") {
+            let value = value.trim_ascii();
+            if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
+                self.content_length = value.iter().fold(0, |n, &d| n * 10 + u64::from(d - b'0'));
+            }
+        }
+    }
+
+    /// Whether the `n`-th request of the connection (from 0) says HEAD;
+    /// forgets the ones before it.
+    fn is_head(&mut self, n: u64) -> bool {
+        while self.first < n {
+            if self.heads.pop_front().is_none() {
+                // Fewer requests seen than hyper parsed (a chunked body):
+                // count from here.
+                self.first = n;
+                break;
+            }
+            self.first += 1;
+        }
+        n == self.first && self.heads.front() == Some(&true)
+    }
+}
+
 impl ConnIo {
-    pub fn new(stream: TcpStream) -> ConnIo {
+    /// `handled`: counted by the connection's service.
+    pub fn new(stream: TcpStream, handled: Handled) -> ConnIo {
         ConnIo {
             stream: Some(TokioIo::new(stream)),
             replacement: None,
             linger: false,
+            starts: RequestStarts::default(),
+            handled,
         }
     }
 
@@ -85,11 +222,35 @@ impl ConnIo {
 
 impl Read for ConnIo {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        buf: ReadBufCursor<'_>,
+        mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        self.stream().poll_read(cx, buf)
+        let this = self.get_mut();
+        let stream = this
+            .stream
+            .as_mut()
+            .expect("stream present until drop")
+            .inner_mut();
+        // SAFETY: as hyper-util's TokioIo does: tokio's ReadBuf writes only
+        // initialised bytes into the cursor's memory, and the cursor is
+        // advanced by exactly the bytes it filled.
+        let n = unsafe {
+            let mut tbuf = tokio::io::ReadBuf::uninit(buf.as_mut());
+            ready!(tokio::io::AsyncRead::poll_read(
+                Pin::new(stream),
+                cx,
+                &mut tbuf
+            ))?;
+            let filled = tbuf.filled();
+            // Forget the requests the service got (their answers are ours).
+            this.starts.is_head(this.handled.get());
+            this.starts.feed(filled);
+            filled.len()
+        };
+        // SAFETY: the `n` bytes were filled above.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -110,7 +271,9 @@ impl Write for ConnIo {
                 return this.stream().poll_write(cx, &buf[..start]);
             }
             let mut bytes = Vec::with_capacity(192);
-            encode_error(&mut bytes, SERVER_NAME, error);
+            // The refused request: the first one not handed to the service.
+            let head = this.starts.is_head(this.handled.get());
+            encode_error(&mut bytes, SERVER_NAME, error, head);
             this.replacement = Some(Replacement {
                 bytes,
                 written: 0,
@@ -186,6 +349,45 @@ mod tests {
     const HYPER_431: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: Mon, 30 Nov 2026 01:57:30 GMT\r\n\r\n";
     const HYPER_400: &[u8] =
         b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\ndate: Mon, 30 Nov 2026 01:57:30 GMT\r\n\r\n";
+
+    fn starts(reads: &[&[u8]]) -> RequestStarts {
+        let mut s = RequestStarts::default();
+        for r in reads {
+            s.feed(r);
+        }
+        s
+    }
+
+    #[test]
+    fn each_request_is_known_as_head_or_not() {
+        assert!(starts(&[b"HEAD /url HTTP/1.1\r\n\r\n"]).is_head(0));
+        assert!(
+            starts(&[b"\r\nHE", b"AD /url HTTP/1.1\r\nX-Pad: aaaa"]).is_head(0),
+            "split, incomplete"
+        );
+        let mut s = starts(&[
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r",
+            b"\n\r\nHEAD / HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\nX: HEAD \r\n\r\n",
+        ]);
+        assert!(!s.is_head(0));
+        assert!(s.is_head(1), "the second, with a request after it");
+        assert!(!s.is_head(2), "a field is no request line");
+        assert!(!s.is_head(1), "forgotten once a later one was asked for");
+        assert!(!starts(&[b"HEADER / HTTP/1.1\r\n\r\n"]).is_head(0));
+        assert!(!starts(&[]).is_head(0));
+    }
+
+    #[test]
+    fn content_length_bodies_are_skipped() {
+        let mut s = starts(&[
+            b"POST / HTTP/1.1\r\nContent-Length: 19\r\n\r\nHEAD / HTTP/1.1\r\n\r\n",
+            b"HEAD / HTTP/1.1\r\n\r\n",
+        ]);
+        assert!(!s.is_head(0));
+        assert!(s.is_head(1), "the request after the 19-byte body");
+        let mut s = starts(&[b"POST / HTTP/1.1\r\ncontent-length:  3 \r\n\r\nabcHEAD / "]);
+        assert!(s.is_head(1));
+    }
 
     #[test]
     fn our_responses_pass_through() {

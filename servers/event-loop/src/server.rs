@@ -19,7 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::db::Db;
-use crate::io::ConnIo;
+use crate::io::{ConnIo, Handled};
 use crate::service::{self, Loop};
 
 /// A client that starts a request head and does not finish it within this
@@ -122,8 +122,13 @@ fn serve_connection(
 ) {
     let _ = stream.set_nodelay(true);
     let state = Arc::clone(state);
-    let service = service_fn(move |req| service::handle(Arc::clone(&state), req));
-    let conn = graceful.watch(http.serve_connection(ConnIo::new(stream), service));
+    let handled = Handled::default();
+    let counted = handled.clone();
+    let service = service_fn(move |req| {
+        counted.count();
+        service::handle(Arc::clone(&state), req)
+    });
+    let conn = graceful.watch(http.serve_connection(ConnIo::new(stream, handled), service));
     tokio::spawn(async move {
         // Client errors (resets, timeouts, bad requests) end the connection
         // and nothing else; they are not logged.

@@ -52,15 +52,10 @@ const CLIENT_CAPS: CapabilityFlags = CapabilityFlags::CLIENT_LONG_PASSWORD
 /// [broken](Conn::is_broken): further commands are refused.
 pub struct Conn {
     stream: TcpStream,
-    /// Read buffer: `rbuf[rpos..rend]` is received but not yet consumed.
-    rbuf: Vec<u8>,
-    rpos: usize,
-    rend: usize,
-    /// Reassembly buffer for packets split over several chunks (>= 16 MiB).
-    big: Vec<u8>,
+    /// What was read and the packets framed in it.
+    packets: Packets,
     /// Write buffer, reused for every command: 4-byte header + payload.
     wbuf: Vec<u8>,
-    seq: u8,
     caps: CapabilityFlags,
     /// Set when a command starts, cleared when it completes cleanly.
     broken: bool,
@@ -94,12 +89,8 @@ impl Conn {
         let stream = tcp_connect(opts)?;
         let mut conn = Conn {
             stream,
-            rbuf: vec![0; RBUF_INITIAL],
-            rpos: 0,
-            rend: 0,
-            big: Vec::new(),
+            packets: Packets::new(),
             wbuf: Vec::with_capacity(256),
-            seq: 0,
             caps: CapabilityFlags::empty(),
             broken: true,
             timeout: opts.connect_timeout,
@@ -118,79 +109,7 @@ impl Conn {
     /// so the connection is ready for the next command.
     pub fn query_scalar_i64(&mut self, sql: &str) -> Result<Option<i64>, Error> {
         self.start_command(Command::COM_QUERY, sql.as_bytes())?;
-        let caps = self.caps;
-        let deprecate_eof = caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
-        let mut outcome: Result<Option<i64>, Error> = Ok(None);
-        let mut got_row = false;
-        'results: loop {
-            let pkt = self.read_packet()?;
-            let columns = match pkt.first() {
-                Some(0x00) => {
-                    let ok: OkPacketDeserializer<'_, CommonOkPacket> =
-                        parse(pkt, caps, "OK packet")?;
-                    if more_results(ok.into_inner().status_flags()) {
-                        continue;
-                    }
-                    break;
-                }
-                Some(0xFF) => {
-                    outcome = Err(server_error(pkt, caps));
-                    break;
-                }
-                Some(0xFB) => {
-                    return Err(Error::Protocol(
-                        "the server asked for a LOCAL INFILE upload, which is not supported".into(),
-                    ))
-                }
-                _ => ParseBuf(pkt)
-                    .checked_eat_lenenc_int()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| Error::Protocol("bad column count packet".into()))?,
-            };
-            for _ in 0..columns {
-                let pkt = self.read_packet()?;
-                if pkt.first() == Some(&0xFF) {
-                    return Err(Error::Protocol(
-                        "error packet among column definitions".into(),
-                    ));
-                }
-            }
-            if !deprecate_eof {
-                let pkt = self.read_packet()?;
-                if !is_eof(pkt, false) {
-                    return Err(Error::Protocol(
-                        "missing EOF after column definitions".into(),
-                    ));
-                }
-            }
-            loop {
-                let pkt = self.read_packet()?;
-                if is_eof(pkt, deprecate_eof) {
-                    let flags = if deprecate_eof {
-                        let ok: OkPacketDeserializer<'_, ResultSetTerminator> =
-                            parse(pkt, caps, "result set terminator")?;
-                        ok.into_inner().status_flags()
-                    } else {
-                        let ok: OkPacketDeserializer<'_, OldEofPacket> =
-                            parse(pkt, caps, "EOF packet")?;
-                        ok.into_inner().status_flags()
-                    };
-                    if more_results(flags) {
-                        continue 'results;
-                    }
-                    break 'results;
-                }
-                if pkt.first() == Some(&0xFF) {
-                    // The statement failed while sending rows (e.g. killed).
-                    outcome = Err(server_error(pkt, caps));
-                    break 'results;
-                }
-                if !got_row {
-                    got_row = true;
-                    outcome = first_column_i64(pkt);
-                }
-            }
-        }
+        let outcome = scalar_result(&mut self.packets, &mut self.stream, self.timeout, self.caps)?;
         self.finish_command();
         outcome
     }
@@ -236,7 +155,7 @@ impl Conn {
     /// neither EOF nor unsolicited data (such as the error packet a server
     /// sends before closing an idle connection).
     pub(crate) fn looks_alive(&self) -> bool {
-        if self.broken || self.rpos != self.rend {
+        if self.broken || !self.packets.is_empty() {
             return false;
         }
         // may keeps the socket in non-blocking mode: this never waits.
@@ -392,14 +311,14 @@ impl Conn {
                 "connection unusable after an earlier error".into(),
             ));
         }
-        if self.rpos != self.rend {
+        if !self.packets.is_empty() {
             self.broken = true;
             return Err(Error::Protocol(
                 "unexpected data from the server between commands".into(),
             ));
         }
         self.broken = true;
-        self.seq = 0;
+        self.packets.seq = 0;
         self.begin_packet();
         self.wbuf.push(cmd as u8);
         self.wbuf.extend_from_slice(arg);
@@ -408,14 +327,7 @@ impl Conn {
 
     fn finish_command(&mut self) {
         self.broken = false;
-        if self.rbuf.len() > BUF_KEEP && self.rpos == self.rend {
-            self.rbuf = vec![0; RBUF_INITIAL];
-            self.rpos = 0;
-            self.rend = 0;
-        }
-        if self.big.capacity() > BUF_KEEP {
-            self.big = Vec::new();
-        }
+        self.packets.shrink();
         if self.wbuf.capacity() > BUF_KEEP {
             self.wbuf = Vec::with_capacity(256);
         }
@@ -438,19 +350,19 @@ impl Conn {
     fn send(&mut self) -> Result<(), Error> {
         let len = self.wbuf.len() - 4;
         if len < MAX_CHUNK {
-            self.wbuf[..4].copy_from_slice(&header(len, self.seq));
-            self.seq = self.seq.wrapping_add(1);
+            self.wbuf[..4].copy_from_slice(&header(len, self.packets.seq));
+            self.packets.seq = self.packets.seq.wrapping_add(1);
         } else {
             let payload = &self.wbuf[4..];
             let mut framed = Vec::with_capacity(len + 4 * (len / MAX_CHUNK + 2));
             let mut chunks = payload.chunks(MAX_CHUNK).peekable();
             while let Some(chunk) = chunks.next() {
-                framed.extend_from_slice(&header(chunk.len(), self.seq));
+                framed.extend_from_slice(&header(chunk.len(), self.packets.seq));
                 framed.extend_from_slice(chunk);
-                self.seq = self.seq.wrapping_add(1);
+                self.packets.seq = self.packets.seq.wrapping_add(1);
                 if chunks.peek().is_none() && chunk.len() == MAX_CHUNK {
-                    framed.extend_from_slice(&header(0, self.seq));
-                    self.seq = self.seq.wrapping_add(1);
+                    framed.extend_from_slice(&header(0, self.packets.seq));
+                    self.packets.seq = self.packets.seq.wrapping_add(1);
                 }
             }
             self.wbuf = framed;
@@ -461,21 +373,76 @@ impl Conn {
             .map_err(|e| Error::io("writing to the server", timeout, e))
     }
 
-    /// Reads one packet and checks its sequence id. The returned payload
-    /// borrows the read buffer (no copy) unless it spanned several chunks.
+    /// Reads one packet and checks its sequence id.
     fn read_packet(&mut self) -> Result<&[u8], Error> {
+        self.packets.read(&mut self.stream, self.timeout)
+    }
+}
+
+/// The read side of a connection: what was received, and the packets
+/// framed in it (a 3-byte length and a sequence id before each payload).
+#[derive(Debug)]
+pub(crate) struct Packets {
+    /// Read buffer: `rbuf[rpos..rend]` is received but not yet consumed.
+    rbuf: Vec<u8>,
+    rpos: usize,
+    rend: usize,
+    /// Reassembly buffer for packets split over several chunks (>= 16 MiB).
+    big: Vec<u8>,
+    /// The sequence id of the next packet, read or written.
+    pub(crate) seq: u8,
+}
+
+impl Packets {
+    pub(crate) fn new() -> Packets {
+        Packets {
+            rbuf: vec![0; RBUF_INITIAL],
+            rpos: 0,
+            rend: 0,
+            big: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    /// No byte received and not consumed by a packet.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rpos == self.rend
+    }
+
+    /// Bytes received and not consumed by a packet.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn unread(&self) -> usize {
+        self.rend - self.rpos
+    }
+
+    /// After a command: buffers grown by a large packet go back to their size.
+    fn shrink(&mut self) {
+        if self.rbuf.len() > BUF_KEEP && self.rpos == self.rend {
+            self.rbuf = vec![0; RBUF_INITIAL];
+            self.rpos = 0;
+            self.rend = 0;
+        }
+        if self.big.capacity() > BUF_KEEP {
+            self.big = Vec::new();
+        }
+    }
+
+    /// Reads one packet from `src` and checks its sequence id. The returned
+    /// payload borrows the read buffer (no copy) unless it spanned several
+    /// chunks. `timeout` is the one in force, for error messages.
+    pub(crate) fn read(&mut self, src: &mut impl Read, timeout: Duration) -> Result<&[u8], Error> {
         let mut chunked = false;
         loop {
             let avail = self.rend - self.rpos;
             if avail < 4 {
-                self.fill(4)?;
+                self.fill(src, timeout, 4)?;
                 continue;
             }
             let h = &self.rbuf[self.rpos..self.rpos + 4];
             let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
             let seq = h[3];
             if avail < 4 + len {
-                self.fill(4 + len)?;
+                self.fill(src, timeout, 4 + len)?;
                 continue;
             }
             if seq != self.seq {
@@ -507,7 +474,7 @@ impl Conn {
     }
 
     /// Reads until `rbuf[rpos..rend]` holds at least `need` bytes.
-    fn fill(&mut self, need: usize) -> Result<(), Error> {
+    fn fill(&mut self, src: &mut impl Read, timeout: Duration, need: usize) -> Result<(), Error> {
         if self.rpos == self.rend {
             self.rpos = 0;
             self.rend = 0;
@@ -522,7 +489,7 @@ impl Conn {
             }
         }
         while self.rend - self.rpos < need {
-            let n = match self.stream.read(&mut self.rbuf[self.rend..]) {
+            let n = match src.read(&mut self.rbuf[self.rend..]) {
                 Ok(0) => {
                     return Err(Error::Io {
                         context: "reading from the server".into(),
@@ -534,7 +501,7 @@ impl Conn {
                 }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io("reading from the server", self.timeout, e)),
+                Err(e) => return Err(Error::io("reading from the server", timeout, e)),
             };
             self.rend += n;
         }
@@ -563,6 +530,91 @@ impl std::fmt::Debug for Conn {
             .field("broken", &self.broken)
             .finish_non_exhaustive()
     }
+}
+
+/// Reads the answer to a COM_QUERY from `src`: the first column of the
+/// first row as an integer (see [`Conn::query_scalar_i64`]). The outer
+/// `Err`: the protocol state is lost (the connection stays broken); the
+/// inner one: the query failed, every packet of the answer was read (a
+/// server's error, a first column that is not an integer).
+pub(crate) fn scalar_result(
+    packets: &mut Packets,
+    src: &mut impl Read,
+    timeout: Duration,
+    caps: CapabilityFlags,
+) -> Result<Result<Option<i64>, Error>, Error> {
+    let deprecate_eof = caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+    let mut outcome: Result<Option<i64>, Error> = Ok(None);
+    let mut got_row = false;
+    'results: loop {
+        let pkt = packets.read(src, timeout)?;
+        let columns = match pkt.first() {
+            Some(0x00) => {
+                let ok: OkPacketDeserializer<'_, CommonOkPacket> = parse(pkt, caps, "OK packet")?;
+                if more_results(ok.into_inner().status_flags()) {
+                    continue;
+                }
+                break;
+            }
+            Some(0xFF) => {
+                outcome = Err(server_error(pkt, caps));
+                break;
+            }
+            Some(0xFB) => {
+                return Err(Error::Protocol(
+                    "the server asked for a LOCAL INFILE upload, which is not supported".into(),
+                ))
+            }
+            _ => ParseBuf(pkt)
+                .checked_eat_lenenc_int()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| Error::Protocol("bad column count packet".into()))?,
+        };
+        for _ in 0..columns {
+            let pkt = packets.read(src, timeout)?;
+            if pkt.first() == Some(&0xFF) {
+                return Err(Error::Protocol(
+                    "error packet among column definitions".into(),
+                ));
+            }
+        }
+        if !deprecate_eof {
+            let pkt = packets.read(src, timeout)?;
+            if !is_eof(pkt, false) {
+                return Err(Error::Protocol(
+                    "missing EOF after column definitions".into(),
+                ));
+            }
+        }
+        loop {
+            let pkt = packets.read(src, timeout)?;
+            if is_eof(pkt, deprecate_eof) {
+                let flags = if deprecate_eof {
+                    let ok: OkPacketDeserializer<'_, ResultSetTerminator> =
+                        parse(pkt, caps, "result set terminator")?;
+                    ok.into_inner().status_flags()
+                } else {
+                    let ok: OkPacketDeserializer<'_, OldEofPacket> =
+                        parse(pkt, caps, "EOF packet")?;
+                    ok.into_inner().status_flags()
+                };
+                if more_results(flags) {
+                    continue 'results;
+                }
+                break 'results;
+            }
+            if pkt.first() == Some(&0xFF) {
+                // The statement failed while sending rows (e.g. killed).
+                outcome = Err(server_error(pkt, caps));
+                break 'results;
+            }
+            if !got_row {
+                got_row = true;
+                outcome = first_column_i64(pkt);
+            }
+        }
+    }
+    Ok(outcome)
 }
 
 fn tcp_connect(opts: &Opts) -> Result<TcpStream, Error> {
@@ -719,5 +771,54 @@ mod tests {
     #[test]
     fn header_layout() {
         assert_eq!(header(0x01_0203, 7), [0x03, 0x02, 0x01, 7]);
+    }
+
+    /// Hands out its bytes `n` at a time.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.1.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn packets_are_framed_whatever_the_reads() {
+        let stream = b"\x01\x00\x00\x00a\x00\x00\x00\x01\x02\x00\x00\x02bc\x01\x00\x00\x07d";
+        for n in [1, 2, 3, 5, 64] {
+            let mut src = Trickle(stream, n);
+            let mut p = Packets::new();
+            assert_eq!(p.read(&mut src, Duration::ZERO).unwrap(), b"a");
+            assert_eq!(
+                p.read(&mut src, Duration::ZERO).unwrap(),
+                b"",
+                "an empty packet"
+            );
+            assert_eq!(p.read(&mut src, Duration::ZERO).unwrap(), b"bc");
+            let e = p.read(&mut src, Duration::ZERO).unwrap_err().to_string();
+            assert!(e.contains("expected sequence id 3, got 7"), "{e}");
+            assert!(p.unread() <= 5, "never more than was sent");
+            // Part of a header, then the end of input: the server closed.
+            let mut p = Packets::new();
+            let e = p.read(&mut Trickle(&stream[..3], n), Duration::ZERO);
+            assert!(e.unwrap_err().to_string().contains("closed"));
+        }
+    }
+
+    #[test]
+    fn the_answer_to_a_query_is_read_whatever_the_reads() {
+        let caps = CapabilityFlags::CLIENT_PROTOCOL_41 | CapabilityFlags::CLIENT_DEPRECATE_EOF;
+        // Column count, one column definition, the row "1", the terminator.
+        let answer = b"\x01\x00\x00\x01\x01\x03\x00\x00\x02def\x02\x00\x00\x03\x011\x07\x00\x00\x04\xfe\x00\x00\x02\x00\x00\x00";
+        for n in [1, 3, 64] {
+            let mut p = Packets::new();
+            p.seq = 1;
+            let got = scalar_result(&mut p, &mut Trickle(answer, n), Duration::ZERO, caps);
+            assert_eq!(got.unwrap().unwrap(), Some(1));
+            assert!(p.is_empty());
+        }
     }
 }

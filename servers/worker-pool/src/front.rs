@@ -101,7 +101,7 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
                 Ok(None) => break,
                 Err(e) => {
                     // The front answers what it cannot parse, as nginx does.
-                    http1::encode_error(&mut out, front.name, e);
+                    http1::encode_error(&mut out, front.name, e, inbox.pending_is_head());
                     let _ = write(&mut stream, &out).await;
                     return;
                 }

@@ -95,6 +95,12 @@ impl Inbox {
         }))
     }
 
+    /// The unconsumed bytes start a HEAD request: the answer to a refused
+    /// one then carries no content (RFC 9110 §9.3.2).
+    pub fn pending_is_head(&self) -> bool {
+        http1::requests_head(&self.buf[self.start..self.end])
+    }
+
     /// Free space to read into, after moving or growing the buffer if needed.
     /// Never empty: the codec refuses a request before the buffer is full.
     pub fn spare(&mut self) -> &mut [u8] {
@@ -170,6 +176,20 @@ mod tests {
         big.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
         feed(&mut inbox, &big);
         assert_eq!(inbox.next_request().unwrap_err(), ParseError::HeadTooLarge);
+        assert!(!inbox.pending_is_head());
+    }
+
+    #[test]
+    fn a_refused_request_is_known_as_head() {
+        let mut inbox = Inbox::new();
+        feed(
+            &mut inbox,
+            b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\nHEAD /url HTTP/1.1\r\n\r\n",
+        );
+        assert!(!inbox.pending_is_head());
+        inbox.next_request().unwrap().unwrap();
+        assert!(inbox.pending_is_head(), "the refused one is the HEAD");
+        assert_eq!(inbox.next_request().unwrap_err(), ParseError::Malformed);
     }
 
     #[test]

@@ -78,7 +78,7 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                 Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
                 Err(e) => {
-                    http1::encode_error(&mut out, name, e);
+                    http1::encode_error(&mut out, name, e, inbox.pending_is_head());
                     let _ = stream.write_all(&out);
                     return;
                 }
