@@ -2,13 +2,15 @@
 //! failure classes, stop conditions, latency and pacing. Every test runs
 //! on both I/O backends (`engine::epoll::…`, `engine::uring::…`).
 
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use harness::engine::{self, Control, End, Io, Pace, Request, Stop};
 use harness::stats::Percentiles;
 
-use crate::util::{plan_on, run, Behaviour, TestServer};
+use crate::util::{harness_bin, plan_on, run, Behaviour, TestServer};
 
 fn count_is_exact_with_keepalive(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
@@ -369,6 +371,67 @@ fn progress_is_reported_while_running(io: Io) {
     );
     let last = snaps.last().unwrap();
     assert!(last.requests > 0 && last.requests <= r.stats.requests());
+}
+
+/// Where io_uring is refused — here by a seccomp filter that fails
+/// `io_uring_setup` with EPERM, as Docker's default profile does — `--io
+/// uring` runs on epoll and says why in one line.
+#[test]
+fn a_refused_io_uring_falls_back_to_epoll_saying_why() {
+    let server = TestServer::start(Behaviour::Hello);
+    let url = server.url("/hello");
+    let mut cmd = Command::new(harness_bin());
+    cmd.args(["run", &url, "-n", "300", "-c", "4", "--io", "uring"]);
+    cmd.args(["--format", "json"]);
+    // SAFETY: between fork and exec only prctl, which is async-signal-safe.
+    unsafe { cmd.pre_exec(refuse_io_uring) };
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("io_uring")).collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(said[0].contains("using epoll"), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["settings"]["io"], "epoll");
+    assert!(doc["settings"]["io_note"]
+        .as_str()
+        .unwrap()
+        .contains("io_uring"));
+    assert_eq!(doc["requests"]["ok"], 300);
+}
+
+/// A seccomp filter: `io_uring_setup` fails with EPERM, all else is allowed.
+fn refuse_io_uring() -> std::io::Result<()> {
+    const LD_NR: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS: seccomp_data.nr at offset 0
+    const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET: u16 = 0x06; // BPF_RET | BPF_K
+    let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let filter = [
+        f(LD_NR, 0, 0, 0),
+        f(JEQ, 0, 1, libc::SYS_io_uring_setup as u32),
+        f(RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        f(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: plain prctl calls on this (child) process with a valid program.
+    let rc = unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            -1
+        } else {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+            )
+        }
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 crate::on_both_backends!(

@@ -397,6 +397,11 @@ impl<'s> Worker<'s> {
             conn.cursor = 0;
         }
         conn.path = path;
+        if measured && self.interval_ns > 0 {
+            self.stats
+                .schedule_lateness_us
+                .saturating_record(us(now.saturating_sub(origin)));
+        }
         conn.origin_ns = origin;
         conn.measured = measured;
         conn.deadline_ns = now.saturating_add(self.timeout_ns);

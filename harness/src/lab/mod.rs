@@ -26,7 +26,6 @@ pub mod record;
 pub mod select;
 pub mod tools;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -42,6 +41,8 @@ pub struct Lab {
     pub interrupt: Arc<AtomicBool>,
     /// The database of the session (none until [`Lab::start_database`]).
     pub database: Database,
+    /// The load engine's I/O backend (`--io`), for every load of the session.
+    pub io: crate::engine::Io,
 }
 
 pub use crate::env::Started;
@@ -49,7 +50,8 @@ pub use crate::env::Started;
 impl Lab {
     /// Opens a session: the signal handlers, the open-files limit (raised
     /// for the servers and the load alike), where the servers are found.
-    pub fn open(repo_dir: Option<&Path>) -> anyhow::Result<Lab> {
+    pub fn open(args: &crate::lab::args::LabArgs) -> anyhow::Result<Lab> {
+        let repo_dir = args.repo_dir.as_deref();
         let interrupt = Arc::new(AtomicBool::new(false));
         supervise::install_signal_handlers(interrupt.clone())?;
         crate::machine::raise_nofile();
@@ -57,6 +59,7 @@ impl Lab {
             paths: catalog::Env::discover(repo_dir),
             interrupt,
             database: Database::none(),
+            io: args.io,
         })
     }
 
