@@ -86,6 +86,9 @@ pub(crate) enum Ev {
 }
 
 /// One engine thread's I/O.
+// One per engine thread, made once and never moved on the hot path: the
+// size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Backend {
     Epoll(Epoll),
     Uring(Uring),
@@ -248,11 +251,17 @@ impl Uring {
     }
 
     /// Queues a send of `bytes` (which live as long as the run's plan).
-    pub(crate) fn send(&mut self, conn: usize, seq: u32, fd: RawFd, bytes: &[u8]) {
-        let sqe = opcode::Send::new(Fd(fd), bytes.as_ptr(), bytes.len() as u32)
-            .flags(libc::MSG_NOSIGNAL)
+    /// `quiet`: all of it or an error (MSG_WAITALL: the kernel finishes a
+    /// short send itself), and only an error completes (no completion to
+    /// reap per request on a kept-alive connection).
+    pub(crate) fn send(&mut self, conn: usize, seq: u32, fd: RawFd, bytes: &[u8], quiet: bool) {
+        let mut sqe = opcode::Send::new(Fd(fd), bytes.as_ptr(), bytes.len() as u32)
+            .flags(libc::MSG_NOSIGNAL | if quiet { libc::MSG_WAITALL } else { 0 })
             .build()
             .user_data(user_data(conn, KIND_SEND, seq));
+        if quiet {
+            sqe = sqe.flags(squeue::Flags::SKIP_SUCCESS);
+        }
         self.push(&sqe);
     }
 

@@ -207,8 +207,8 @@ impl<'s> Worker<'s> {
                 }
                 continue;
             }
-            for k in 0..evs.len() {
-                match evs[k] {
+            for ev in &evs {
+                match *ev {
                     Ev::Ready { conn, closing } => self.on_event(conn, closing),
                     Ev::Sent { conn, tag, res } => self.on_sent(conn, tag, res),
                     Ev::Received {
@@ -268,12 +268,14 @@ impl<'s> Worker<'s> {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
-        let live = matches!(conn.state, State::Connecting | State::Writing);
-        if !live || tag != conn.seq & TAG_MASK {
+        if conn.state == State::Idle || tag != conn.seq & TAG_MASK {
             return; // for a request that already ended
         }
         let now = self.clock.now();
         let connecting = conn.state == State::Connecting;
+        if res >= 0 && conn.state == State::Reading {
+            return; // a quiet send that was short, then failed: the receive tells
+        }
         if res < 0 {
             let e = io::Error::from_raw_os_error(-res);
             if connecting {
@@ -436,14 +438,24 @@ impl<'s> Worker<'s> {
         }
     }
 
-    /// io_uring: queues (the rest of) connection `i`'s request.
+    /// io_uring: queues (the rest of) connection `i`'s request. On an
+    /// established connection the send is quiet (only a failure completes)
+    /// and the request counts as written; a connecting one's completion
+    /// times the connect.
     #[inline]
     fn submit(&mut self, i: usize) {
         let conn = &mut self.conns[i];
         let request = self.wires[usize::from(conn.path)].bytes;
         conn.seq = conn.seq.wrapping_add(1);
+        let quiet = conn.state == State::Writing && conn.written == 0;
         if let (Backend::Uring(u), Some(fd)) = (&mut self.io, conn.fd()) {
-            u.send(i, conn.seq & TAG_MASK, fd, &request[conn.written..]);
+            u.send(i, conn.seq & TAG_MASK, fd, &request[conn.written..], quiet);
+        }
+        if quiet {
+            conn.state = State::Reading;
+            if conn.measured {
+                self.stats.bytes_sent += request.len() as u64;
+            }
         }
     }
 
