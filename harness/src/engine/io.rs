@@ -29,13 +29,19 @@ use mio::{Events, Poll};
 use super::timer::{Timer, TIMER};
 
 /// Which I/O backend the engine's threads use (`--io`).
+///
+/// The default is epoll, by measurement (harness/bench/engine-vs-wrk.sh,
+/// 2 shared cores, event-loop server): io_uring's CPU per request was
+/// within noise of epoll's at c = 50, 100 and 1000 (0.91× and 0.89× wrk's
+/// at c = 100), and a thread of it holding about 8,000 connections or more
+/// stalls before its first completion (open: see the ring's sizing).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Io {
     /// io_uring: batched submissions, multishot receive into provided
     /// buffers (falls back to epoll where refused).
-    #[default]
     Uring,
     /// epoll through mio: a `write` and a `read` per request.
+    #[default]
     Epoll,
 }
 
