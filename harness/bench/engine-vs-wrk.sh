@@ -1,196 +1,179 @@
 #!/usr/bin/env bash
-# harness run vs wrk (Debian's) vs ab -k, against the same servers, same -c,
-# same duration: requests per second and each generator's own CPU time per
-# request (/usr/bin/time), printed as ratios to wrk. Then 10,000 connections
-# held open against one server: the generator's peak RSS.
+# Our engine on each I/O backend (io_uring, epoll) against wrk (Debian's)
+# and oha (crates.io, where installed) on the same reference server, the
+# same -c and the same duration, in interleaved rounds; medians of the
+# rounds. Per tool and c: requests per second and the generator's own CPU
+# time per request (user + system of its process, from wait4's rusage via
+# /usr/bin/time), each as a ratio to wrk's. Then the generator's added
+# latency on each backend: p99 at /sleep?ms=20 with --rate 2000, minus the
+# 20 ms, beside the schedule's lateness (the engine's own figure). Then
+# HOLD_CONNS connections held from one process: KiB of RSS each.
 #
-# One run of each, on purpose: the ratios are read side by side, not
-# averaged. On 2 shared cores, run it on a quiet machine.
+#   harness/bench/engine-vs-wrk.sh                     # c = 50, 100, 1000; 3 rounds of 3 s
+#   ROUNDS=5 DURATION=5 CONNS="100" harness/bench/engine-vs-wrk.sh
 #
-#   harness/bench/engine-vs-wrk.sh                 # nginx return 200 + the fastest reference server
-#   DURATION=5 CONNS=100 REF_SERVER=coroutine harness/bench/engine-vs-wrk.sh
-#
-# Environment: DURATION (s, default 10), CONNS (default 100), WRK_THREADS
-# (default 2), REF_SERVER (event-loop|coroutine|worker-pool|none; default:
-# the fastest on a 2 s probe), BENCH_MYSQL_URL, HOLD_CONNS (default 10000).
-# Everything it starts is stopped by PID on exit.
+# Environment: ROUNDS (3), DURATION (s, 3), CONNS ("50 100 1000"),
+# THREADS (the engine's and wrk's threads, 2), RATE_S (s per latency run, 5),
+# HOLD_CONNS (19800; 0 skips), REF_SERVER (event-loop). Load goes to
+# 127.0.0.1 only; everything it starts is stopped by PID; each load is
+# bounded by its duration (and `timeout`), so the script ends by itself.
 set -euo pipefail
 
-DURATION=${DURATION:-10}
-CONNS=${CONNS:-100}
-WRK_THREADS=${WRK_THREADS:-2}
-HOLD_CONNS=${HOLD_CONNS:-10000}
-MYSQL_URL=${BENCH_MYSQL_URL:-mysql://bench:bench@127.0.0.1:3306/bench}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-3}
+CONNS=${CONNS:-"50 100 1000"}
+THREADS=${THREADS:-2}
+RATE_S=${RATE_S:-5}
+HOLD_CONNS=${HOLD_CONNS:-19800}
+REF_SERVER=${REF_SERVER:-event-loop}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 WORK=$(mktemp -d /tmp/engine-vs-wrk.XXXXXX)
-PIDS=()
+SERVER_PID=
 
 cleanup() {
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
+    if [ -n "$SERVER_PID" ]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
 
 need() { command -v "$1" >/dev/null || { echo "missing $1: $2" >&2; exit 1; }; }
 need wrk "apt-get install wrk"
-need ab "apt-get install apache2-utils"
-need nginx "apt-get install nginx"
 need jq "apt-get install jq"
 need python3 "apt-get install python3"
 [ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
-
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+OHA=$(command -v oha || true)
+[ -n "$OHA" ] || echo "(oha not installed: \`cargo install oha\` adds its rows)"
 
 echo "== building (release)"
-(cd "$ROOT" && cargo build --release -p harness)
-HARNESS=$ROOT/target/release/harness
+(cd "$ROOT" && cargo build --release -q -p harness -p "$REF_SERVER")
+HARNESS=$TARGET_DIR/release/harness
 
-# nginx `return 200`, in the harness's session (daemon off; autogroup trap).
-NGINX_PORT=$(free_port)
-start_nginx_hello "$WORK/nginx" "$NGINX_PORT"
-PIDS+=("$NGINX_PID")
-
-start_ref() { # name → sets REF_ADDR, appends its PID
-    local bin=$ROOT/target/release/$1 out=$WORK/$1.out
-    : >"$out"
-    "$bin" --addr 127.0.0.1:0 --mysql-url "$MYSQL_URL" >"$out" 2>&1 &
-    PIDS+=($!)
+start_server() { # → SERVER_PID, ADDR
+    local out=$WORK/server.out
+    "$TARGET_DIR/release/$REF_SERVER" --addr 127.0.0.1:0 >"$out" 2>&1 &
+    SERVER_PID=$!
     for _ in $(seq 1 100); do
-        REF_ADDR=$(sed -n 's/^listening on //p' "$out")
-        [ -n "$REF_ADDR" ] && return 0
+        ADDR=$(sed -n 's/^listening on //p' "$out")
+        [ -n "$ADDR" ] && return 0
         sleep 0.05
     done
-    echo "$1 did not start:" >&2
+    echo "$REF_SERVER did not start:" >&2
     cat "$out" >&2
     exit 1
 }
+start_server
+echo "== $REF_SERVER at $ADDR (pid $SERVER_PID); $ROUNDS rounds of ${DURATION}s per tool and c"
+URL="http://$ADDR/hello"
 
-stop_last() {
-    local pid=${PIDS[-1]}
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    unset 'PIDS[-1]'
+RESULTS=$WORK/results.tsv # tool c round requests seconds cpu_s
+: >"$RESULTS"
+timed() { # OUT_PREFIX CMD... → runs it under /usr/bin/time; "user sys" in OUT.time
+    local out=$1
+    shift
+    /usr/bin/time -f '%U %S %M' -o "$out.time" timeout $((DURATION + 30)) "$@" >"$out.out" 2>"$out.err" || true
+}
+cpu_of() { awk '{print $1 + $2}' "$1.time"; }
+
+one() { # TOOL C ROUND
+    local tool=$1 c=$2 round=$3 o=$WORK/$1-$2-$3 n=
+    case $tool in
+    wrk)
+        timed "$o" wrk -t"$THREADS" -c"$c" -d"${DURATION}s" "$URL"
+        n=$(awk '/requests in/ {print $1}' "$o.out")
+        ;;
+    uring | epoll)
+        timed "$o" "$HARNESS" run "$URL" -c "$c" -d "${DURATION}s" --threads "$THREADS" --io "$tool" --format json
+        n=$(jq '.requests.ok' "$o.out" 2>/dev/null || true)
+        local failed
+        failed=$(jq '.requests.failed' "$o.out" 2>/dev/null || echo '?')
+        [ "$failed" = 0 ] || echo "   ($tool -c $c: $failed failed)"
+        [ "$(jq -r '.settings.io' "$o.out" 2>/dev/null)" = "$tool" ] || echo "   ($tool -c $c ran on $(jq -r '.settings.io' "$o.out" 2>/dev/null))"
+        ;;
+    oha)
+        timed "$o" "$OHA" -z "${DURATION}s" -c "$c" --no-tui --output-format json "$URL"
+        n=$(jq '[.statusCodeDistribution[]] | add' "$o.out" 2>/dev/null || true)
+        ;;
+    esac
+    [ -n "$n" ] && [ "$n" != null ] || { echo "   $tool -c $c round $round: no result ($(tail -1 "$o.err"))"; return; }
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$c" "$round" "$n" "$DURATION" "$(cpu_of "$o")" >>"$RESULTS"
 }
 
-REF_SERVER=${REF_SERVER:-}
-if [ -z "$REF_SERVER" ]; then
-    echo "== probing the reference servers' /hello (2 s each)"
-    best=0
-    for s in event-loop coroutine worker-pool; do
-        (cd "$ROOT" && cargo build --release -p "$s" -q) || continue
-        start_ref "$s"
-        rps=$("$HARNESS" run "http://$REF_ADDR/hello" -c "$CONNS" -d 2s --format json | jq '.requests.ok_per_s')
-        stop_last
-        printf '   %-12s %10.0f req/s\n' "$s" "$rps"
-        if python3 -c "import sys; sys.exit(0 if $rps > $best else 1)"; then
-            best=$rps
-            REF_SERVER=$s
-        fi
+TOOLS="wrk uring epoll"
+[ -n "$OHA" ] && TOOLS="$TOOLS oha"
+for round in $(seq 1 "$ROUNDS"); do
+    for c in $CONNS; do
+        # Interleaved, the order turned each round: no tool always runs
+        # right after the same neighbour.
+        order=$(echo $TOOLS | tr ' ' '\n' | awk -v r="$round" '{a[NR]=$0} END {for (i = 0; i < NR; i++) print a[(i + r) % NR + 1]}')
+        for tool in $order; do one "$tool" "$c" "$round"; done
     done
-elif [ "$REF_SERVER" != none ]; then
-    (cd "$ROOT" && cargo build --release -p "$REF_SERVER" -q)
-fi
+    echo "   round $round done"
+done
 
-# time_cpu FILE → "user+sys seconds" and "peak RSS KiB" from /usr/bin/time -o FILE.
-cpu_of() { awk '{print $1 + $2}' "$1"; }
-rss_of() { awk '{print $3}' "$1"; }
-
-# row LABEL REQUESTS RPS CPU_S → prints one line, remembers wrk's figures.
-row() {
-    local label=$1 n=$2 rps=$3 cpu=$4
-    local us_per_req
-    us_per_req=$(python3 -c "print(f'{$cpu * 1e6 / max($n, 1):.2f}')")
-    if [ "$label" = wrk ]; then
-        WRK_RPS=$rps
-        WRK_US=$us_per_req
-    fi
-    python3 - "$label" "$n" "$rps" "$us_per_req" "$WRK_RPS" "$WRK_US" <<'PY'
-import sys
-label, n, rps, us, wrps, wus = sys.argv[1], int(float(sys.argv[2])), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
-print(f"   {label:<17} {n:>11,} req  {rps:>10,.0f} req/s  {us:>6.2f} µs CPU/req   "
-      f"RPS {rps / wrps:>5.2f}× wrk   CPU/req {us / wus:>5.2f}× wrk")
+echo "== closed loop /hello, medians of $ROUNDS rounds (RPS and CPU per request as ratios to wrk)"
+python3 - "$RESULTS" <<'PY'
+import sys, statistics as st
+rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+cells = {}
+for tool, c, rnd, n, secs, cpu in rows:
+    n, secs, cpu = int(float(n)), float(secs), float(cpu)
+    cells.setdefault((tool, int(c)), []).append((n / secs, cpu * 1e6 / max(n, 1)))
+for c in sorted({c for _, c in cells}):
+    w = cells.get(("wrk", c))
+    wrps = st.median(r for r, _ in w) if w else float("nan")
+    wus = st.median(u for _, u in w) if w else float("nan")
+    print(f"   -c {c}")
+    for tool in ["wrk", "uring", "epoll", "oha"]:
+        v = cells.get((tool, c))
+        if not v:
+            continue
+        rps, us = st.median(r for r, _ in v), st.median(u for _, u in v)
+        print(f"     {tool:<6} {rps:>10,.0f} req/s  {us:>6.2f} µs CPU/req   "
+              f"RPS {rps / wrps:>5.2f}× wrk   CPU/req {us / wus:>5.2f}× wrk   ({len(v)} rounds)")
 PY
-}
 
-compare() { # NAME URL
-    local name=$1 url=$2 t=$WORK/time
-    echo "== $name: $url, -c $CONNS, ${DURATION}s"
-    # wrk first: the others are read as ratios to it.
-    WRK_RPS=1 WRK_US=1
-    /usr/bin/time -f '%U %S %M' -o "$t" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DURATION}s" "$url" >"$WORK/wrk.out"
-    local n rps
-    n=$(awk '/requests in/ {print $1}' "$WORK/wrk.out")
-    rps=$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.out")
-    row wrk "$n" "$rps" "$(cpu_of "$t")"
+echo "== added latency: /sleep?ms=20 at --rate 2000, -c 100, ${RATE_S}s (p99 - 20 ms; medians of $ROUNDS)"
+LAT=$WORK/latency.tsv
+: >"$LAT"
+for round in $(seq 1 "$ROUNDS"); do
+    for io in uring epoll; do
+        o=$WORK/lat-$io-$round.json
+        timeout $((RATE_S + 30)) "$HARNESS" run "http://$ADDR/sleep?ms=20" -c 100 -d "${RATE_S}s" --rate 2000 \
+            --threads "$THREADS" --io "$io" --format json >"$o" 2>/dev/null || true
+        jq -r --arg io "$io" '[$io, .latency_us.p99, .schedule_lateness_us.p99, .service_us.p99, .requests.failed] | @tsv' "$o" >>"$LAT" || true
+    done
+done
+python3 - "$LAT" <<'PY'
+import sys, statistics as st
+rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+for io in ["uring", "epoll"]:
+    v = [(float(a), float(b), float(c), int(d)) for t, a, b, c, d in rows if t == io]
+    if not v:
+        continue
+    p99 = st.median(x[0] for x in v)
+    late = st.median(x[1] for x in v)
+    svc = st.median(x[2] for x in v)
+    print(f"     {io:<6} added p99 {(p99 - 20000) / 1000:>5.2f} ms   (p99 {p99 / 1000:.2f} ms; "
+          f"schedule lateness p99 {late / 1000:.2f} ms; service p99 {svc / 1000:.2f} ms; "
+          f"failed {sum(x[3] for x in v)})")
+PY
 
-    /usr/bin/time -f '%U %S %M' -o "$t" "$HARNESS" run "$url" -c "$CONNS" -d "${DURATION}s" --format json >"$WORK/harness.json"
-    n=$(jq '.requests.total' "$WORK/harness.json")
-    rps=$(jq '.requests.per_s' "$WORK/harness.json")
-    row "harness run" "$n" "$rps" "$(cpu_of "$t")"
-    local failed
-    failed=$(jq '.requests.failed' "$WORK/harness.json")
-    [ "$failed" = 0 ] || echo "   (harness counted $failed failed requests: $(jq -c .failures "$WORK/harness.json"))"
-
-    # One engine thread: on 2 shared cores, fewer sleeps and wake-ups per request.
-    /usr/bin/time -f '%U %S %M' -o "$t" "$HARNESS" run "$url" -c "$CONNS" -d "${DURATION}s" --threads 1 --format json >"$WORK/harness1.json"
-    row "harness -threads1" "$(jq '.requests.total' "$WORK/harness1.json")" \
-        "$(jq '.requests.per_s' "$WORK/harness1.json")" "$(cpu_of "$t")"
-
-    /usr/bin/time -f '%U %S %M' -o "$t" ab -k -q -c "$CONNS" -t "$DURATION" -n 100000000 "$url" >"$WORK/ab.out" 2>&1 || true
-    n=$(awk '/^Complete requests:/ {print $3}' "$WORK/ab.out")
-    rps=$(awk '/^Requests per second:/ {print $4}' "$WORK/ab.out")
-    if [ -n "$n" ]; then
-        row "ab -k" "$n" "$rps" "$(cpu_of "$t")"
-    else
-        echo "   ab -k failed: $(tail -2 "$WORK/ab.out")"
-    fi
-
-    if command -v oha >/dev/null; then
-        /usr/bin/time -f '%U %S %M' -o "$t" oha -z "${DURATION}s" -c "$CONNS" --no-tui "$url" >"$WORK/oha.out" 2>&1 || true
-        rps=$(awk '/Requests\/sec:/ {print $2}' "$WORK/oha.out")
-        if [ -n "$rps" ]; then
-            row "oha" "$(python3 -c "print(round($rps * $DURATION))")" "$rps" "$(cpu_of "$t")"
-        fi
-    fi
-}
-
-# A connection per request: harness --no-keepalive vs ab without -k (its default).
-compare_close() { # NAME URL
-    local name=$1 url=$2 t=$WORK/time d=$(( DURATION < 5 ? DURATION : 5 ))
-    echo "== $name, a connection per request: $url, -c $CONNS, ${d}s"
-    /usr/bin/time -f '%U %S %M' -o "$t" ab -q -c "$CONNS" -t "$d" -n 100000000 "$url" >"$WORK/ab.out" 2>&1 || true
-    local n rps
-    n=$(awk '/^Complete requests:/ {print $3}' "$WORK/ab.out")
-    rps=$(awk '/^Requests per second:/ {print $4}' "$WORK/ab.out")
-    WRK_RPS=$rps
-    WRK_US=$(python3 -c "print($(cpu_of "$t") * 1e6 / max($n, 1))")
-    python3 -c "print(f'   {\"ab\":<17} {$n:>11,} req  {$rps:>10,.0f} req/s  {$WRK_US:>6.2f} µs CPU/req   (the reference of this section)')"
-    /usr/bin/time -f '%U %S %M' -o "$t" "$HARNESS" run "$url" -c "$CONNS" -d "${d}s" --no-keepalive --format json >"$WORK/harness.json"
-    n=$(jq '.requests.total' "$WORK/harness.json")
-    rps=$(jq '.requests.per_s' "$WORK/harness.json")
-    row "harness -no-ka" "$n" "$rps" "$(cpu_of "$t")" | sed 's/× wrk/× ab/g'
-}
-
-compare "nginx return 200" "http://127.0.0.1:$NGINX_PORT/hello"
-compare_close "nginx return 200" "http://127.0.0.1:$NGINX_PORT/hello"
-if [ -n "$REF_SERVER" ] && [ "$REF_SERVER" != none ]; then
-    start_ref "$REF_SERVER"
-    compare "$REF_SERVER (reference server)" "http://$REF_ADDR/hello"
-    stop_last
+if [ "$HOLD_CONNS" -gt 0 ]; then
+    echo "== $HOLD_CONNS connections held open from one process (closed loop /sleep?ms=1000, 6 s): KiB of RSS each"
+    for io in uring epoll; do
+        o=$WORK/hold-$io
+        /usr/bin/time -f '%U %S %M' -o "$o.time" timeout 60 "$HARNESS" run "http://$ADDR/sleep?ms=1000" \
+            -c "$HOLD_CONNS" -d 6s --timeout 30s --io "$io" --format json >"$o.json" 2>/dev/null || true
+        python3 - "$io" "$(awk '{print $3}' "$o.time")" "$(jq .connections.opened "$o.json")" \
+            "$(jq .requests.failed "$o.json")" "$HOLD_CONNS" <<'PY'
+import sys
+io, rss_kib, opened, failed, c = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+print(f"     {io:<6} {rss_kib / 1024:>6.1f} MiB peak RSS = {rss_kib / c:.2f} KiB per connection "
+      f"({opened} opened, {failed} failed)")
+PY
+    done
 fi
-
-echo "== $HOLD_CONNS connections held open against nginx (closed loop, 10 s): peak RSS"
-t=$WORK/time
-/usr/bin/time -f '%U %S %M' -o "$t" "$HARNESS" run "http://127.0.0.1:$NGINX_PORT/hello" \
-    -c "$HOLD_CONNS" -d 10s --timeout 30s --format json >"$WORK/hold.json"
-printf '   harness run    %6.1f MiB peak RSS   (%s connections opened, %s ok, %s failed)\n' \
-    "$(python3 -c "print($(rss_of "$t") / 1024)")" \
-    "$(jq .connections.opened "$WORK/hold.json")" "$(jq .requests.ok "$WORK/hold.json")" \
-    "$(jq .requests.failed "$WORK/hold.json")"
-/usr/bin/time -f '%U %S %M' -o "$t" wrk -t"$WRK_THREADS" -c"$HOLD_CONNS" -d5s \
-    "http://127.0.0.1:$NGINX_PORT/hello" >"$WORK/wrk-hold.out" 2>&1 || true
-printf '   wrk            %6.1f MiB peak RSS   (for reference)\n' \
-    "$(python3 -c "print($(rss_of "$t") / 1024)")"

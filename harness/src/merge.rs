@@ -287,6 +287,8 @@ fn merge(sources: Vec<Source>) -> anyhow::Result<RunResult> {
     let names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
     Ok(RunResult {
         threads: docs.iter().map(|d| d.settings.threads as usize).sum(),
+        io: plan.io,
+        io_note: None,
         plan,
         started_unix_s: base,
         duration,

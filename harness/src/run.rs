@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::engine::{self, Check, Control, End, Pace, Plan, Request, Route, Snapshot, Stop};
+use crate::engine::{self, Check, Control, End, Io, Pace, Plan, Request, Route, Snapshot, Stop};
 use crate::report::{self, Format};
 use crate::target::Target;
 use crate::units::parse_duration;
@@ -95,6 +95,12 @@ pub struct RunArgs {
     /// Engine threads (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+
+    /// The I/O backend: epoll, or uring (io_uring: batched submissions,
+    /// multishot receive; where the kernel or a seccomp filter refuses it,
+    /// epoll, saying why).
+    #[arg(long, value_enum, default_value_t = Io::default(), value_name = "BACKEND")]
+    pub io: Io,
 
     /// Open loop: this many requests per second from this process (with
     /// several agents, each agent's share), latency from the intended send
@@ -302,6 +308,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         plan.threads = t;
     }
     plan.keepalive = keepalive;
+    plan.io = args.io;
     plan.timeout = args.timeout;
     plan.warmup = args.warmup;
     (plan.stop, plan.max_duration) = match (args.requests, args.duration) {
@@ -376,6 +383,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let result = engine::run(&plan, &control, &mut progress).context("the run failed to start")?;
     if live {
         eprint!("\r\x1b[2K");
+    }
+    if let Some(note) = &result.io_note {
+        eprintln!("harness: {note}");
     }
 
     let mut stdout = std::io::stdout().lock();

@@ -210,6 +210,10 @@ pub struct Stats {
     pub waiting_us: Histogram<u64>,
     /// `connect()` to established, per connection opened.
     pub connect_us: Histogram<u64>,
+    /// `--rate`: how late each request left after its intended send time
+    /// (the generator's own delay: its loop, its timer, a busy connection),
+    /// so it can be told from the server's share of `latency_us`.
+    pub schedule_lateness_us: Histogram<u64>,
     /// The `Server` header of the first successful response.
     pub server_software: Option<String>,
     /// The body length of the first successful response (ab's "Document Length").
@@ -270,6 +274,7 @@ impl Default for Stats {
             service_us: latency_histogram(),
             waiting_us: latency_histogram(),
             connect_us: latency_histogram(),
+            schedule_lateness_us: latency_histogram(),
             server_software: None,
             document_length: None,
             paths: Vec::new(),
@@ -301,6 +306,9 @@ impl AddAssign<&Stats> for Stats {
         self.service_us.add(&o.service_us).expect("same bounds");
         self.waiting_us.add(&o.waiting_us).expect("same bounds");
         self.connect_us.add(&o.connect_us).expect("same bounds");
+        self.schedule_lateness_us
+            .add(&o.schedule_lateness_us)
+            .expect("same bounds");
         if self.server_software.is_none() {
             self.server_software.clone_from(&o.server_software);
         }

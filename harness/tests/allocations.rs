@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[path = "util.rs"]
 mod util;
 
-use harness::engine::{Route, Stop};
-use util::{plan, run, Behaviour, TestServer};
+use harness::engine::{Io, Route, Stop};
+use util::{plan_on, run, Behaviour, TestServer};
 
 struct Counting;
 
@@ -65,12 +65,12 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Allocations on the engine's threads during one run of `requests`, of
-/// `/hello` alone or of a 3:1 mix with another path.
-fn engine_allocations(requests: u64, keepalive: bool, mixed: bool) -> u64 {
+/// Allocations on the engine's threads during one run of `requests` on
+/// backend `io`, of `/hello` alone or of a 3:1 mix with another path.
+fn engine_allocations(io: Io, requests: u64, keepalive: bool, mixed: bool) -> u64 {
     let server = TestServer::start(Behaviour::Hello);
     let authority = server.addr.to_string();
-    let p = plan(&server.url("/hello"), |p| {
+    let p = plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(requests);
         p.connections = 8;
         p.keepalive = keepalive;
@@ -87,16 +87,19 @@ fn engine_allocations(requests: u64, keepalive: bool, mixed: bool) -> u64 {
     ENGINE_ALLOCS.load(Ordering::Relaxed) - before
 }
 
+/// On each I/O backend.
 #[test]
 fn no_allocation_per_request() {
-    for (keepalive, mixed) in [(true, false), (false, false), (true, true)] {
-        let small = engine_allocations(1_000, keepalive, mixed);
-        let large = engine_allocations(20_000, keepalive, mixed);
-        // A few per second of run time (the time series), none per request.
-        assert!(
-            large <= small + 16,
-            "keepalive={keepalive} mixed={mixed}: {small} allocations for 1,000 requests, \
-             {large} for 20,000"
-        );
+    for io in [Io::Epoll, Io::Uring] {
+        for (keepalive, mixed) in [(true, false), (false, false), (true, true)] {
+            let small = engine_allocations(io, 1_000, keepalive, mixed);
+            let large = engine_allocations(io, 20_000, keepalive, mixed);
+            // A few per second of run time (the time series), none per request.
+            assert!(
+                large <= small + 16,
+                "{io:?} keepalive={keepalive} mixed={mixed}: {small} allocations for \
+                 1,000 requests, {large} for 20,000"
+            );
+        }
     }
 }

@@ -1,18 +1,20 @@
 //! The engine in-process against the misbehaving test servers: counts,
-//! failure classes, stop conditions, latency and pacing.
+//! failure classes, stop conditions, latency and pacing. Every test runs
+//! on both I/O backends (`engine::epoll::…`, `engine::uring::…`).
 
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use harness::engine::{self, Control, End, Pace, Request, Stop};
+use harness::engine::{self, Control, End, Io, Pace, Request, Stop};
 use harness::stats::Percentiles;
 
-use crate::util::{plan, run, Behaviour, TestServer};
+use crate::util::{harness_bin, plan_on, run, Behaviour, TestServer};
 
-#[test]
-fn count_is_exact_with_keepalive() {
+fn count_is_exact_with_keepalive(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let p = plan(&server.url("/hello"), |p| {
+    let p = plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(10_000);
         p.connections = 32;
     });
@@ -35,10 +37,9 @@ fn count_is_exact_with_keepalive() {
     assert_eq!(r.stats.document_length, Some(11));
 }
 
-#[test]
-fn count_is_exact_with_a_connection_per_request() {
+fn count_is_exact_with_a_connection_per_request(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let p = plan(&server.url("/hello"), |p| {
+    let p = plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(1_000);
         p.connections = 10;
         p.keepalive = false;
@@ -52,10 +53,9 @@ fn count_is_exact_with_a_connection_per_request() {
     assert_eq!(r.stats.keepalive_responses, 0);
 }
 
-#[test]
-fn fewer_requests_than_connections() {
+fn fewer_requests_than_connections(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let p = plan(&server.url("/hello"), |p| {
+    let p = plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(7);
         p.connections = 50;
     });
@@ -63,18 +63,18 @@ fn fewer_requests_than_connections() {
     assert_eq!((r.stats.ok, server.requests()), (7, 7));
 }
 
-#[test]
-fn chunked_responses_are_read_and_verified() {
+fn chunked_responses_are_read_and_verified(io: Io) {
     let server = TestServer::start(Behaviour::Chunked);
-    let r = run(&plan(&server.url("/hello"), |p| p.stop = Stop::Count(500)));
+    let r = run(&plan_on(io, &server.url("/hello"), |p| {
+        p.stop = Stop::Count(500)
+    }));
     assert_eq!(r.stats.ok, 500, "{:?}", r.stats.failures);
     assert_eq!(r.stats.body_bytes, 500 * 11);
 }
 
-#[test]
-fn head_requests_read_no_body() {
+fn head_requests_read_no_body(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let mut p = plan(&server.url("/hello"), |p| p.stop = Stop::Count(200));
+    let mut p = plan_on(io, &server.url("/hello"), |p| p.stop = Stop::Count(200));
     p.request = Request::encode("HEAD", "/hello", "t", &[], true);
     p.check = harness::engine::Check::for_request("HEAD", "/hello", true);
     let r = run(&p);
@@ -82,31 +82,32 @@ fn head_requests_read_no_body() {
     assert_eq!(r.stats.body_bytes, 0);
 }
 
-#[test]
-fn a_server_closing_early_is_a_receive_failure() {
+fn a_server_closing_early_is_a_receive_failure(io: Io) {
     let server = TestServer::start(Behaviour::CloseEarly);
-    let r = run(&plan(&server.url("/hello"), |p| p.stop = Stop::Count(50)));
+    let r = run(&plan_on(io, &server.url("/hello"), |p| {
+        p.stop = Stop::Count(50)
+    }));
     assert_eq!(r.stats.requests(), 50);
     assert_eq!(r.stats.failures.receive, 50, "{:?}", r.stats.failures);
     assert_eq!(r.stats.ok, 0);
 }
 
-#[test]
-fn a_wrong_content_length_is_a_length_failure() {
+fn a_wrong_content_length_is_a_length_failure(io: Io) {
     let server = TestServer::start(Behaviour::WrongLength);
     // Without the contract's body to compare with: the announced length alone.
-    let r = run(&plan(&server.url("/anything"), |p| {
+    let r = run(&plan_on(io, &server.url("/anything"), |p| {
         p.stop = Stop::Count(50)
     }));
     assert_eq!(r.stats.failures.length, 50, "{:?}", r.stats.failures);
     assert_eq!(r.stats.requests(), 50);
 }
 
-#[test]
-fn status_500_is_counted_apart_and_listed_by_status() {
+fn status_500_is_counted_apart_and_listed_by_status(io: Io) {
     let server = TestServer::start(Behaviour::Status500);
     for path in ["/hello", "/not-a-contract-path"] {
-        let r = run(&plan(&server.url(path), |p| p.stop = Stop::Count(100)));
+        let r = run(&plan_on(io, &server.url(path), |p| {
+            p.stop = Stop::Count(100)
+        }));
         assert_eq!(
             r.stats.failures.status, 100,
             "{path}: {:?}",
@@ -121,24 +122,24 @@ fn status_500_is_counted_apart_and_listed_by_status() {
     }
 }
 
-#[test]
-fn a_db_error_answered_with_200_is_a_failure() {
+fn a_db_error_answered_with_200_is_a_failure(io: Io) {
     let server = TestServer::start(Behaviour::DbError);
-    let r = run(&plan(&server.url("/work"), |p| p.stop = Stop::Count(100)));
+    let r = run(&plan_on(io, &server.url("/work"), |p| {
+        p.stop = Stop::Count(100)
+    }));
     assert_eq!(r.stats.ok, 0);
     assert_eq!(r.stats.failures.length + r.stats.failures.body, 100);
     assert_eq!(r.ok_per_s(), 0.0);
     // --no-verify: only the status class.
-    let mut p = plan(&server.url("/work"), |p| p.stop = Stop::Count(100));
+    let mut p = plan_on(io, &server.url("/work"), |p| p.stop = Stop::Count(100));
     p.check = harness::engine::Check::for_request("GET", "/work", false);
     assert_eq!(run(&p).stats.ok, 100);
 }
 
-#[test]
-fn a_stalled_server_times_out() {
+fn a_stalled_server_times_out(io: Io) {
     let server = TestServer::start(Behaviour::Stall);
     let t0 = Instant::now();
-    let r = run(&plan(&server.url("/hello"), |p| {
+    let r = run(&plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(6);
         p.connections = 3;
         p.timeout = Duration::from_millis(300);
@@ -153,11 +154,10 @@ fn a_stalled_server_times_out() {
     assert!(took < Duration::from_secs(6), "{took:?}");
 }
 
-#[test]
-fn duration_is_honoured() {
+fn duration_is_honoured(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
     let t0 = Instant::now();
-    let r = run(&plan(&server.url("/hello"), |p| {
+    let r = run(&plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Duration(Duration::from_secs(1));
     }));
     let wall = t0.elapsed();
@@ -180,10 +180,9 @@ fn duration_is_honoured() {
     assert_eq!(total, r.stats.requests());
 }
 
-#[test]
-fn series_has_a_point_per_second() {
+fn series_has_a_point_per_second(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let r = run(&plan(&server.url("/hello"), |p| {
+    let r = run(&plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Duration(Duration::from_millis(2500));
         p.pace = Pace::Rate(400.0);
     }));
@@ -200,10 +199,9 @@ fn series_has_a_point_per_second() {
     }
 }
 
-#[test]
-fn sleep_latency_is_the_20_ms_sleep() {
+fn sleep_latency_is_the_20_ms_sleep(io: Io) {
     let server = TestServer::start(Behaviour::Sleep);
-    let r = run(&plan(&server.url("/sleep?ms=20"), |p| {
+    let r = run(&plan_on(io, &server.url("/sleep?ms=20"), |p| {
         p.stop = Stop::Duration(Duration::from_secs(2));
         p.connections = 4;
     }));
@@ -219,22 +217,21 @@ fn sleep_latency_is_the_20_ms_sleep() {
     assert!((20_000..40_000).contains(&l.p50), "p50 {} µs", l.p50);
 }
 
-#[test]
-fn open_loop_shows_a_stall_that_closed_loop_hides() {
+fn open_loop_shows_a_stall_that_closed_loop_hides(io: Io) {
     let pause = Behaviour::PauseOnce {
         at: 300,
         pause: Duration::from_secs(1),
     };
     let closed = {
         let server = TestServer::start(pause);
-        run(&plan(&server.url("/hello"), |p| {
+        run(&plan_on(io, &server.url("/hello"), |p| {
             p.stop = Stop::Duration(Duration::from_secs(3));
             p.connections = 10;
         }))
     };
     let open = {
         let server = TestServer::start(pause);
-        run(&plan(&server.url("/hello"), |p| {
+        run(&plan_on(io, &server.url("/hello"), |p| {
             p.stop = Stop::Duration(Duration::from_secs(3));
             p.connections = 10;
             p.pace = Pace::Rate(1000.0);
@@ -253,10 +250,9 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
     assert!(Percentiles::of(&open.stats.service_us).p99 < 200_000);
 }
 
-#[test]
-fn rate_is_held() {
+fn rate_is_held(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let r = run(&plan(&server.url("/hello"), |p| {
+    let r = run(&plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Duration(Duration::from_secs(2));
         p.connections = 10;
         p.pace = Pace::Rate(500.0);
@@ -275,10 +271,9 @@ fn rate_is_held() {
     assert_eq!(server.requests(), sent);
 }
 
-#[test]
-fn rate_with_a_count_is_exact() {
+fn rate_with_a_count_is_exact(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let r = run(&plan(&server.url("/hello"), |p| {
+    let r = run(&plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(300);
         p.connections = 7;
         p.pace = Pace::Rate(1000.0);
@@ -287,11 +282,10 @@ fn rate_with_a_count_is_exact() {
     assert!(r.duration >= Duration::from_millis(280), "{:?}", r.duration);
 }
 
-#[test]
-fn a_server_dying_mid_run_ends_the_run_with_what_was_measured() {
+fn a_server_dying_mid_run_ends_the_run_with_what_was_measured(io: Io) {
     let server = TestServer::start(Behaviour::DieAfter(2_000));
     let t0 = Instant::now();
-    let r = run(&plan(&server.url("/hello"), |p| {
+    let r = run(&plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Duration(Duration::from_secs(60));
     }));
     assert_eq!(r.end, End::ServerGone);
@@ -302,14 +296,13 @@ fn a_server_dying_mid_run_ends_the_run_with_what_was_measured() {
     assert!(m.contains("refused"), "{m}");
 }
 
-#[test]
-fn nothing_listening_ends_at_once() {
+fn nothing_listening_ends_at_once(io: Io) {
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
     let t0 = Instant::now();
-    let r = run(&plan(&format!("http://{addr}/hello"), |p| {
+    let r = run(&plan_on(io, &format!("http://{addr}/hello"), |p| {
         p.stop = Stop::Duration(Duration::from_secs(60));
     }));
     assert_eq!(r.end, End::ServerGone);
@@ -318,10 +311,9 @@ fn nothing_listening_ends_at_once() {
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
 }
 
-#[test]
-fn interrupt_stops_and_reports_partial_results() {
+fn interrupt_stops_and_reports_partial_results(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let p = plan(&server.url("/hello"), |p| {
+    let p = plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Duration(Duration::from_secs(60));
     });
     let control = Control::default();
@@ -346,10 +338,9 @@ fn interrupt_stops_and_reports_partial_results() {
     assert_eq!(server.requests(), r.stats.requests());
 }
 
-#[test]
-fn warmup_is_not_counted() {
+fn warmup_is_not_counted(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let r = run(&plan(&server.url("/hello"), |p| {
+    let r = run(&plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(100);
         p.warmup = Duration::from_millis(300);
         p.pace = Pace::Rate(1000.0);
@@ -359,10 +350,9 @@ fn warmup_is_not_counted() {
     assert!((250..=310).contains(&warmup_requests), "{warmup_requests}");
 }
 
-#[test]
-fn progress_is_reported_while_running() {
+fn progress_is_reported_while_running(io: Io) {
     let server = TestServer::start(Behaviour::Hello);
-    let p = plan(&server.url("/hello"), |p| {
+    let p = plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Duration(Duration::from_millis(1200));
     });
     let mut snaps = Vec::new();
@@ -382,3 +372,88 @@ fn progress_is_reported_while_running() {
     let last = snaps.last().unwrap();
     assert!(last.requests > 0 && last.requests <= r.stats.requests());
 }
+
+/// Where io_uring is refused — here by a seccomp filter that fails
+/// `io_uring_setup` with EPERM, as Docker's default profile does — `--io
+/// uring` runs on epoll and says why in one line.
+#[test]
+fn a_refused_io_uring_falls_back_to_epoll_saying_why() {
+    let server = TestServer::start(Behaviour::Hello);
+    let url = server.url("/hello");
+    let mut cmd = Command::new(harness_bin());
+    cmd.args(["run", &url, "-n", "300", "-c", "4", "--io", "uring"]);
+    cmd.args(["--format", "json"]);
+    // SAFETY: between fork and exec only prctl, which is async-signal-safe.
+    unsafe { cmd.pre_exec(refuse_io_uring) };
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("io_uring")).collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(said[0].contains("using epoll"), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["settings"]["io"], "epoll");
+    assert!(doc["settings"]["io_note"]
+        .as_str()
+        .unwrap()
+        .contains("io_uring"));
+    assert_eq!(doc["requests"]["ok"], 300);
+}
+
+/// A seccomp filter: `io_uring_setup` fails with EPERM, all else is allowed.
+fn refuse_io_uring() -> std::io::Result<()> {
+    const LD_NR: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS: seccomp_data.nr at offset 0
+    const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET: u16 = 0x06; // BPF_RET | BPF_K
+    let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let filter = [
+        f(LD_NR, 0, 0, 0),
+        f(JEQ, 0, 1, libc::SYS_io_uring_setup as u32),
+        f(RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        f(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: plain prctl calls on this (child) process with a valid program.
+    let rc = unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            -1
+        } else {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+            )
+        }
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+crate::on_both_backends!(
+    count_is_exact_with_keepalive,
+    count_is_exact_with_a_connection_per_request,
+    fewer_requests_than_connections,
+    chunked_responses_are_read_and_verified,
+    head_requests_read_no_body,
+    a_server_closing_early_is_a_receive_failure,
+    a_wrong_content_length_is_a_length_failure,
+    status_500_is_counted_apart_and_listed_by_status,
+    a_db_error_answered_with_200_is_a_failure,
+    a_stalled_server_times_out,
+    duration_is_honoured,
+    series_has_a_point_per_second,
+    sleep_latency_is_the_20_ms_sleep,
+    open_loop_shows_a_stall_that_closed_loop_hides,
+    rate_is_held,
+    rate_with_a_count_is_exact,
+    a_server_dying_mid_run_ends_the_run_with_what_was_measured,
+    nothing_listening_ends_at_once,
+    interrupt_stops_and_reports_partial_results,
+    warmup_is_not_counted,
+    progress_is_reported_while_running,
+);

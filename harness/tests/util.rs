@@ -221,6 +221,11 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// A plan against `url` with the CLI's checks, tuned by `tune`.
 pub fn plan(url: &str, tune: impl FnOnce(&mut Plan)) -> Plan {
+    plan_on(harness::engine::Io::default(), url, tune)
+}
+
+/// [`plan`] on the I/O backend `io`.
+pub fn plan_on(io: harness::engine::Io, url: &str, tune: impl FnOnce(&mut Plan)) -> Plan {
     let target = harness::target::Target::parse(url).unwrap();
     let mut p = Plan::new(
         url,
@@ -232,6 +237,7 @@ pub fn plan(url: &str, tune: impl FnOnce(&mut Plan)) -> Plan {
     p.threads = 2;
     p.stop = Stop::Count(100);
     p.timeout = Duration::from_secs(5);
+    p.io = io;
     tune(&mut p);
     if !p.keepalive {
         p.request = Request::encode("GET", &target.path, &target.authority, &[], false);
@@ -240,7 +246,29 @@ pub fn plan(url: &str, tune: impl FnOnce(&mut Plan)) -> Plan {
 }
 
 pub fn run(plan: &Plan) -> RunResult {
-    engine::run(plan, &Control::default(), &mut |_| {}).expect("run")
+    let r = engine::run(plan, &Control::default(), &mut |_| {}).expect("run");
+    // Ran on the backend asked for, unless this machine refuses it.
+    assert_eq!(r.io, engine::resolve_io(plan.io).0, "{:?}", r.io_note);
+    r
+}
+
+/// `$name(io)` as a test on each I/O backend: `epoll::$name`, `uring::$name`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod epoll {
+            $(#[test]
+            fn $name() {
+                super::$name(harness::engine::Io::Epoll)
+            })*
+        }
+        mod uring {
+            $(#[test]
+            fn $name() {
+                super::$name(harness::engine::Io::Uring)
+            })*
+        }
+    };
 }
 
 /// A workspace binary next to this test's executable (target/<profile>/NAME).

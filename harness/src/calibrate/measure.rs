@@ -76,6 +76,7 @@ impl Ctx<'_> {
             threads,
             keepalive: true,
             timeout: Duration::from_secs(10),
+            io: self.lab.io,
         };
         let plan = load::plan(running, path, &shape, length);
         let control = Control {

@@ -166,7 +166,7 @@ impl CalibrateArgs {
 pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     args.validate()?;
     let envs = args.environments()?;
-    let mut lab = Lab::open(args.lab.repo_dir.as_deref())?;
+    let mut lab = Lab::open(&args.lab)?;
     let mut header = Header::start(report::SCHEMA);
     let (mut machine, ticks0) = facts::before();
     let mut notes = Vec::new();

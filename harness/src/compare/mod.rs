@@ -47,7 +47,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     }
     let mut workloads = plan::workloads(&args.workloads)?;
     let progress = progress::Progress::new();
-    let mut lab = Lab::open(args.lab.repo_dir.as_deref())?;
+    let mut lab = Lab::open(&args.lab)?;
     lab.php_jit = args.php_jit;
     let selection = Selection::of(&lab, &args.lab.servers, &args.targets)?;
     let entries = selection.selected.clone();

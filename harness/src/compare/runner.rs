@@ -108,6 +108,7 @@ fn plan(ctx: &Ctx, running: &Running, w: &Workload, c: usize, length: Duration) 
         threads: ctx.threads,
         keepalive: !ctx.args.no_keepalive,
         timeout: ctx.args.timeout,
+        io: ctx.lab.io,
     };
     load::plan(running, &w.path, &shape, length)
 }

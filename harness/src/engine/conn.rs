@@ -4,11 +4,13 @@
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, IntoRawFd};
 
 use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
+use mio::{Interest, Token};
 
 use super::http::{Feed, ResponseReader};
+use super::io::{Backend, TAG_MASK};
 use super::{Check, Clock};
 use crate::stats::Failure;
 
@@ -47,6 +49,10 @@ pub(crate) struct Conn {
     /// Where this connection is in the cycle of paths.
     pub cursor: u32,
     pub reader: ResponseReader,
+    /// io_uring: which socket of this connection a receive's completion is
+    /// for (bumped at each close), and which request a send's.
+    pub epoch: u32,
+    pub seq: u32,
 }
 
 /// What reading did.
@@ -69,6 +75,17 @@ pub(crate) struct Received {
     pub now: u64,
 }
 
+impl Received {
+    pub(crate) fn new() -> Received {
+        Received {
+            outcome: Outcome::Pending,
+            bytes: 0,
+            first_byte_ns: None,
+            now: 0,
+        }
+    }
+}
+
 impl Conn {
     pub(crate) fn new() -> Conn {
         Conn {
@@ -85,26 +102,42 @@ impl Conn {
             path: 0,
             cursor: 0,
             reader: ResponseReader::new(),
+            epoch: 0,
+            seq: 0,
         }
     }
 
-    /// Starts a non-blocking connect; the socket is registered once for both
-    /// directions (edge-triggered), for its whole life. `nodelay` for
+    /// Starts a non-blocking connect. epoll: the socket is registered once
+    /// for both directions (edge-triggered), for its whole life; io_uring:
+    /// its multishot receive is armed, for its whole life. `nodelay` for
     /// connections that carry more than one request.
     pub(crate) fn open(
         &mut self,
         addr: SocketAddr,
-        registry: &Registry,
-        token: Token,
+        io: &mut Backend,
+        index: usize,
         nodelay: bool,
     ) -> io::Result<()> {
         let mut stream = TcpStream::connect(addr)?;
         if nodelay {
             stream.set_nodelay(true)?;
         }
-        registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
+        match io {
+            Backend::Epoll(e) => e.poll.registry().register(
+                &mut stream,
+                Token(index),
+                Interest::READABLE | Interest::WRITABLE,
+            )?,
+            Backend::Uring(u) => u.recv(index, self.epoch & TAG_MASK, stream.as_raw_fd()),
+        }
         self.stream = Some(stream);
         Ok(())
+    }
+
+    /// The socket's descriptor (io_uring's operations name it).
+    #[inline]
+    pub(crate) fn fd(&self) -> Option<std::os::fd::RawFd> {
+        self.stream.as_ref().map(|s| s.as_raw_fd())
     }
 
     /// Writes the rest of `request`: `Ok(true)` once all of it is written.
@@ -138,12 +171,7 @@ impl Conn {
         closing: bool,
         clock: &Clock,
     ) -> Received {
-        let mut r = Received {
-            outcome: Outcome::Pending,
-            bytes: 0,
-            first_byte_ns: None,
-            now: 0,
-        };
+        let mut r = Received::new();
         let Some(mut stream) = self.stream.as_ref() else {
             r.outcome = Outcome::Failed(Failure::Receive);
             r.now = clock.now();
@@ -153,31 +181,16 @@ impl Conn {
             match stream.read(buf) {
                 Ok(0) => {
                     r.now = clock.now();
-                    r.outcome = match self.reader.eof(check) {
-                        Feed::Done { .. } => Outcome::Done { leftover: 0 },
-                        Feed::Fail(f) => Outcome::Failed(f),
-                        Feed::More => Outcome::Failed(Failure::Receive),
-                    };
+                    r.outcome = self.end_of_file(check);
                     return r;
                 }
                 Ok(n) => {
-                    r.now = clock.now();
-                    r.bytes += n as u64;
-                    if !self.first_byte {
-                        self.first_byte = true;
-                        r.first_byte_ns = Some(r.now);
+                    let (reader, first) = (&mut self.reader, &mut self.first_byte);
+                    if feed_chunk(reader, first, &buf[..n], check, clock.now(), &mut r) {
+                        return r;
                     }
-                    match self.reader.feed(&buf[..n], check) {
-                        Feed::More if n < buf.len() && !closing => return r,
-                        Feed::More => {}
-                        Feed::Done { leftover } => {
-                            r.outcome = Outcome::Done { leftover };
-                            return r;
-                        }
-                        Feed::Fail(f) => {
-                            r.outcome = Outcome::Failed(f);
-                            return r;
-                        }
+                    if n < buf.len() && !closing {
+                        return r;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -196,10 +209,27 @@ impl Conn {
         }
     }
 
+    /// Feeds one chunk of the response, read at `now`: true once the
+    /// response is complete or failed (`r.outcome` says which).
+    #[inline]
+    pub(crate) fn chunk(&mut self, data: &[u8], check: &Check, now: u64, r: &mut Received) -> bool {
+        feed_chunk(&mut self.reader, &mut self.first_byte, data, check, now, r)
+    }
+
+    /// The peer closed: the response is complete if it was delimited by the
+    /// close, else a receive failure.
+    pub(crate) fn end_of_file(&mut self, check: &Check) -> Outcome {
+        match self.reader.eof(check) {
+            Feed::Done { .. } => Outcome::Done { leftover: 0 },
+            Feed::Fail(f) => Outcome::Failed(f),
+            Feed::More => Outcome::Failed(Failure::Receive),
+        }
+    }
+
     /// On an event while idle: the server closed the connection (keep-alive
     /// timeout) or sent something unasked. Either way the connection is
-    /// dropped quietly; the next request opens a new one. `Ok(true)` if the
-    /// connection is still usable.
+    /// dropped quietly; the next request opens a new one. True if the
+    /// connection is still usable (the caller closes it otherwise).
     pub(crate) fn idle_event(&mut self, buf: &mut [u8]) -> bool {
         let Some(mut stream) = self.stream.as_ref() else {
             return true;
@@ -208,17 +238,51 @@ impl Conn {
             match stream.read(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                _ => {
-                    self.close();
-                    return false;
-                }
+                _ => return false,
             }
         }
     }
 
+    /// Drops the socket. epoll: closing it removes it from the epoll set;
+    /// io_uring: its end is queued (the armed receive holds it until then),
+    /// and completions still to come for it are stale from here on.
     #[inline]
-    pub(crate) fn close(&mut self) {
-        // Closing the socket removes it from the epoll set.
-        self.stream = None;
+    pub(crate) fn close(&mut self, io: &mut Backend) {
+        let Some(stream) = self.stream.take() else {
+            return;
+        };
+        self.epoch = self.epoch.wrapping_add(1);
+        match io {
+            Backend::Epoll(_) => drop(stream),
+            Backend::Uring(u) => u.close(stream.into_raw_fd()),
+        }
+    }
+}
+
+#[inline]
+fn feed_chunk(
+    reader: &mut ResponseReader,
+    first_byte: &mut bool,
+    data: &[u8],
+    check: &Check,
+    now: u64,
+    r: &mut Received,
+) -> bool {
+    r.now = now;
+    r.bytes += data.len() as u64;
+    if !*first_byte {
+        *first_byte = true;
+        r.first_byte_ns = Some(now);
+    }
+    match reader.feed(data, check) {
+        Feed::More => false,
+        Feed::Done { leftover } => {
+            r.outcome = Outcome::Done { leftover };
+            true
+        }
+        Feed::Fail(f) => {
+            r.outcome = Outcome::Failed(f);
+            true
+        }
     }
 }

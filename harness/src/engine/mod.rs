@@ -20,6 +20,7 @@
 
 mod conn;
 pub(crate) mod http;
+mod io;
 mod schedule;
 mod timer;
 mod worker;
@@ -33,6 +34,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::intervals::{Interval, IntervalSink};
 use crate::stats::{SecondPoint, Stats};
 
+pub use io::{resolve as resolve_io, Io};
 pub use schedule::{MAX_CYCLE, MAX_PATHS};
 
 /// When a run stops.
@@ -195,6 +197,8 @@ pub struct Plan {
     /// Connections, spread over the threads.
     pub connections: usize,
     pub threads: usize,
+    /// The I/O backend (`--io`); io_uring falls back to epoll where refused.
+    pub io: Io,
     pub stop: Stop,
     pub pace: Pace,
     /// Reuse connections (HTTP keep-alive); otherwise one connection per request.
@@ -227,6 +231,7 @@ impl Plan {
             mix: Vec::new(),
             connections: 50,
             threads: default_threads(),
+            io: Io::default(),
             stop: Stop::Duration(Duration::from_secs(10)),
             pace: Pace::Closed,
             keepalive: true,
@@ -372,6 +377,10 @@ pub struct RunResult {
     pub plan: Plan,
     /// Threads used.
     pub threads: usize,
+    /// The I/O backend used (the plan's, or epoll where io_uring was refused).
+    pub io: Io,
+    /// Why it is not the plan's, in one line.
+    pub io_note: Option<String>,
     /// Wall-clock start of the measurement, seconds since the Unix epoch.
     pub started_unix_s: f64,
     /// The measured interval (warm-up excluded).
@@ -465,6 +474,8 @@ pub(crate) struct Wire<'a> {
 /// State shared by the threads of one run (read-mostly).
 pub(crate) struct Shared<'a> {
     plan: &'a Plan,
+    /// The I/O backend every thread uses.
+    io: Io,
     /// The plan's paths, by index.
     wires: Vec<Wire<'a>>,
     /// Path indices in the order each connection walks them.
@@ -513,6 +524,7 @@ pub fn run(
     let routes = plan.routes();
     let cycle = plan.cycle()?;
     let threads = plan.effective_threads();
+    let (io, io_note) = io::resolve(plan.io);
     let clock = Clock::new();
     let started = SystemTime::now();
     let measure_start_ns = ns(plan.warmup);
@@ -534,6 +546,7 @@ pub fn run(
         .collect();
     let shared = Shared {
         plan,
+        io,
         wires: routes
             .iter()
             .map(|r| Wire {
@@ -636,6 +649,8 @@ pub fn run(
     Ok(RunResult {
         plan: plan.clone(),
         threads,
+        io,
+        io_note,
         started_unix_s,
         duration,
         end,

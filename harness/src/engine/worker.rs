@@ -15,12 +15,10 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use mio::{Events, Poll, Token};
-
-use super::conn::{Conn, Outcome, State};
-use super::timer::{self, Timer};
+use super::conn::{Conn, Outcome, Received, State};
+use super::io::{Backend, Ev, TAG_MASK};
+use super::timer;
 use super::{ns, schedule, Clock, End, Pace, Share, Shared, Stop, Wire, DRAIN};
 use crate::intervals::IntervalAcc;
 use crate::stats::{Failure, PathStats, Stats};
@@ -34,6 +32,7 @@ const CONNECT_RETRY_NS: u64 = 10_000_000;
 const REFUSED_LIMIT: u32 = 10;
 /// The thread's read buffer, shared by its connections.
 const READ_BUF: usize = 64 * 1024;
+/// What one loop turn handles at most (the rest waits for the next turn).
 const EVENTS: usize = 1024;
 
 pub(crate) struct Output {
@@ -47,9 +46,8 @@ struct Worker<'s> {
     shared: &'s Shared<'s>,
     thread: usize,
     clock: Clock,
-    poll: Poll,
-    /// Sub-millisecond wake-ups for the `--rate` schedule.
-    timer: Option<Timer>,
+    /// epoll or io_uring: how bytes move (everything else is shared).
+    io: Backend,
     conns: Vec<Conn>,
     buf: Box<[u8]>,
     /// The plan's paths, and the order each connection sends them in.
@@ -119,17 +117,13 @@ impl<'s> Worker<'s> {
         }
         let timeout_ns = ns(plan.timeout);
         timer::precise_timers();
-        let poll = Poll::new()?;
-        let timer = match plan.pace {
-            Pace::Rate(_) => Some(Timer::new(poll.registry())?),
-            Pace::Closed => None,
-        };
+        let paced = matches!(plan.pace, Pace::Rate(_));
+        let io = Backend::new(shared.io, share.conns, paced)?;
         Ok(Worker {
             shared,
             thread: share.thread,
             clock: shared.clock,
-            poll,
-            timer,
+            io,
             conns,
             buf: vec![0u8; READ_BUF].into_boxed_slice(),
             wires: &shared.wires,
@@ -157,7 +151,7 @@ impl<'s> Worker<'s> {
     }
 
     fn run_loop(&mut self) -> End {
-        let mut events = Events::with_capacity(EVENTS);
+        let mut evs: Vec<Ev> = Vec::with_capacity(EVENTS);
         let now = self.clock.now();
         for i in 0..self.conns.len() {
             match self.pace {
@@ -203,11 +197,9 @@ impl<'s> Worker<'s> {
                 return End::Interrupted;
             }
 
-            if let (Some(timer), Some(Reverse((due, _)))) = (&mut self.timer, self.wakes.peek()) {
-                timer.arm(*due, now);
-            }
-            let wait = Duration::from_nanos(self.wait_ns(now));
-            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
+            let due = self.wakes.peek().map(|Reverse((t, _))| *t);
+            let wait = self.wait_ns(now);
+            if let Err(e) = self.io.wait(now, wait, due, &mut evs) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     // The poller itself failed: nothing more can be measured.
                     self.shared
@@ -215,9 +207,18 @@ impl<'s> Worker<'s> {
                 }
                 continue;
             }
-            for ev in events.iter() {
-                let closing = ev.is_read_closed() || ev.is_error();
-                self.on_event(ev.token().0, closing);
+            for ev in &evs {
+                match *ev {
+                    Ev::Ready { conn, closing } => self.on_event(conn, closing),
+                    Ev::Sent { conn, tag, res } => self.on_sent(conn, tag, res),
+                    Ev::Received {
+                        conn,
+                        tag,
+                        res,
+                        bid,
+                        more,
+                    } => self.on_received(conn, tag, res, bid, more),
+                }
             }
         }
     }
@@ -255,7 +256,119 @@ impl<'s> Worker<'s> {
                 self.send(i, now);
             }
             State::Idle => {
-                conn.idle_event(&mut self.buf);
+                if !conn.idle_event(&mut self.buf) {
+                    conn.close(&mut self.io);
+                }
+            }
+        }
+    }
+
+    /// io_uring: a send of connection `i` ended.
+    fn on_sent(&mut self, i: usize, tag: u32, res: i32) {
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        if conn.state == State::Idle || tag != conn.seq & TAG_MASK {
+            return; // for a request that already ended
+        }
+        let now = self.clock.now();
+        let connecting = conn.state == State::Connecting;
+        if res >= 0 && conn.state == State::Reading {
+            return; // a quiet send that was short, then failed: the receive tells
+        }
+        if res < 0 {
+            let e = io::Error::from_raw_os_error(-res);
+            if connecting {
+                self.fail(i, Failure::Connect, now, refused(&e));
+            } else {
+                self.fail(i, Failure::Write, now, false);
+            }
+            return;
+        }
+        let request = self.wires[usize::from(conn.path)].bytes;
+        conn.written += res as usize;
+        if connecting {
+            self.refused = 0;
+            if conn.measured {
+                self.stats.connections += 1;
+                self.stats
+                    .connect_us
+                    .saturating_record(us(now - conn.connect_ns));
+            }
+        }
+        if conn.written < request.len() {
+            conn.state = State::Writing;
+            self.submit(i);
+        } else {
+            conn.state = State::Reading;
+            if conn.measured {
+                self.stats.bytes_sent += request.len() as u64;
+            }
+        }
+    }
+
+    /// io_uring: connection `i`'s receive delivered bytes, the end of file
+    /// or an error.
+    fn on_received(&mut self, i: usize, tag: u32, res: i32, bid: Option<u16>, more: bool) {
+        let Backend::Uring(u) = &mut self.io else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(i) else {
+            u.recycle(bid);
+            return;
+        };
+        if conn.stream.is_none() || tag != conn.epoch & TAG_MASK {
+            u.recycle(bid); // for a socket already closed
+            return;
+        }
+        let mut rearm = !more;
+        if res == -libc::ENOBUFS {
+            // No provided buffer was free: the bytes wait in the socket.
+        } else if conn.state == State::Idle {
+            // Bytes unasked for, the server's close, or an error: dropped
+            // quietly, as on epoll.
+            u.recycle(bid);
+            conn.close(&mut self.io);
+            return;
+        } else if res > 0 {
+            let check = self.wires[usize::from(conn.path)].check;
+            let mut r = Received::new();
+            let data = match bid {
+                Some(b) => u.buf(b, res as usize),
+                None => &[][..],
+            };
+            let done = conn.chunk(data, check, self.clock.now(), &mut r);
+            u.recycle(bid);
+            debug_assert!(done || matches!(r.outcome, Outcome::Pending));
+            self.received(i, r);
+        } else {
+            rearm = false;
+            let mut r = Received::new();
+            r.now = self.clock.now();
+            r.outcome = if res == 0 {
+                let check = self.wires[usize::from(conn.path)].check;
+                conn.end_of_file(check)
+            } else if conn.state == State::Reading {
+                Outcome::Failed(Failure::Receive)
+            } else {
+                // Before the request was out: the connect's error.
+                let e = io::Error::from_raw_os_error(-res);
+                let now = r.now;
+                self.fail(i, Failure::Connect, now, refused(&e));
+                return;
+            };
+            self.received(i, r);
+            // The peer is gone: whatever the response made of it, so is
+            // the connection.
+            let conn = &mut self.conns[i];
+            if conn.stream.is_some() && conn.state == State::Idle {
+                conn.close(&mut self.io);
+            }
+        }
+        let conn = &mut self.conns[i];
+        if rearm && conn.stream.is_some() && tag == conn.epoch & TAG_MASK {
+            if let (Backend::Uring(u), Some(fd)) = (&mut self.io, conn.fd()) {
+                u.recv(i, tag, fd);
             }
         }
     }
@@ -286,6 +399,11 @@ impl<'s> Worker<'s> {
             conn.cursor = 0;
         }
         conn.path = path;
+        if measured && self.interval_ns > 0 {
+            self.stats
+                .schedule_lateness_us
+                .saturating_record(us(now.saturating_sub(origin)));
+        }
         conn.origin_ns = origin;
         conn.measured = measured;
         conn.deadline_ns = now.saturating_add(self.timeout_ns);
@@ -298,22 +416,45 @@ impl<'s> Worker<'s> {
             return;
         }
         conn.connect_ns = now;
-        match conn.open(
-            self.shared.plan.addr,
-            self.poll.registry(),
-            Token(i),
-            self.keepalive,
-        ) {
+        match conn.open(self.shared.plan.addr, &mut self.io, i, self.keepalive) {
             Ok(()) => {
                 conn.state = State::Connecting;
+                conn.sent_ns = now;
+                if let Backend::Uring(_) = self.io {
+                    // Sent once the handshake is done, within this turn's
+                    // submission.
+                    self.submit(i);
+                    return;
+                }
                 // On loopback the handshake is usually complete when
                 // connect() returns: try the write now, not after a poll.
                 let now = self.clock.now();
                 self.connecting(i, now);
             }
             Err(e) => {
-                conn.close();
+                conn.close(&mut self.io);
                 self.fail(i, Failure::Connect, now, refused(&e));
+            }
+        }
+    }
+
+    /// io_uring: queues (the rest of) connection `i`'s request. On an
+    /// established connection the send is quiet (only a failure completes)
+    /// and the request counts as written; a connecting one's completion
+    /// times the connect.
+    #[inline]
+    fn submit(&mut self, i: usize) {
+        let conn = &mut self.conns[i];
+        let request = self.wires[usize::from(conn.path)].bytes;
+        conn.seq = conn.seq.wrapping_add(1);
+        let quiet = conn.state == State::Writing && conn.written == 0;
+        if let (Backend::Uring(u), Some(fd)) = (&mut self.io, conn.fd()) {
+            u.send(i, conn.seq & TAG_MASK, fd, &request[conn.written..], quiet);
+        }
+        if quiet {
+            conn.state = State::Reading;
+            if conn.measured {
+                self.stats.bytes_sent += request.len() as u64;
             }
         }
     }
@@ -354,6 +495,11 @@ impl<'s> Worker<'s> {
         if conn.written == 0 {
             conn.sent_ns = now;
         }
+        if let Backend::Uring(_) = self.io {
+            conn.state = State::Writing;
+            self.submit(i);
+            return;
+        }
         let request = self.wires[usize::from(conn.path)].bytes;
         match conn.write(request) {
             Ok(true) => {
@@ -372,6 +518,13 @@ impl<'s> Worker<'s> {
         let conn = &mut self.conns[i];
         let check = self.wires[usize::from(conn.path)].check;
         let r = conn.read(&mut self.buf, check, closing, &self.clock);
+        self.received(i, r);
+    }
+
+    /// What a read brought, on either backend: counted, then acted on.
+    #[inline]
+    fn received(&mut self, i: usize, r: Received) {
+        let conn = &mut self.conns[i];
         if conn.measured {
             self.stats.bytes_received += r.bytes;
             if let Some(t) = r.first_byte_ns {
@@ -443,7 +596,7 @@ impl<'s> Worker<'s> {
         }
         conn.state = State::Idle;
         if close {
-            conn.close();
+            conn.close(&mut self.io);
         }
         self.refused = 0;
         self.next(i, now);
@@ -456,7 +609,7 @@ impl<'s> Worker<'s> {
         }
         self.in_flight -= 1;
         let conn = &mut self.conns[i];
-        conn.close();
+        conn.close(&mut self.io);
         conn.state = State::Idle;
         if conn.measured && now >= self.shared.end_ns {
             self.stats.aborted += 1;
@@ -544,7 +697,7 @@ impl<'s> Worker<'s> {
                 self.stats.aborted += 1;
             }
             c.state = State::Idle;
-            c.close();
+            c.close(&mut self.io);
         }
         self.in_flight = 0;
     }

@@ -33,6 +33,11 @@ pub struct LabArgs {
     /// Where each run's directory (<UTC time>…/) goes [default: results].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// The load engine's I/O backend: epoll, or uring (falls back to epoll,
+    /// saying why, where refused).
+    #[arg(long, value_enum, default_value_t = crate::engine::Io::default(), value_name = "BACKEND")]
+    pub io: crate::engine::Io,
 }
 
 impl LabArgs {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::catalog::Running;
-use crate::engine::{Check, Plan, Request, Stop};
+use crate::engine::{Check, Io, Plan, Request, Stop};
 use crate::lab::meter::{Meter, Sample};
 
 /// How a closed-loop load is shaped (the same for every server of a run).
@@ -15,6 +15,8 @@ pub struct Shape {
     pub keepalive: bool,
     /// Per request.
     pub timeout: Duration,
+    /// The engine's I/O backend (the session's `--io`).
+    pub io: Io,
 }
 
 /// `GET path` on `running` for `length`, every response checked against
@@ -31,6 +33,7 @@ pub fn plan(running: &Running, path: &str, shape: &Shape, length: Duration) -> P
     p.connections = shape.connections;
     p.threads = shape.threads;
     p.keepalive = shape.keepalive;
+    p.io = shape.io;
     p.timeout = shape.timeout;
     p.stop = Stop::Duration(length);
     p.max_duration = length;

@@ -27,7 +27,6 @@ pub mod record;
 pub mod select;
 pub mod tools;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -46,6 +45,8 @@ pub struct Lab {
     pub database: Database,
     /// The OPcache JIT the PHP servers run (`compare --php-jit`).
     pub php_jit: PhpJit,
+    /// The load engine's I/O backend (`--io`), for every load of the session.
+    pub io: crate::engine::Io,
 }
 
 pub use crate::env::Started;
@@ -53,7 +54,8 @@ pub use crate::env::Started;
 impl Lab {
     /// Opens a session: the signal handlers, the open-files limit (raised
     /// for the servers and the load alike), where the servers are found.
-    pub fn open(repo_dir: Option<&Path>) -> anyhow::Result<Lab> {
+    pub fn open(args: &crate::lab::args::LabArgs) -> anyhow::Result<Lab> {
+        let repo_dir = args.repo_dir.as_deref();
         let interrupt = Arc::new(AtomicBool::new(false));
         supervise::install_signal_handlers(interrupt.clone())?;
         crate::machine::raise_nofile();
@@ -62,6 +64,7 @@ impl Lab {
             interrupt,
             database: Database::none(),
             php_jit: PhpJit::default(),
+            io: args.io,
         })
     }
 

@@ -46,6 +46,7 @@ pub fn run_path(
         threads: crate::engine::default_threads(),
         keepalive,
         timeout: TIMEOUT,
+        io: lab.io,
     };
     let plan = load::plan(running, path, &shape, length);
     let control = Control {

@@ -128,7 +128,7 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     } else {
         &[1, 10, 20, 50, 100, 200, 500, 1000]
     };
-    let mut lab = Lab::open(args.lab.repo_dir.as_deref())?;
+    let mut lab = Lab::open(&args.lab)?;
     let selection = Selection::named(&lab, &args.lab.servers)?;
     selection.say_missing(&say);
     selection.require_runnable()?;

@@ -97,6 +97,7 @@ fn stall(lab: &Lab, running: &Running, length: Duration, out: &mut Stall) -> any
     ];
     let url = format!("http://{}/hello", running.authority);
     let mut plan = Plan::mixed(&url, running.addr, routes)?;
+    plan.io = lab.io;
     plan.connections = CONNECTIONS;
     plan.stop = Stop::Duration(length);
     plan.max_duration = length;

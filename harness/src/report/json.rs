@@ -45,6 +45,10 @@ pub struct Document {
     pub waiting_us: Percentiles,
     /// Per connection opened.
     pub connect_us: Percentiles,
+    /// `--rate`: how late each request left after its intended send time
+    /// (the generator's delay, inside `latency_us`); absent in a closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_lateness_us: Option<Percentiles>,
     pub series: Vec<SecondPoint>,
     /// The latency histogram (`latency_us`), bucket by bucket.
     pub histogram: HistogramDoc,
@@ -184,6 +188,13 @@ pub struct TargetDoc {
 pub struct Settings {
     pub connections: u64,
     pub threads: u64,
+    /// The I/O backend used (`uring`, `epoll`); absent in documents
+    /// written before there were two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
+    /// Why it is not the one asked for (io_uring refused here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_note: Option<String>,
     pub keepalive: bool,
     /// `-n`, if the run was stopped by a count.
     pub requests: Option<u64>,
@@ -306,6 +317,8 @@ pub fn document(r: &RunResult) -> Document {
         settings: Settings {
             connections: p.connections as u64,
             threads: r.threads as u64,
+            io: Some(r.io.name().to_string()),
+            io_note: r.io_note.clone(),
             keepalive: p.keepalive,
             requests: match p.stop {
                 Stop::Count(n) => Some(n),
@@ -369,6 +382,9 @@ pub fn document(r: &RunResult) -> Document {
         service_us: Percentiles::of(&s.service_us),
         waiting_us: Percentiles::of(&s.waiting_us),
         connect_us: Percentiles::of(&s.connect_us),
+        schedule_lateness_us: r
+            .latency_corrected()
+            .then(|| Percentiles::of(&s.schedule_lateness_us)),
         series: r.series.clone(),
         histogram: HistogramDoc::of(&s.latency_us),
         paths: paths(r).iter().map(PathDoc::of).collect(),

@@ -232,7 +232,7 @@ pub fn check_kind(check: &Check) -> &'static str {
     }
 }
 
-/// The load shape in words: `100 connections on 2 threads, keep-alive, closed loop`.
+/// The load shape in words: `100 connections on 2 threads (io_uring), keep-alive, closed loop`.
 pub fn describe_load(r: &RunResult) -> String {
     let p = &r.plan;
     if p.connections == 0 && !r.merged.is_empty() {
@@ -250,8 +250,16 @@ pub fn describe_load(r: &RunResult) -> String {
         Stop::Count(n) => format!("-n {}", thousands(n)),
         Stop::Duration(d) => format!("-d {:.1}s", d.as_secs_f64()),
     };
+    let io = if r.merged.is_empty() {
+        match r.io {
+            crate::engine::Io::Uring => " (io_uring)",
+            crate::engine::Io::Epoll => " (epoll)",
+        }
+    } else {
+        ""
+    };
     format!(
-        "{} connections on {} thread{}, {}, {pace}, {stop}",
+        "{} connections on {} thread{}{io}, {}, {pace}, {stop}",
         p.connections,
         r.threads,
         if r.threads == 1 { "" } else { "s" },

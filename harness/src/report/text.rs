@@ -52,6 +52,11 @@ pub fn render(r: &RunResult) -> String {
             out,
             "             from each request's actual write (uncorrected)"
         );
+        line(&mut out, "late", &Percentiles::of(&s.schedule_lateness_us));
+        let _ = writeln!(
+            out,
+            "             the schedule's lateness: intended send time to the write (the generator's)"
+        );
     }
     if !r.plan.keepalive {
         line(&mut out, "connect", &Percentiles::of(&s.connect_us));

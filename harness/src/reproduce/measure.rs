@@ -100,6 +100,7 @@ pub fn cell(
                 threads,
                 keepalive,
                 timeout: TIMEOUT,
+                io: lab.io,
             };
             let mut plan = load::plan(running, path, &shape, bound);
             if let Some(n) = count {

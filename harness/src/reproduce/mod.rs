@@ -186,7 +186,7 @@ fn new_document(experiment: &str, seed: seeds::Seed, servers: Vec<ServerDoc>) ->
 
 /// Seed B.
 fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
-    let lab = Lab::open(args.common.lab.repo_dir.as_deref())?;
+    let lab = Lab::open(&args.common.lab)?;
     let (entries, docs) = servers(&args.common, &lab)?;
     let mut doc = new_document("swoole-vs-node", seeds::swoole_vs_node(), docs);
     let scratch = supervise::TempDir::new("benchlab-reproduce-")?;
@@ -256,7 +256,7 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
         bail!("-d must be positive");
     }
     let envs = Environment::parse_list(&args.env)?;
-    let mut lab = Lab::open(args.common.lab.repo_dir.as_deref())?;
+    let mut lab = Lab::open(&args.common.lab)?;
     let (entries, docs) = servers(&args.common, &lab)?;
     let mut doc = new_document("docker-vs-bare", seeds::docker_vs_bare(), docs);
     lab.start_database(args.common.lab.mysql_url.as_deref(), &say)?;

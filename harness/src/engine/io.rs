@@ -1,0 +1,438 @@
+//! The engine's two I/O backends, behind one enum: the request loop
+//! (`worker`) is the same for both; only how bytes move differs.
+//!
+//! - **epoll** (mio, edge-triggered): readiness. A socket is registered
+//!   once; per request the loop `write`s and `read`s it itself, plus a
+//!   share of an `epoll_wait`. The `--rate` schedule wakes through a
+//!   timerfd (`timer`).
+//! - **io_uring** (the `io-uring` crate): completions. Per connection one
+//!   multishot receive into a ring of provided buffers, armed once; per
+//!   request one `send` queued in the submission ring. Every queued
+//!   operation goes to the kernel in the loop turn's one `io_uring_enter`,
+//!   which also waits (to the nanosecond: the `--rate` schedule needs no
+//!   timer). Closing a socket is queued too (`shutdown` hard-linked to
+//!   `close`: the armed receive holds the socket until it ends).
+//!
+//! [`Io::Uring`] falls back to epoll, with the reason, where io_uring is
+//! unavailable or refused (`kernel.io_uring_disabled`, a seccomp filter as
+//! Docker's default one, an old kernel): see [`resolve`].
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
+use io_uring::{cqueue, opcode, squeue, IoUring};
+use mio::{Events, Poll};
+
+use super::timer::{Timer, TIMER};
+
+/// Which I/O backend the engine's threads use (`--io`).
+///
+/// The default is epoll, by measurement (harness/bench/engine-vs-wrk.sh,
+/// 2 shared cores, event-loop server): io_uring's CPU per request was
+/// within noise of epoll's at c = 50, 100 and 1000 (0.91× and 0.89× wrk's
+/// at c = 100), and a thread of it holding about 8,000 connections or more
+/// stalls before its first completion (open: see the ring's sizing).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Io {
+    /// io_uring: batched submissions, multishot receive into provided
+    /// buffers (falls back to epoll where refused).
+    Uring,
+    /// epoll through mio: a `write` and a `read` per request.
+    #[default]
+    Epoll,
+}
+
+impl Io {
+    pub fn name(self) -> &'static str {
+        match self {
+            Io::Uring => "uring",
+            Io::Epoll => "epoll",
+        }
+    }
+}
+
+/// The backend a run of `wanted` gets on this machine, and why it is not
+/// the one wanted (one line), if it is not: a ring with a provided-buffer
+/// ring is set up and torn down once, as each engine thread will.
+pub fn resolve(wanted: Io) -> (Io, Option<String>) {
+    match wanted {
+        Io::Epoll => (Io::Epoll, None),
+        Io::Uring => match Uring::new(8) {
+            Ok(_) => (Io::Uring, None),
+            Err(e) => (
+                Io::Epoll,
+                Some(format!("io_uring is unavailable here ({e}): using epoll")),
+            ),
+        },
+    }
+}
+
+/// What a loop turn brought, for the worker to act on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ev {
+    /// epoll: connection `conn`'s socket is ready (readable, writable, or
+    /// the peer closed it).
+    Ready { conn: usize, closing: bool },
+    /// io_uring: a `send` ended: bytes written, or `-errno`. `tag`: the
+    /// connection's request sequence number it was queued under.
+    Sent { conn: usize, tag: u32, res: i32 },
+    /// io_uring: the receive delivered bytes into buffer `bid` (`res` of
+    /// them), the end of file (0) or `-errno`; `more`: it stays armed.
+    /// `tag`: the connection's epoch it was armed under.
+    Received {
+        conn: usize,
+        tag: u32,
+        res: i32,
+        bid: Option<u16>,
+        more: bool,
+    },
+}
+
+/// One engine thread's I/O.
+// One per engine thread, made once and never moved on the hot path: the
+// size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Backend {
+    Epoll(Epoll),
+    Uring(Uring),
+}
+
+impl Backend {
+    /// `conns`: the thread's connections; `paced`: a `--rate` run.
+    pub(crate) fn new(io: Io, conns: usize, paced: bool) -> io::Result<Backend> {
+        Ok(match io {
+            Io::Epoll => Backend::Epoll(Epoll::new(paced)?),
+            Io::Uring => Backend::Uring(Uring::new(conns)?),
+        })
+    }
+
+    /// Hands the queued operations to the kernel and waits up to `wait_ns`
+    /// (until `due_ns` on the run's clock, to the microsecond or better:
+    /// the `--rate` schedule's next slot) for something to happen; what did
+    /// goes to `evs` (emptied first).
+    pub(crate) fn wait(
+        &mut self,
+        now_ns: u64,
+        wait_ns: u64,
+        due_ns: Option<u64>,
+        evs: &mut Vec<Ev>,
+    ) -> io::Result<()> {
+        evs.clear();
+        match self {
+            Backend::Epoll(e) => e.wait(now_ns, wait_ns, due_ns, evs),
+            Backend::Uring(u) => u.wait(wait_ns, evs),
+        }
+    }
+}
+
+/// The epoll backend: a mio poll, its events, and the `--rate` timer.
+pub(crate) struct Epoll {
+    pub(crate) poll: Poll,
+    events: Events,
+    timer: Option<Timer>,
+}
+
+const EVENTS: usize = 1024;
+
+impl Epoll {
+    fn new(paced: bool) -> io::Result<Epoll> {
+        let poll = Poll::new()?;
+        let timer = if paced {
+            Some(Timer::new(poll.registry())?)
+        } else {
+            None
+        };
+        Ok(Epoll {
+            poll,
+            events: Events::with_capacity(EVENTS),
+            timer,
+        })
+    }
+
+    fn wait(
+        &mut self,
+        now_ns: u64,
+        wait_ns: u64,
+        due_ns: Option<u64>,
+        evs: &mut Vec<Ev>,
+    ) -> io::Result<()> {
+        if let (Some(timer), Some(due)) = (&mut self.timer, due_ns) {
+            timer.arm(due, now_ns);
+        }
+        self.poll
+            .poll(&mut self.events, Some(Duration::from_nanos(wait_ns)))?;
+        for ev in self.events.iter() {
+            if ev.token() == TIMER {
+                continue;
+            }
+            let closing = ev.is_read_closed() || ev.is_error();
+            evs.push(Ev::Ready {
+                conn: ev.token().0,
+                closing,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The provided-buffer group of every receive.
+const BGID: u16 = 0;
+/// One provided buffer: a small response in one completion, a large one in
+/// several.
+const BUF_SIZE: usize = 2048;
+/// What `user_data` carries: connection index (low 32 bits), the kind of
+/// operation (8 bits), a 24-bit tag (the connection's epoch or request
+/// sequence number) to tell a stale completion from a live one.
+const KIND_SEND: u64 = 1;
+const KIND_RECV: u64 = 2;
+const KIND_NONE: u64 = 3;
+pub(crate) const TAG_MASK: u32 = 0xff_ffff;
+
+fn user_data(conn: usize, kind: u64, tag: u32) -> u64 {
+    (conn as u64 & 0xffff_ffff) | (kind << 32) | (u64::from(tag & TAG_MASK) << 40)
+}
+
+/// The io_uring backend: the ring, and the ring of provided buffers the
+/// receives fill.
+pub(crate) struct Uring {
+    // Dropped first: the kernel cancels what is armed before the buffers go.
+    ring: IoUring,
+    bufs: BufRing,
+}
+
+impl Uring {
+    /// A ring for `conns` connections, with about one provided buffer per
+    /// two of them (64..=1024; a receive that finds none ends with ENOBUFS
+    /// and is armed again, nothing is lost).
+    fn new(conns: usize) -> io::Result<Uring> {
+        // Each connection queues at most a send, a receive and a
+        // shutdown + close in one turn; a full ring is flushed early.
+        let entries = (conns * 2 + 16).next_power_of_two().clamp(64, 4096) as u32;
+        let cq = (entries * 4).min(65_536);
+        let ring = IoUring::builder()
+            .setup_cqsize(cq)
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_coop_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))?;
+        let count = (conns / 2).next_power_of_two().clamp(64, 1024) as u16;
+        let bufs = BufRing::new(&ring, count)?;
+        // Multishot receive needs 6.0: ask the kernel, not its version.
+        let mut probe = io_uring::Probe::new();
+        ring.submitter().register_probe(&mut probe)?;
+        if !probe.is_supported(opcode::RecvMulti::CODE)
+            || !probe.is_supported(opcode::Shutdown::CODE)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this kernel's io_uring has no multishot receive",
+            ));
+        }
+        Ok(Uring { ring, bufs })
+    }
+
+    fn push(&mut self, sqe: &squeue::Entry) {
+        loop {
+            // SAFETY: every buffer an entry points to (a request's bytes,
+            // owned by the run's plan) outlives the ring: the ring is the
+            // engine thread's and is dropped before the plan.
+            if unsafe { self.ring.submission().push(sqe) }.is_ok() {
+                return;
+            }
+            // Full: hand what is queued to the kernel now.
+            let _ = self.ring.submit();
+        }
+    }
+
+    /// Arms the multishot receive of connection `conn` (socket `fd`).
+    pub(crate) fn recv(&mut self, conn: usize, epoch: u32, fd: RawFd) {
+        let sqe = opcode::RecvMulti::new(Fd(fd), BGID)
+            .build()
+            .user_data(user_data(conn, KIND_RECV, epoch));
+        self.push(&sqe);
+    }
+
+    /// Queues a send of `bytes` (which live as long as the run's plan).
+    /// `quiet`: all of it or an error (MSG_WAITALL: the kernel finishes a
+    /// short send itself), and only an error completes (no completion to
+    /// reap per request on a kept-alive connection).
+    pub(crate) fn send(&mut self, conn: usize, seq: u32, fd: RawFd, bytes: &[u8], quiet: bool) {
+        let mut sqe = opcode::Send::new(Fd(fd), bytes.as_ptr(), bytes.len() as u32)
+            .flags(libc::MSG_NOSIGNAL | if quiet { libc::MSG_WAITALL } else { 0 })
+            .build()
+            .user_data(user_data(conn, KIND_SEND, seq));
+        if quiet {
+            sqe = sqe.flags(squeue::Flags::SKIP_SUCCESS);
+        }
+        self.push(&sqe);
+    }
+
+    /// Queues the end of socket `fd` (owned from here on): `shutdown`,
+    /// which ends the armed receive, hard-linked to its `close`.
+    pub(crate) fn close(&mut self, fd: RawFd) {
+        let shut = opcode::Shutdown::new(Fd(fd), libc::SHUT_RDWR)
+            .build()
+            .flags(squeue::Flags::IO_HARDLINK)
+            .user_data(user_data(0, KIND_NONE, 0));
+        let close = opcode::Close::new(Fd(fd))
+            .build()
+            .user_data(user_data(0, KIND_NONE, 0));
+        // Both in one batch: a link cannot straddle a flush.
+        let sq = self.ring.submission();
+        let room = sq.capacity() - sq.len();
+        drop(sq);
+        if room < 2 {
+            let _ = self.ring.submit();
+        }
+        self.push(&shut);
+        self.push(&close);
+    }
+
+    /// The bytes a receive put in buffer `bid`.
+    #[inline]
+    pub(crate) fn buf(&self, bid: u16, len: usize) -> &[u8] {
+        self.bufs.get(bid, len)
+    }
+
+    /// Gives buffer `bid` back to the kernel.
+    #[inline]
+    pub(crate) fn recycle(&mut self, bid: Option<u16>) {
+        if let Some(bid) = bid {
+            self.bufs.put(bid);
+        }
+    }
+
+    fn wait(&mut self, wait_ns: u64, evs: &mut Vec<Ev>) -> io::Result<()> {
+        let ready = !self.ring.completion().is_empty();
+        let r = if ready || wait_ns == 0 {
+            self.ring.submit_and_wait(0)
+        } else {
+            let ts = Timespec::new()
+                .sec(wait_ns / 1_000_000_000)
+                .nsec((wait_ns % 1_000_000_000) as u32);
+            let args = SubmitArgs::new().timespec(&ts);
+            self.ring.submitter().submit_with_args(1, &args)
+        };
+        match r {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        let room = evs.capacity().max(1);
+        for cqe in self.ring.completion().take(room) {
+            let ud = cqe.user_data();
+            let conn = (ud & 0xffff_ffff) as usize;
+            let tag = (ud >> 40) as u32;
+            let res = cqe.result();
+            match (ud >> 32) & 0xff {
+                KIND_SEND => evs.push(Ev::Sent { conn, tag, res }),
+                KIND_RECV => evs.push(Ev::Received {
+                    conn,
+                    tag,
+                    res,
+                    bid: cqueue::buffer_select(cqe.flags()),
+                    more: cqueue::more(cqe.flags()),
+                }),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Uring {
+    fn drop(&mut self) {
+        // The queued closes, so no socket outlives the run.
+        let _ = self.ring.submit();
+    }
+}
+
+/// A ring of provided buffers (`IORING_REGISTER_PBUF_RING`): the entries
+/// in page-aligned memory shared with the kernel, the buffers beside them.
+struct BufRing {
+    entries: *mut BufRingEntry,
+    map_len: usize,
+    count: u16,
+    /// The tail we publish (the kernel consumes from the head).
+    tail: u16,
+    data: Box<[u8]>,
+}
+
+impl BufRing {
+    fn new(ring: &IoUring, count: u16) -> io::Result<BufRing> {
+        let map_len = usize::from(count) * std::mem::size_of::<BufRingEntry>();
+        // SAFETY: an anonymous private mapping, owned by the BufRing.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut b = BufRing {
+            entries: ptr.cast(),
+            map_len,
+            count,
+            tail: 0,
+            data: vec![0u8; usize::from(count) * BUF_SIZE].into_boxed_slice(),
+        };
+        // SAFETY: the mapping is page-aligned, `count` entries long (a
+        // power of two) and lives until after the ring is unregistered or
+        // gone (Drop order of Uring).
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(ptr as u64, count, BGID, 0)?;
+        }
+        for bid in 0..count {
+            b.put(bid);
+        }
+        Ok(b)
+    }
+
+    #[inline]
+    fn get(&self, bid: u16, len: usize) -> &[u8] {
+        let at = usize::from(bid) * BUF_SIZE;
+        &self.data[at..at + len.min(BUF_SIZE)]
+    }
+
+    #[inline]
+    fn put(&mut self, bid: u16) {
+        let idx = usize::from(self.tail & (self.count - 1));
+        let addr = self.data[usize::from(bid) * BUF_SIZE..].as_ptr() as u64;
+        // SAFETY: idx < count; the entry is ours until the tail passes it.
+        unsafe {
+            let e = &mut *self.entries.add(idx);
+            e.set_addr(addr);
+            e.set_len(BUF_SIZE as u32);
+            e.set_bid(bid);
+        }
+        self.tail = self.tail.wrapping_add(1);
+        // SAFETY: the tail field of the ring's first entry, shared with the
+        // kernel: published with release ordering after the entry.
+        unsafe {
+            let tail = BufRingEntry::tail(self.entries) as *const AtomicU16;
+            (*tail).store(self.tail, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: our mapping; the ring that used it is gone (Uring's order).
+        unsafe {
+            libc::munmap(self.entries.cast(), self.map_len);
+        }
+    }
+}
