@@ -427,7 +427,7 @@ mod tests {
         let busy = &busy.0;
         let dir = tempfile::tempdir().unwrap();
         let rec = start(&[busy.id()], &dir.path().join("p.data")).unwrap();
-        // Wait for samples by state: the shell's CPU time moving past 0.3 s.
+        // Wait for samples by state: the shell's CPU time moving 0.3 s.
         let ticks = || {
             let stat = std::fs::read_to_string(format!("/proc/{}/stat", busy.id())).unwrap();
             let f: Vec<&str> = stat
@@ -438,7 +438,10 @@ mod tests {
                 .collect();
             f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
         };
-        while ticks() < 30 {
+        // Counted from when perf acknowledged recording: the shell spun
+        // while perf started.
+        let from = ticks();
+        while ticks() < from + 30 {
             std::thread::sleep(Duration::from_millis(50));
         }
         let p = rec
