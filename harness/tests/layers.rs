@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// The layers, top first: a module may use modules of its own layer's
 /// lower neighbours, never one above it, and commands never use each other.
 const LAYERS: &[&[&str]] = &[
-    &["cli"],
+    &["cli", "fuzzing"],
     &[
         "run",
         "verify",
