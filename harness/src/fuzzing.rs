@@ -87,8 +87,8 @@ pub fn diff_self(text: &str) -> Result<(usize, usize), String> {
 pub fn report(text: &str) -> Result<(), String> {
     use crate::compare::{report, results};
     let r = results::Results::from_json(text).map_err(|e| e.to_string())?;
-    if r.schema != results::SCHEMA {
-        return Err(format!("schema {:?}", r.schema));
+    if r.header.schema != results::SCHEMA {
+        return Err(format!("schema {:?}", r.header.schema));
     }
     let _ = report::table::terminal(&r);
     let _ = report::table::markdown(&r);
