@@ -38,7 +38,8 @@
 //!   answered by may_minihttp with `Connection: close`, then the read side
 //!   is shut down: requests pipelined after it in the same read are
 //!   answered too;
-//! - a client that half-closes right after its request gets no answer
+//! - a client that half-closes right after its request gets no answer when
+//!   the request and the end of input arrive in one read
 //!   (may_minihttp ends the connection on the end of input before parsing);
 //! - may_minihttp's own answers say `HTTP/1.1` and `Server: M`, with its
 //!   own reason phrase for 200 (`Ok`); it states the length of what it
@@ -86,7 +87,7 @@ use crate::app::App;
 pub const HTTP_LIMITS: &[&str] = &[
     "a malformed request after others on its connection is dropped without an answer, with the unwritten answers to the requests read with it (RFC 9112 §2.2)",
     "requests pipelined in one write after a Connection: close that is not the connection's first request are answered (RFC 9112 §9.6)",
-    "a request followed at once by the client's half-close gets no answer",
+    "a request followed at once by the client's half-close gets no answer when both arrive in one read",
     "answers to HEAD on a kept-alive connection say Content-Length: 0, not the GET's length (RFC 9110 §8.6)",
     "no read timeout: a stalled request holds its coroutine",
 ];

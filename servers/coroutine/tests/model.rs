@@ -332,12 +332,20 @@ fn minihttp_engine_limits_are_as_listed_in_config() {
         Some("Connection: close").map(|_| "close")
     );
 
-    // A request, then the client's half-close: no answer.
+    // A request, then the client's half-close: no answer when
+    // may_minihttp reads the request and the FIN together (it drops what
+    // it read at EOF); answered when it read the request before the FIN
+    // came. Which one is a race of the two segments, so both are allowed,
+    // and only these two.
     let mut c = connect(server.addr);
     c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     c.shutdown_write().unwrap();
     let answers = c.read_until_close(Duration::from_secs(10)).unwrap();
-    assert!(answers.is_empty(), "now answered: {answers:?}");
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    assert!(
+        statuses.is_empty() || statuses == [200],
+        "half-close after a request: {answers:?}"
+    );
 
     // HEAD on a kept-alive connection: no body, but may_minihttp states
     // the length of what it sends (0); the next answer follows at once.
