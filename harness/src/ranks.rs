@@ -76,6 +76,22 @@ fn pct(log_ratio: f64) -> f64 {
     100.0 * (log_ratio.exp() - 1.0)
 }
 
+/// The median of `v` (the mean of the middle two for an even count);
+/// `None` for no values.
+pub fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    Some(if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    })
+}
+
 /// The two-sided Mann-Whitney U test. Both samples must be non-empty.
 pub fn mann_whitney(base: &[f64], candidate: &[f64]) -> MannWhitney {
     let (n1, n2) = (base.len(), candidate.len());

@@ -3,6 +3,7 @@
 
 use super::document::{MetricDiff, Verdict};
 use crate::ranks as stats;
+use crate::ranks::median;
 
 /// Which way is good for a metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,20 +58,6 @@ pub fn judge(base: &[f64], candidate: &[f64], better: Better, rule: Rule) -> Met
         (true, _, _) => Verdict::Worse,
     };
     out
-}
-
-pub fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    Some(if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    })
 }
 
 #[cfg(test)]

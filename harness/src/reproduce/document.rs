@@ -106,18 +106,12 @@ impl Reproduction {
         tool: &str,
         condition: &str,
     ) -> Option<(f64, usize)> {
-        let mut rps: Vec<f64> = self
+        let rps: Vec<f64> = self
             .cells_of(server, environment, tool, condition)
             .iter()
             .map(|c| c.rps)
             .collect();
-        rps.sort_by(f64::total_cmp);
-        let n = rps.len();
-        match n {
-            0 => None,
-            _ if n % 2 == 1 => Some((rps[n / 2], n)),
-            _ => Some(((rps[n / 2 - 1] + rps[n / 2]) / 2.0, n)),
-        }
+        crate::ranks::median(&rps).map(|m| (m, rps.len()))
     }
 
     /// Every measured cell (each repeat) of `server` in `environment`

@@ -138,13 +138,7 @@ impl Ratio {
 }
 
 fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+    crate::ranks::median(xs).unwrap_or(0.0)
 }
 
 /// The bridge's cost for `server`: 1 - bridge/bare under ab, from the real
