@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
         Check::Success
     };
     let whole = read(stream, &[usize::MAX], head, &check);
-    let sizes = read_sizes(mode, stream.len());
+    let sizes = benchlab_fuzz::read_sizes(mode, stream.len(), 64);
     assert_eq!(
         read(stream, &sizes, head, &check),
         whole,
@@ -174,16 +174,4 @@ fn declared_length_held(response: &[u8], head: bool, seen: &Read) {
         head_len as u64 + length,
         "the response ends after its body"
     );
-}
-
-fn read_sizes(seed: u8, len: usize) -> Vec<usize> {
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    (0..len.clamp(1, 64))
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x % 64) as usize + 1
-        })
-        .collect()
 }

@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let at_once = serve(stream, &[usize::MAX]);
-    let sizes = read_sizes(seed, stream.len());
+    let sizes = benchlab_fuzz::read_sizes(seed, stream.len(), 64);
     assert_eq!(serve(stream, &sizes), at_once, "reads of {sizes:?}");
     assert_eq!(serve(stream, &[1]), at_once, "byte by byte");
 });
@@ -87,17 +87,4 @@ fn serve(stream: &[u8], reads: &[usize]) -> Served {
             };
         }
     }
-}
-
-/// Read sizes from 1 to 64 bytes, from a small generator seeded by `seed`.
-fn read_sizes(seed: u8, len: usize) -> Vec<usize> {
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    (0..len.clamp(1, 64))
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x % 64) as usize + 1
-        })
-        .collect()
 }

@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, stream)) = data.split_first() else {
         return;
     };
-    let sizes = read_sizes(mode, stream.len());
+    let sizes = benchlab_fuzz::read_sizes(mode, stream.len(), 16);
     let src = |reads: &'static [usize]| Chunked {
         input: stream,
         reads,
@@ -103,16 +103,4 @@ fn reference_framing(stream: &[u8], framed: &[Result<Vec<u8>, String>], unread: 
         "holds {unread} of {} left",
         stream.len() - at
     );
-}
-
-fn read_sizes(seed: u8, len: usize) -> Vec<usize> {
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    (0..len.clamp(1, 64))
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x % 16) as usize + 1
-        })
-        .collect()
 }
