@@ -441,7 +441,11 @@ mod tests {
         // Counted from when perf acknowledged recording: the shell spun
         // while perf started.
         let from = ticks();
+        // A bound only so that a broken case fails instead of hanging: the
+        // ordering is the shell's CPU time, however busy the machine.
+        let bound = Instant::now() + Duration::from_secs(120);
         while ticks() < from + 30 {
+            assert!(Instant::now() < bound, "the busy shell got no CPU in 120 s");
             std::thread::sleep(Duration::from_millis(50));
         }
         let p = rec
