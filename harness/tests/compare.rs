@@ -302,8 +302,9 @@ fn php_jit_off_is_what_php_fpm_runs_and_reports() {
 }
 
 /// `--profile`: each measured run gets the server's and the generator's
-/// flame graphs and CPU breakdown, linked from report.html; where perf
-/// cannot run here, the runs go on and say why.
+/// flame graphs and CPU breakdown, linked from report.html, with the
+/// server's programs (nginx and php-fpm for PHP, and PHP's own share);
+/// where perf cannot run here, the runs go on and say why.
 #[test]
 fn profile_draws_each_runs_flame_graphs_and_breakdown() {
     sibling_binary("event-loop");
@@ -311,7 +312,7 @@ fn profile_draws_each_runs_flame_graphs_and_breakdown() {
     let (_, stderr) = compare_ok(
         &[
             "--servers",
-            "event-loop",
+            "event-loop,php-fpm",
             "--workloads",
             "hello",
             "--profile",
@@ -332,7 +333,14 @@ fn profile_draws_each_runs_flame_graphs_and_breakdown() {
     let results = Results::from_json(&text).unwrap();
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("Where the CPU went"), "no profile section");
-    let runs = &results.rows[0].runs;
+    let row = |server: &str| {
+        results
+            .rows
+            .iter()
+            .find(|r| r.server == server)
+            .unwrap_or_else(|| panic!("no {server} row"))
+    };
+    let runs = &row("event-loop").runs;
     assert_eq!(runs.len(), 2);
     if let Err(why) = harness::lab::profile::availability() {
         assert!(crate::util::skip_without(&format!(
@@ -359,7 +367,37 @@ fn profile_draws_each_runs_flame_graphs_and_breakdown() {
                 "{f} not linked"
             );
         }
+        // One program, ours, and no PHP in it.
+        let programs: Vec<&str> = p
+            .server
+            .programs
+            .iter()
+            .map(|p| p.program.as_str())
+            .collect();
+        assert_eq!(programs, ["event-loop"], "{p:?}");
+        assert_eq!(p.server.php_pct, None);
     }
+    // PHP: nginx and php-fpm's workers, and a share in PHP itself, shown.
+    for run in &row("php-fpm").runs {
+        let p = run.profile.as_ref().expect("a profile");
+        assert!(p.error.is_none(), "{p:?}");
+        let share = |name: &str| {
+            p.server
+                .programs
+                .iter()
+                .find(|s| s.program.starts_with(name))
+                .map(|s| s.pct)
+        };
+        assert!(share("nginx").is_some_and(|x| x > 0.0), "{p:?}");
+        assert!(share("php-fpm").is_some_and(|x| x > 0.0), "{p:?}");
+        // Its size rests on a few hundred samples at most (0 is possible
+        // on a busy machine); that it is there, and the shares add up, not.
+        let php = p.server.php_pct.expect("PHP's own share");
+        assert!((0.0..=100.0).contains(&php), "{p:?}");
+        let total: f64 = p.server.programs.iter().map(|s| s.pct).sum();
+        assert!((total - 100.0).abs() < 1e-6, "{p:?}");
+    }
+    assert!(html.contains("PHP itself"), "no PHP share in the report");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use super::super::results::{Results, Row};
 use super::charts::escape;
-use crate::lab::profile::{Breakdown, Profile};
+use crate::lab::profile::{Breakdown, Profile, ProgramShare};
 
 /// The profiles of `row`'s runs that were taken.
 fn taken(row: &Row) -> Vec<&Profile> {
@@ -35,7 +35,51 @@ fn mean_of(sides: &[&Breakdown]) -> Breakdown {
         kernel_tcp_pct: mean(sides.iter().map(|b| b.kernel_tcp_pct)),
         kernel_sched_pct: mean(sides.iter().map(|b| b.kernel_sched_pct)),
         coverage_pct: Some(mean(sides.iter().filter_map(|b| b.coverage_pct))),
+        programs: mean_programs(sides),
+        php_pct: sides
+            .iter()
+            .any(|b| b.php_pct.is_some())
+            .then(|| mean(sides.iter().map(|b| b.php_pct.unwrap_or(0.0)))),
     }
+}
+
+/// Each program's mean share over the runs (0 in a run that lacks it),
+/// biggest first.
+fn mean_programs(sides: &[&Breakdown]) -> Vec<ProgramShare> {
+    let mut sum: std::collections::BTreeMap<&str, f64> = Default::default();
+    for b in sides {
+        for p in &b.programs {
+            *sum.entry(&p.program).or_default() += p.pct;
+        }
+    }
+    let mut out: Vec<ProgramShare> = sum
+        .into_iter()
+        .map(|(program, pct)| ProgramShare {
+            program: program.to_string(),
+            pct: pct / sides.len().max(1) as f64,
+        })
+        .collect();
+    out.sort_by(|a, b| b.pct.total_cmp(&a.pct));
+    out
+}
+
+/// "nginx 40% · php-fpm8.2 60% (PHP itself 35%)": the server's programs
+/// where there are several or one is PHP, else nothing.
+fn programs_text(b: &Breakdown) -> String {
+    if b.programs.len() < 2 && b.php_pct.is_none() {
+        return String::new();
+    }
+    let mut text = b
+        .programs
+        .iter()
+        .filter(|p| p.pct >= 0.5)
+        .map(|p| format!("{} {:.0}%", p.program, p.pct))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    if let Some(php) = b.php_pct {
+        text.push_str(&format!(" (PHP itself {php:.0}%)"));
+    }
+    text
 }
 
 /// The section, or nothing when no run was profiled.
@@ -55,7 +99,10 @@ pub fn html(results: &Results) -> String {
          meter's CPU, split by the profile; \"seen\": the share of the meter's CPU the profile \
          saw, perf starting and stopping around the run); the \
          kernel's share of the server's CPU, and the shares of it spent under a kernel TCP \
-         function and under the scheduler. \
+         function and under the scheduler; the server's programs' shares of its CPU, and for PHP \
+         the share in PHP itself (its binary, extensions and JIT code: Debian's PHP is stripped, \
+         so the Zend engine and php-fpm's own FastCGI code, one binary, are not told apart; libc \
+         and the kernel are not PHP). \
          The bar: the server's user (blue) and kernel (orange) µs per request, to scale across rows.</p>\n",
     );
     let rows: Vec<(&Row, Breakdown, Breakdown, Vec<&Profile>)> = results
@@ -75,7 +122,7 @@ pub fn html(results: &Results) -> String {
     out.push_str(
         "<div class=\"wide\"><table>\n<tr><th>server</th><th>workload</th><th>c</th>\
          <th>server µs/req user</th><th>kernel</th><th>kernel %</th><th>in TCP %</th>\
-         <th>in the scheduler %</th><th>seen %</th><th>generator µs/req</th><th>server CPU per request</th>\
+         <th>in the scheduler %</th><th>programs</th><th>seen %</th><th>generator µs/req</th><th>server CPU per request</th>\
          <th>flame graphs</th></tr>\n",
     );
     for (row, s, g, profiles) in &rows {
@@ -93,7 +140,7 @@ pub fn html(results: &Results) -> String {
                 .next()
                 .unwrap_or_else(|| "not profiled".into());
             out.push_str(&format!(
-                "<tr>{head}<td colspan=\"9\" class=\"error\">no profile: {}</td></tr>\n",
+                "<tr>{head}<td colspan=\"10\" class=\"error\">no profile: {}</td></tr>\n",
                 escape(&why)
             ));
             continue;
@@ -118,13 +165,14 @@ pub fn html(results: &Results) -> String {
             .collect();
         out.push_str(&format!(
             "<tr>{head}<td class=\"n\">{:.1}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.0}</td>\
-             <td class=\"n\">{:.0}</td><td class=\"n\">{:.0}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{:.0}</td><td class=\"n\">{:.0}</td><td>{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{:.1}</td><td style=\"white-space:nowrap\">{}{}</td><td>{}</td></tr>\n",
             s.user_us_per_request,
             s.kernel_us_per_request,
             s.kernel_pct,
             s.kernel_tcp_pct,
             s.kernel_sched_pct,
+            escape(&programs_text(s)),
             s.coverage_pct
                 .filter(|c| *c > 0.0)
                 .map_or("—".into(), |c| format!("{c:.0}")),

@@ -20,11 +20,20 @@ use inferno::collapse::perf::{Folder, Options as CollapseOptions};
 use inferno::collapse::Collapse;
 use serde::{Deserialize, Serialize};
 
+pub mod programs;
+pub use programs::ProgramShare;
+
 /// Samples per second per CPU: prime, so it does not beat with the
 /// servers' own periodic work, and low: at 499 Hz the call-graph samples
 /// cost the event-loop server 40% of its /hello rate on 2 cores (php-fpm
 /// 24%), measured side by side with and without `--profile`.
 pub const FREQUENCY_HZ: u32 = 99;
+
+/// How long perf may take to say it records, or to write its data once
+/// told to stop: bounds for a perf that hangs, not expected times (both
+/// ended by perf's own answer or exit).
+const ACK_BOUND: Duration = Duration::from_secs(60);
+const STOP_BOUND: Duration = Duration::from_secs(120);
 
 /// Whether `perf record` can run here, and if not why.
 pub fn availability() -> Result<(), String> {
@@ -129,6 +138,15 @@ pub struct Breakdown {
     /// profile's shares. Absent where the run was not metered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage_pct: Option<f64>,
+    /// The side's samples by program (nginx and php-fpm, node, …), biggest
+    /// first, % of its samples.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<ProgramShare>,
+    /// Where a PHP process is among them: the share of the side's samples
+    /// in PHP itself (its binary, extensions and JIT code; not libc, not
+    /// the kernel), % ([`programs`] says why by binary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub php_pct: Option<f64>,
 }
 
 impl Breakdown {
@@ -172,9 +190,11 @@ impl Profile {
 }
 
 impl Recording {
-    /// Sends `enable` and waits (10 s at most) for perf's `ack`. Both FIFOs
-    /// are opened read-write, which never blocks whether or not perf has
-    /// opened its ends yet.
+    /// Sends `enable` and waits for perf's `ack`. Both FIFOs are opened
+    /// read-write, which never blocks whether or not perf has opened its
+    /// ends yet. The wait is ended by the ack or perf's exit; its bound
+    /// (60 s) is only for a perf that hangs: on a busy machine perf took
+    /// over 10 s to start.
     fn enable(&mut self, ctl: &Path, ack: &Path) -> anyhow::Result<()> {
         use std::io::Read;
         use std::os::unix::fs::OpenOptionsExt;
@@ -189,7 +209,7 @@ impl Recording {
         let (mut ctl, mut ack) = (open(ctl)?, open(ack)?);
         ctl.write_all(b"enable\n")
             .context("cannot write to perf's control FIFO")?;
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + ACK_BOUND;
         let mut got = Vec::new();
         let mut buf = [0u8; 16];
         // perf writes `ack\n` and its C string's NUL.
@@ -205,7 +225,10 @@ impl Recording {
                 );
             }
             if Instant::now() > deadline {
-                bail!("perf record did not acknowledge `enable` within 10 s");
+                bail!(
+                    "perf record did not acknowledge `enable` within {} s",
+                    ACK_BOUND.as_secs()
+                );
             }
             match ack.read(&mut buf) {
                 Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
@@ -229,7 +252,7 @@ impl Recording {
     ) -> anyhow::Result<Profile> {
         // perf record writes its data when interrupted.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + STOP_BOUND;
         loop {
             if let Some(status) = self.child.try_wait()? {
                 // perf writes its data, then raises the signal again.
@@ -247,7 +270,10 @@ impl Recording {
             if Instant::now() > deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                bail!("perf record did not stop within 20 s of SIGINT");
+                bail!(
+                    "perf record did not stop within {} s of SIGINT",
+                    STOP_BOUND.as_secs()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -263,6 +289,11 @@ impl Recording {
             bail!("perf script failed on {}", self.data.display());
         }
         let _ = std::fs::remove_file(&self.data);
+        let text = String::from_utf8_lossy(&script.stdout);
+        let samples = programs::samples(&text);
+        let me = std::process::id();
+        let (generator_samples, server_samples): (Vec<_>, Vec<_>) =
+            samples.iter().partition(|s| s.pid == me);
         let mut options = CollapseOptions::default();
         options.include_pid = true;
         options.annotate_kernel = true;
@@ -271,7 +302,6 @@ impl Recording {
             .collapse(&script.stdout[..], &mut folded)
             .context("cannot collapse perf's stacks")?;
         let folded = String::from_utf8_lossy(&folded);
-        let me = std::process::id();
         let (mut server, mut generator) = (Vec::new(), Vec::new());
         for line in folded.lines() {
             match pid_of(line) {
@@ -284,11 +314,17 @@ impl Recording {
             }
         }
         let mut profile = Profile::default();
-        for (side, lines, which) in [
-            ("server", &server, &mut profile.server),
-            ("generator", &generator, &mut profile.generator),
+        for (side, lines, samples, which) in [
+            ("server", &server, &server_samples, &mut profile.server),
+            (
+                "generator",
+                &generator,
+                &generator_samples,
+                &mut profile.generator,
+            ),
         ] {
             *which = breakdown(lines, requests);
+            (which.programs, which.php_pct) = programs::shares(samples, programs::process_name);
             if lines.is_empty() {
                 continue;
             }
@@ -393,6 +429,8 @@ pub fn breakdown(lines: &[&str], requests: u64) -> Breakdown {
         kernel_tcp_pct: pct(tcp),
         kernel_sched_pct: pct(sched),
         coverage_pct: None,
+        programs: Vec::new(),
+        php_pct: None,
     }
 }
 
@@ -451,8 +489,11 @@ mod tests {
         let p = rec
             .finish(dir.path(), "t", "busy", &[busy.id()], 1000)
             .unwrap();
-        // At least 0.1 s of the shell's CPU was sampled.
+        // At least 0.1 s of the shell's CPU was sampled, all of it the shell's.
         assert!(p.server.cpu_ns > 100_000_000, "{p:?}");
+        assert_eq!(p.server.programs.len(), 1, "{p:?}");
+        assert_eq!(p.server.programs[0].program, "sh");
+        assert_eq!(p.server.php_pct, None);
         let svg = std::fs::read_to_string(dir.path().join(p.server_svg.unwrap())).unwrap();
         assert!(
             svg.contains("<svg") && svg.contains("busy: server"),
