@@ -549,6 +549,7 @@ fn wait_curve(rps: f64) -> WaitCurve {
                 p99_ms: 25.0,
                 failed: 0,
                 predicted_rps: 50.0 * c.min(20) as f64,
+                profile: None,
             })
             .collect(),
     }

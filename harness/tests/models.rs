@@ -124,3 +124,88 @@ fn models_quick_holds_all_four_experiments() {
         assert!(dom.contains(title), "{title} missing");
     }
 }
+
+/// `models --profile`: the stall's mixed run and every waiting point are
+/// recorded (a flame graph each, written); a prediction that misses shows
+/// where its run's CPU went, in the document and the report. Where perf
+/// cannot run here, the runs go on and say why.
+#[test]
+fn models_profile_records_the_runs_and_explains_a_miss() {
+    let out = tmp("models-profile");
+    let output = Command::new(harness_bin())
+        .args([
+            "models",
+            "--quick",
+            "--profile",
+            "--experiments",
+            "stall,waiting",
+            "--servers",
+            "worker-pool",
+            "-d",
+            "300ms",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a results directory");
+    let doc =
+        Models::from_json(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let stall = doc.stall.first().expect("a stall entry");
+    let profile = stall
+        .mixed_profile
+        .as_ref()
+        .expect("the mixed run's profile");
+    if let Err(why) = harness::lab::profile::availability() {
+        assert!(skip_without(&format!("perf cannot run here: {why}")));
+        assert!(profile.error.is_some(), "{profile:?}");
+        assert!(stderr.contains("--profile: no profiles"), "{stderr}");
+        return;
+    }
+    assert!(profile.error.is_none(), "{profile:?}");
+    assert!(stall.mixed_rps > 0.0, "{stall:?}");
+    let points: Vec<_> = doc.waiting.iter().flat_map(|w| &w.points).collect();
+    assert!(!points.is_empty());
+    // A point where the server was all but idle (c = 1 on a 20 ms wait)
+    // may have no sample at 99 Hz, and then no flame graph.
+    let mut drawn = 0;
+    for p in points
+        .iter()
+        .map(|p| p.profile.as_ref().expect("a profile"))
+    {
+        assert!(p.error.is_none(), "{p:?}");
+        assert_eq!(p.server_svg.is_some(), p.server.cpu_ns > 0, "{p:?}");
+        if let Some(svg) = &p.server_svg {
+            assert!(dir.join(svg).is_file(), "{svg} not written");
+            drawn += 1;
+        }
+    }
+    assert!(drawn > 0, "no waiting point was sampled");
+    // Every miss carries its evidence (each run here was profiled); the
+    // report shows it beside the sentence.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let misses: Vec<_> = doc
+        .findings
+        .iter()
+        .filter(|f| f.matches_prediction == Some(false))
+        .collect();
+    for f in &misses {
+        let e = f
+            .evidence
+            .as_ref()
+            .unwrap_or_else(|| panic!("no evidence: {f:?}"));
+        assert!(e.server_cores > 0.0, "{e:?}");
+        assert!(
+            html.contains("where the CPU went"),
+            "evidence not in the report"
+        );
+    }
+    eprintln!("{} of {} findings missed", misses.len(), doc.findings.len());
+}

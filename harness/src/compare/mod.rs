@@ -82,15 +82,10 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         placed: &placed,
         clock: std::time::Instant::now(),
         profiles: args.profile.then(|| {
-            crate::lab::profile::availability().map(|()| {
-                args.lab
-                    .out_dir()
-                    .join(header.dir_name(""))
-                    .join("profiles")
-            })
+            crate::lab::profile::Profiler::new(args.lab.out_dir().join(header.dir_name("")))
         }),
     };
-    if let Some(Err(why)) = &ctx.profiles {
+    if let Some(why) = ctx.profiles.as_ref().and_then(|p| p.unavailable()) {
         progress.line(&format!(
             "--profile: no profiles: {why}; the runs go on without"
         ));

@@ -40,8 +40,8 @@ pub struct Ctx<'a> {
     pub placed: &'a Placed,
     /// Since the comparison began: when each run was taken.
     pub clock: std::time::Instant,
-    /// `--profile`: the directory the profiles go to, or why none can be taken.
-    pub profiles: Option<Result<std::path::PathBuf, String>>,
+    /// `--profile`: where the profiles go, or why none can be taken.
+    pub profiles: Option<profile::Profiler>,
 }
 
 impl Ctx<'_> {
@@ -247,7 +247,7 @@ fn load(
             .progress
             .run(format!("{label} run {i}/{total}"), ctx.args.duration);
         let started_s = ctx.clock.elapsed().as_secs_f64();
-        let recording = ctx.profiles.as_ref().map(|dir| start_profile(dir, running));
+        let recording = ctx.profiles.as_ref().map(|p| (p, p.start(running)));
         let (outcome, sample) = load::metered(
             running,
             ctx.lab.db_pid(ctx.placed.setup.as_ref()),
@@ -285,9 +285,9 @@ fn load(
             }
         };
         doc.started_s = Some(started_s);
-        if let Some(recording) = recording {
+        if let Some((profiler, recording)) = recording {
             let stem = format!("{}-{}-c{}-run{i}", cell.entry.name, w.name, c);
-            let mut p = finish_profile(ctx, recording, running, &stem, label, doc.requests);
+            let mut p = profiler.finish(recording, running, &stem, label, doc.requests);
             // CPU per request from the meter, split by the profile.
             let per_request = |pct: Option<f64>| {
                 pct.filter(|_| doc.requests > 0).map_or(0.0, |p| {
@@ -321,60 +321,6 @@ fn load(
     running
         .check_alive()
         .map_err(|e| format!("the server died: {e:#}"))
-}
-
-/// Starts `perf record` on the server's process tree and this process
-/// (the engine's threads), or says why it cannot.
-fn start_profile(
-    dir: &Result<std::path::PathBuf, String>,
-    running: &Running,
-) -> Result<profile::Recording, String> {
-    let dir = dir.as_ref().map_err(Clone::clone)?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut pids: Vec<u32> = crate::procfs::tree(&running.pids())
-        .iter()
-        .map(|s| s.pid as u32)
-        .collect();
-    pids.push(std::process::id());
-    let data = dir.join(format!(".perf-{}.data", std::process::id()));
-    profile::start(&pids, &data).map_err(|e| format!("{e:#}"))
-}
-
-fn finish_profile(
-    ctx: &Ctx,
-    recording: Result<profile::Recording, String>,
-    running: &Running,
-    stem: &str,
-    title: &str,
-    requests: u64,
-) -> profile::Profile {
-    let Some(Ok(dir)) = ctx.profiles.as_ref() else {
-        return profile::Profile::failed("no profile directory".into());
-    };
-    let server: Vec<u32> = crate::procfs::tree(&running.pids())
-        .iter()
-        .map(|s| s.pid as u32)
-        .collect();
-    match recording {
-        Ok(r) => r
-            .finish(dir, stem, title, &server, requests)
-            .map(|mut p| {
-                for f in [
-                    &mut p.server_svg,
-                    &mut p.generator_svg,
-                    &mut p.server_folded,
-                    &mut p.generator_folded,
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    *f = format!("profiles/{f}");
-                }
-                p
-            })
-            .unwrap_or_else(|e| profile::Profile::failed(format!("{e:#}"))),
-        Err(why) => profile::Profile::failed(why),
-    }
 }
 
 /// A run's CPU and memory figures, each absent without a sampled window.

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::lab::profile::{Breakdown, Profile};
 use crate::lab::record::{Database, Header, Machine, ServerDoc};
 
 pub const SCHEMA: &str = "harness.models/1";
@@ -54,6 +55,9 @@ pub struct WaitPoint {
     pub failed: u64,
     /// Little's law: min(c, in-flight) / wait.
     pub predicted_rps: f64,
+    /// `--profile`: where this run's CPU went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
 }
 
 /// `/hello` alone, then `/hello` with a share of heavy `/cpu` requests.
@@ -75,6 +79,12 @@ pub struct Stall {
     pub cpu_mixed_p99_ms: f64,
     pub failed: u64,
     pub error: Option<String>,
+    /// The mixed run's verified requests per second (both routes).
+    #[serde(default)]
+    pub mixed_rps: f64,
+    /// `--profile`: where the mixed run's CPU went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_profile: Option<Profile>,
 }
 
 /// `/work` three ways, each as RPS.
@@ -130,6 +140,28 @@ pub struct Finding {
     pub sentence: String,
     /// `None` where the experiment predicts nothing (it only measures).
     pub matches_prediction: Option<bool>,
+    /// Where a measurement missed its prediction and the run was
+    /// profiled: where that run's CPU went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// A profiled run's account of a missed prediction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Evidence {
+    /// Which run (`c = 200`, `the mixed run`).
+    pub run: String,
+    /// The server's breakdown in that run.
+    pub server: Breakdown,
+    /// The server's CPU over the run, in cores (µs per request × req/s).
+    pub server_cores: f64,
+    /// The load generator's CPU per request, µs.
+    pub generator_us_per_request: f64,
+    /// The server's flame graph, relative to the results directory.
+    pub flame_graph: Option<String>,
+    /// What it shows, in a sentence.
+    pub sentence: String,
 }
 
 impl Models {

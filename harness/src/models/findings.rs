@@ -4,6 +4,7 @@
 //! the sentences follow.
 
 use super::document::{ConnectionCost, Finding, Memory, Models, Stall, WaitCurve};
+use super::evidence;
 
 /// How close a plateau must come to Little's law to match it.
 pub const PLATEAU_TOLERANCE: f64 = 0.15;
@@ -25,6 +26,7 @@ fn finding(experiment: &str, server: &str, sentence: String, matches: Option<boo
         server: server.into(),
         sentence,
         matches_prediction: matches,
+        evidence: None,
     }
 }
 
@@ -64,8 +66,10 @@ fn refused(curve: &WaitCurve) -> String {
 }
 
 /// Experiment 1: bounded servers level off at W / wait; unbounded ones
-/// follow c / wait until the CPU saturates.
-pub fn waiting(curves: &[WaitCurve]) -> Vec<Finding> {
+/// follow c / wait until the CPU saturates. A miss carries the profile of
+/// the point that missed most (the largest c for an unbounded model), on a
+/// machine of `cores`.
+pub fn waiting(curves: &[WaitCurve], cores: u32) -> Vec<Finding> {
     let mut out = Vec::new();
     for curve in curves {
         let wait_s = f64::from(curve.wait_ms) / 1000.0;
@@ -73,7 +77,7 @@ pub fn waiting(curves: &[WaitCurve]) -> Vec<Finding> {
         match (curve.in_flight, plateau(curve)) {
             (Some(w), Some((_, from))) => {
                 let predicted = f64::from(w) / wait_s;
-                out.push(bounded(curve, &sentence_path, w, predicted, from));
+                out.push(bounded(curve, &sentence_path, w, predicted, from, cores));
             }
             _ => {
                 // Unbounded: how far it follows c / wait.
@@ -112,7 +116,7 @@ pub fn waiting(curves: &[WaitCurve]) -> Vec<Finding> {
                     Some((_, p)) if *p > 0.0 => top.rps >= UNBOUNDED_FACTOR * p,
                     _ => followed.is_some(),
                 };
-                out.push(finding(
+                let mut f = finding(
                     "waiting",
                     &curve.server,
                     format!(
@@ -129,7 +133,11 @@ pub fn waiting(curves: &[WaitCurve]) -> Vec<Finding> {
                         }
                     ),
                     Some(ok),
-                ));
+                );
+                if !ok {
+                    f.evidence = evidence::of_point(top, cores);
+                }
+                out.push(f);
             }
         }
     }
@@ -141,7 +149,14 @@ pub fn waiting(curves: &[WaitCurve]) -> Vec<Finding> {
 /// that bound (the range of those points is the interval the sentence
 /// rests on); otherwise the sentence says it does not, with each point's
 /// distance from the bound.
-fn bounded(curve: &WaitCurve, path: &str, w: u32, predicted: f64, from: u64) -> Finding {
+fn bounded(
+    curve: &WaitCurve,
+    path: &str,
+    w: u32,
+    predicted: f64,
+    from: u64,
+    cores: u32,
+) -> Finding {
     let mut on: Vec<_> = curve
         .points
         .iter()
@@ -194,7 +209,14 @@ fn bounded(curve: &WaitCurve, path: &str, w: u32, predicted: f64, from: u64) -> 
             refused(curve),
         )
     };
-    finding("waiting", &curve.server, sentence, Some(misses == 0))
+    let mut f = finding("waiting", &curve.server, sentence, Some(misses == 0));
+    if misses > 0 {
+        let worst = on
+            .iter()
+            .max_by(|a, b| off(a.rps).abs().total_cmp(&off(b.rps).abs()));
+        f.evidence = worst.and_then(|p| evidence::of_point(p, cores));
+    }
+    f
 }
 
 /// What the stall should do to `/hello` in each model, in words, and
@@ -223,15 +245,15 @@ fn stall_prediction(s: &Stall, loops: Option<u32>, ratio: f64) -> (String, Optio
     }
 }
 
-/// Experiment 2.
-pub fn stall(stalls: &[Stall], loops: &dyn Fn(&str) -> Option<u32>) -> Vec<Finding> {
+/// Experiment 2. A miss carries the mixed run's profile.
+pub fn stall(stalls: &[Stall], loops: &dyn Fn(&str) -> Option<u32>, cores: u32) -> Vec<Finding> {
     stalls
         .iter()
         .filter(|s| s.error.is_none() && s.hello_alone_p99_ms > 0.0)
         .map(|s| {
             let ratio = s.hello_mixed_p99_ms / s.hello_alone_p99_ms;
             let (why, ok) = stall_prediction(s, loops(&s.server), ratio);
-            finding(
+            let mut f = finding(
                 "stall",
                 &s.server,
                 format!(
@@ -239,7 +261,12 @@ pub fn stall(stalls: &[Stall], loops: &dyn Fn(&str) -> Option<u32>) -> Vec<Findi
                     s.server, s.hello_mixed_p99_ms, s.mix, s.cpu_n, s.cpu_ms, s.hello_alone_p99_ms
                 ),
                 ok,
-            )
+            );
+            if ok == Some(false) {
+                f.evidence =
+                    evidence::of_run("the mixed run", s.mixed_profile.as_ref(), s.mixed_rps, cores);
+            }
+            f
         })
         .collect()
 }
@@ -304,8 +331,9 @@ pub fn all(doc: &Models) -> Vec<Finding> {
             .and_then(|s| s.config.as_ref())
             .and_then(|c| c.workers)
     };
-    let mut out = waiting(&doc.waiting);
-    out.extend(stall(&doc.stall, &loops));
+    let cores = doc.machine.cores;
+    let mut out = waiting(&doc.waiting, cores);
+    out.extend(stall(&doc.stall, &loops, cores));
     out.extend(connection_cost(&doc.connection_cost));
     out.extend(memory(&doc.memory));
     out
@@ -315,6 +343,7 @@ pub fn all(doc: &Models) -> Vec<Finding> {
 mod tests {
     use super::super::document::WaitPoint;
     use super::*;
+    use crate::lab::profile::Profile;
 
     fn curve(server: &str, model: &str, w: Option<u32>, rps: &[(u64, f64)]) -> WaitCurve {
         WaitCurve {
@@ -337,6 +366,7 @@ mod tests {
                     p99_ms: 0.0,
                     failed: 0,
                     predicted_rps: 0.0,
+                    profile: None,
                 })
                 .collect(),
         }
@@ -350,7 +380,7 @@ mod tests {
             Some(20),
             &[(1, 49.0), (20, 996.0), (100, 990.0)],
         );
-        let f = &waiting(&[pool])[0];
+        let f = &waiting(&[pool], 2)[0];
         assert_eq!(f.matches_prediction, Some(true));
         assert!(
             f.sentence.contains(
@@ -367,7 +397,7 @@ mod tests {
             Some(20),
             &[(20, 500.0), (100, 520.0)],
         );
-        let f = &waiting(&[pool])[0];
+        let f = &waiting(&[pool], 2)[0];
         assert_eq!(f.matches_prediction, Some(false));
         assert!(
             f.sentence.contains("c = 100: 520 (-48%)") && f.sentence.contains("2 of 2 points"),
@@ -387,7 +417,7 @@ mod tests {
             Some(20),
             &[(1, 48.0), (20, 336.0), (200, 425.0), (1000, 857.0)],
         );
-        let f = &waiting(&[swoole])[0];
+        let f = &waiting(&[swoole], 2)[0];
         assert_eq!(f.matches_prediction, Some(false), "{}", f.sentence);
         assert!(
             f.sentence.contains("does not level off at the bound")
@@ -397,6 +427,41 @@ mod tests {
             "{}",
             f.sentence
         );
+        // Not profiled: no evidence.
+        assert!(f.evidence.is_none());
+    }
+
+    /// A miss with profiled points carries the profile of the point that
+    /// missed most; a match carries none.
+    #[test]
+    fn a_miss_shows_the_profile_of_the_point_that_missed_most() {
+        let mut swoole = curve(
+            "swoole",
+            "coroutine",
+            Some(20),
+            &[(1, 48.0), (20, 336.0), (200, 425.0), (1000, 857.0)],
+        );
+        for p in &mut swoole.points {
+            let mut profile = Profile::default();
+            profile.server.cpu_ns = 1;
+            // 100 µs a request: 0.03 cores at c = 20, the point furthest
+            // from the bound.
+            profile.server.user_us_per_request = 100.0;
+            profile.server_svg = Some(format!("profiles/c{}.svg", p.connections));
+            p.profile = Some(profile);
+        }
+        let f = &waiting(&[swoole.clone()], 2)[0];
+        let e = f.evidence.as_ref().expect("evidence for a miss");
+        assert_eq!(e.run, "c = 20");
+        assert_eq!(e.flame_graph.as_deref(), Some("profiles/c20.svg"));
+        assert!(e.sentence.contains("CPU was left idle"), "{}", e.sentence);
+        // The same points on the bound: as predicted, nothing to explain.
+        for p in &mut swoole.points {
+            p.rps = p.rps.max(980.0);
+        }
+        let f = &waiting(&[swoole], 2)[0];
+        assert_eq!(f.matches_prediction, Some(true), "{}", f.sentence);
+        assert!(f.evidence.is_none());
     }
 
     #[test]
@@ -413,7 +478,7 @@ mod tests {
             None,
             &[(1, 50.0), (100, 4900.0), (1000, 12000.0)],
         );
-        let f = waiting(&[pool.clone(), lp])[1].clone();
+        let f = waiting(&[pool.clone(), lp], 2)[1].clone();
         assert_eq!(f.matches_prediction, Some(true), "{}", f.sentence);
         assert!(
             f.sentence.contains("up to c = 100") && f.sentence.contains("12.0×"),
@@ -426,7 +491,7 @@ mod tests {
             None,
             &[(1, 50.0), (1000, 5000.0)],
         );
-        let f = waiting(&[pool, slow])[1].clone();
+        let f = waiting(&[pool, slow], 2)[1].clone();
         assert_eq!(f.matches_prediction, Some(false), "{}", f.sentence);
     }
 
@@ -447,10 +512,27 @@ mod tests {
                 s("worker-pool", "worker-pool", 60.0),
             ],
             &loops,
+            2,
         );
         assert_eq!(f[0].matches_prediction, Some(true), "{}", f[0].sentence);
         assert_eq!(f[1].matches_prediction, Some(false), "{}", f[1].sentence);
         assert!(f[0].sentence.contains("30.0×"), "{}", f[0].sentence);
+        assert!(f[1].evidence.is_none(), "not profiled");
+        // The pool's miss, profiled: its mixed run used both cores.
+        let mut pool = s("worker-pool", "worker-pool", 60.0);
+        let mut profile = Profile::default();
+        profile.server.cpu_ns = 1;
+        profile.server.user_us_per_request = 95.0;
+        pool.mixed_profile = Some(profile);
+        pool.mixed_rps = 20_000.0;
+        let f = stall(&[pool], &loops, 2);
+        let e = f[0].evidence.as_ref().expect("the mixed run's evidence");
+        assert_eq!(e.run, "the mixed run");
+        assert!(
+            e.sentence.contains("saturated (1.9 of 2 cores"),
+            "{}",
+            e.sentence
+        );
         // A loop whose /hello never waited a heavy request out: not as predicted.
         let f = stall(
             &[
@@ -458,6 +540,7 @@ mod tests {
                 s("worker-pool", "worker-pool", 4.0),
             ],
             &loops,
+            2,
         );
         assert_eq!(f[0].matches_prediction, Some(false), "{}", f[0].sentence);
         assert_eq!(f[1].matches_prediction, Some(true), "{}", f[1].sentence);

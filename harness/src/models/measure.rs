@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::document::{ConnectionCost, Memory, MemoryPoint, WaitCurve, WaitPoint};
 use crate::catalog::Running;
 use crate::engine::{self, Control, RunResult};
+use crate::lab::profile::{Profile, Profiler};
 use crate::lab::{load, Lab};
 use crate::stats::Percentiles;
 
@@ -41,6 +42,19 @@ pub fn run_path(
     keepalive: bool,
     length: Duration,
 ) -> anyhow::Result<RunResult> {
+    Ok(run_path_profiled(lab, running, path, connections, keepalive, length, None)?.0)
+}
+
+/// [`run_path`], recorded by `profiler` as `profiles/<stem>.*` when given.
+pub fn run_path_profiled(
+    lab: &Lab,
+    running: &Running,
+    path: &str,
+    connections: usize,
+    keepalive: bool,
+    length: Duration,
+    profiler: Option<(&Profiler, &str)>,
+) -> anyhow::Result<(RunResult, Option<Profile>)> {
     let shape = load::Shape {
         connections,
         threads: crate::engine::default_threads(),
@@ -53,7 +67,36 @@ pub fn run_path(
         interrupt: lab.interrupt.clone(),
     };
     quiesce(running);
-    Ok(engine::run(&plan, &control, &mut |_| {})?)
+    profiled(running, profiler, path, || {
+        Ok(engine::run(&plan, &control, &mut |_| {})?)
+    })
+}
+
+/// Runs `run` under `profiler` when given (title: the server and `what`).
+pub fn profiled(
+    running: &Running,
+    profiler: Option<(&Profiler, &str)>,
+    what: &str,
+    run: impl FnOnce() -> anyhow::Result<RunResult>,
+) -> anyhow::Result<(RunResult, Option<Profile>)> {
+    let Some((profiler, stem)) = profiler else {
+        return Ok((run()?, None));
+    };
+    let recording = profiler.start(running);
+    let result = run()?;
+    let title = format!("{} {what}", running.name);
+    let profile = profiler.finish(recording, running, stem, &title, result.stats.ok);
+    Ok((result, Some(profile)))
+}
+
+/// A profile's file stem for `server` on `what` (a path, an experiment)
+/// at `c`: letters, digits and dashes.
+pub fn stem(server: &str, what: &str, c: usize) -> String {
+    let what: String = what
+        .chars()
+        .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '-' })
+        .collect();
+    format!("{server}-{}-c{c}", what.trim_matches('-'))
 }
 
 fn ms(us: u64) -> f64 {
@@ -91,6 +134,7 @@ pub fn waiting(
     wait_ms: u32,
     levels: &[usize],
     length: Duration,
+    profiler: Option<&Profiler>,
 ) -> WaitCurve {
     let db_wait = path.starts_with("/db");
     let (w, source) = in_flight(model, config, db_wait);
@@ -117,8 +161,10 @@ pub fn waiting(
         let length = length.max(Duration::from_secs_f64(
             (3.0 * c as f64 / predicted).min(10.0),
         ));
-        match run_path(lab, running, path, c, true, length) {
-            Ok(r) => {
+        let stem = stem(&running.name, path, c);
+        let profiler = profiler.map(|p| (p, stem.as_str()));
+        match run_path_profiled(lab, running, path, c, true, length, profiler) {
+            Ok((r, profile)) => {
                 let p = Percentiles::of(&r.stats.latency_us);
                 super::say(&format!(
                     "  {} {path} c={c}: {:.0} req/s (predicted {:.0}), p99 {:.1} ms, {} failed",
@@ -135,6 +181,7 @@ pub fn waiting(
                     p99_ms: ms(p.p99),
                     failed: r.stats.failures.total(),
                     predicted_rps: predicted,
+                    profile,
                 });
             }
             Err(e) => super::say(&format!("  {} {path} c={c}: {e:#}", running.name)),

@@ -18,6 +18,7 @@
 //! saying plainly where a measurement does not match its prediction.
 
 pub mod document;
+mod evidence;
 pub mod findings;
 mod measure;
 pub mod report;
@@ -32,6 +33,7 @@ use clap::Args;
 use crate::catalog::{supervise, Entry, Running};
 use crate::lab::args::LabArgs;
 use crate::lab::driver::Selection;
+use crate::lab::profile::Profiler;
 use crate::lab::record::{self, Database, Header, ServerStatus};
 use crate::lab::Lab;
 use crate::units::parse_duration;
@@ -73,6 +75,12 @@ pub struct ModelsArgs {
     /// Fewer levels and 1 s runs: about 2 minutes.
     #[arg(long)]
     pub quick: bool,
+
+    /// Record the waiting curves' and the stall's runs with `perf record`
+    /// (as `compare --profile`: flame graphs in profiles/, a breakdown per
+    /// run); a prediction that misses then shows where that run's CPU went.
+    #[arg(long)]
+    pub profile: bool,
 
     /// Length of each run (default 3s, 1s with --quick).
     #[arg(short = 'd', long, value_parser = parse_duration, value_name = "DURATION")]
@@ -156,11 +164,25 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .flat_map(|e| which.iter().map(move |&x| (e.clone(), x)))
         .collect();
+    let dir = args.lab.out_dir().join(doc.header.dir_name("-models"));
+    let profiler = args.profile.then(|| Profiler::new(dir.clone()));
+    if let Some(why) = profiler.as_ref().and_then(|p| p.unavailable()) {
+        say(&format!(
+            "--profile: no profiles: {why}; the runs go on without"
+        ));
+    }
+    let runs = Runs {
+        lab: &lab,
+        levels,
+        length,
+        has_db,
+        profiler: profiler.as_ref(),
+    };
     let bare = lab.loopback();
     bare.each(&lab, &plan, |e, &x, started| {
         say(&format!("{} — {x:?}", e.name));
         match started {
-            Ok(s) => experiment(&lab, e, x, s.running, levels, length, has_db, &mut doc),
+            Ok(s) => experiment(&runs, e, x, s.running, &mut doc),
             Err(err) => {
                 say(&format!("{}: did not start: {err:#}", e.name));
                 if let Some(s) = doc.servers.iter_mut().find(|s| s.name == e.name) {
@@ -174,7 +196,6 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     doc.findings = findings::all(&doc);
     doc.header.finish(lab.interrupted());
     drop(lab);
-    let dir = args.lab.out_dir().join(doc.header.dir_name("-models"));
     report::write_all(&dir, &doc)?;
     println!("{}", report::text(&doc));
     println!("results: {}", dir.display());
@@ -185,18 +206,25 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// One experiment on one started server, stopped at the end.
-#[allow(clippy::too_many_arguments)]
-fn experiment(
-    lab: &Lab,
-    e: &Entry,
-    x: Experiment,
-    mut running: Running,
-    levels: &[usize],
+/// How every experiment of this command runs: its lab, levels, run length,
+/// whether a database answers, and the profiler under `--profile`.
+struct Runs<'a> {
+    lab: &'a Lab,
+    levels: &'a [usize],
     length: Duration,
     has_db: bool,
-    doc: &mut Models,
-) {
+    profiler: Option<&'a Profiler>,
+}
+
+/// One experiment on one started server, stopped at the end.
+fn experiment(runs: &Runs, e: &Entry, x: Experiment, mut running: Running, doc: &mut Models) {
+    let Runs {
+        lab,
+        levels,
+        length,
+        has_db,
+        profiler,
+    } = *runs;
     let config = running.config().ok();
     if let Some(s) = doc.servers.iter_mut().find(|s| s.name == e.name) {
         if s.config.is_none() {
@@ -223,12 +251,13 @@ fn experiment(
                     WAIT_MS,
                     levels,
                     length,
+                    profiler,
                 ));
             }
         }
         Experiment::Stall => doc
             .stall
-            .push(stall::measure(lab, &running, e.model, length)),
+            .push(stall::measure(lab, &running, e.model, length, profiler)),
         Experiment::Connections if has_db => doc
             .connection_cost
             .push(measure::connection_cost(lab, &running, e.model, 50, length)),

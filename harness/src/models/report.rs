@@ -7,12 +7,17 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::document::Models;
+use super::document::{Evidence, Models};
 use crate::report::align;
 use crate::report::page::{html_page, html_table, md_table, write_files};
 use crate::report::svg::{builder, escape, svg};
 
-fn findings_of<'a>(doc: &'a Models, experiment: &'a str) -> impl Iterator<Item = String> + 'a {
+/// An experiment's findings, each marked, with the evidence of a miss
+/// (`--profile`) beside it.
+fn findings_of<'a>(
+    doc: &'a Models,
+    experiment: &'a str,
+) -> impl Iterator<Item = (String, Option<&'a Evidence>)> + 'a {
     doc.findings
         .iter()
         .filter(move |f| f.experiment == experiment)
@@ -22,8 +27,19 @@ fn findings_of<'a>(doc: &'a Models, experiment: &'a str) -> impl Iterator<Item =
                 Some(false) => "NOT as predicted: ",
                 None => "",
             };
-            format!("{mark}{}", f.sentence)
+            (format!("{mark}{}", f.sentence), f.evidence.as_ref())
         })
+}
+
+/// "where the CPU went: …", for the terminal and markdown.
+fn evidence_line(e: &Evidence) -> String {
+    format!(
+        "where the CPU went: {}{}",
+        e.sentence,
+        e.flame_graph
+            .as_ref()
+            .map_or(String::new(), |f| format!(" (flame graph: {f})"))
+    )
 }
 
 fn waiting_rows(doc: &Models) -> Vec<Vec<String>> {
@@ -183,8 +199,11 @@ pub fn text(doc: &Models) -> String {
         }
         o += &format!("\n{title}\n");
         o += &align(&rows, &[]);
-        for f in findings_of(doc, key) {
+        for (f, evidence) in findings_of(doc, key) {
             o += &format!("  - {f}\n");
+            if let Some(e) = evidence {
+                o += &format!("      {}\n", evidence_line(e));
+            }
         }
     }
     o
@@ -200,8 +219,11 @@ pub fn markdown(doc: &Models) -> String {
         o += &format!("\n## {title}\n\n");
         o += &md_table(&rows);
         o += "\n";
-        for f in findings_of(doc, key) {
+        for (f, evidence) in findings_of(doc, key) {
             o += &format!("- {f}\n");
+            if let Some(e) = evidence {
+                o += &format!("  - {}\n", evidence_line(e));
+            }
         }
     }
     o
@@ -330,8 +352,19 @@ pub fn html(doc: &Models) -> String {
             continue;
         }
         b += &format!("<h2>{}</h2>\n<ul>\n", escape(title));
-        for f in findings_of(doc, key) {
-            b += &format!("<li>{}</li>\n", escape(&f));
+        for (f, evidence) in findings_of(doc, key) {
+            b += &format!("<li>{}", escape(&f));
+            if let Some(e) = evidence {
+                b += &format!(
+                    "<div class=\"evidence\">where the CPU went: {}{}</div>",
+                    escape(&e.sentence),
+                    e.flame_graph.as_ref().map_or(String::new(), |f| format!(
+                        " <a href=\"{}\">flame graph</a>",
+                        escape(f)
+                    ))
+                );
+            }
+            b += "</li>\n";
         }
         b += "</ul>\n";
         let charts: Vec<Option<String>> = match key {

@@ -6,9 +6,10 @@
 use std::time::{Duration, Instant};
 
 use super::document::Stall;
-use super::measure::{quiesce, run_path};
+use super::measure::{profiled, quiesce, run_path, stem};
 use crate::catalog::Running;
 use crate::engine::{self, Control, Plan, Route, Stop};
+use crate::lab::profile::Profiler;
 use crate::lab::Lab;
 use crate::stats::Percentiles;
 
@@ -52,14 +53,21 @@ fn size_cpu(running: &Running) -> anyhow::Result<(u32, f64)> {
     Ok((n, times[1]))
 }
 
-pub fn measure(lab: &Lab, running: &Running, model: &str, length: Duration) -> Stall {
+/// The experiment; `profiler` records the mixed run.
+pub fn measure(
+    lab: &Lab,
+    running: &Running,
+    model: &str,
+    length: Duration,
+    profiler: Option<&Profiler>,
+) -> Stall {
     let mut out = Stall {
         server: running.name.clone(),
         model: model.into(),
         mix: format!("/hello:{} + /cpu:{}", WEIGHTS.0, WEIGHTS.1),
         ..Stall::default()
     };
-    if let Err(e) = stall(lab, running, length, &mut out) {
+    if let Err(e) = stall(lab, running, length, profiler, &mut out) {
         out.error = Some(format!("{e:#}"));
     }
     super::say(&format!(
@@ -80,7 +88,13 @@ pub fn measure(lab: &Lab, running: &Running, model: &str, length: Duration) -> S
 /// heavy request (1 in 100) and see it answered on a shared machine.
 const MIN_LENGTH: Duration = Duration::from_secs(3);
 
-fn stall(lab: &Lab, running: &Running, length: Duration, out: &mut Stall) -> anyhow::Result<()> {
+fn stall(
+    lab: &Lab,
+    running: &Running,
+    length: Duration,
+    profiler: Option<&Profiler>,
+    out: &mut Stall,
+) -> anyhow::Result<()> {
     let length = length.max(MIN_LENGTH);
     (out.cpu_n, out.cpu_ms) = size_cpu(running)?;
     let alone = run_path(lab, running, "/hello", CONNECTIONS, true, length)?;
@@ -105,7 +119,15 @@ fn stall(lab: &Lab, running: &Running, length: Duration, out: &mut Stall) -> any
         interrupt: lab.interrupt.clone(),
     };
     quiesce(running);
-    let mixed = engine::run(&plan, &control, &mut |_| {})?;
+    let stem = stem(&running.name, "stall", CONNECTIONS);
+    let (mixed, profile) = profiled(
+        running,
+        profiler.map(|p| (p, stem.as_str())),
+        "stall",
+        || Ok(engine::run(&plan, &control, &mut |_| {})?),
+    )?;
+    out.mixed_profile = profile;
+    out.mixed_rps = mixed.ok_per_s();
     out.failed = mixed.stats.failures.total();
     let hello = &mixed.stats.paths[0];
     let cpu = &mixed.stats.paths[1];

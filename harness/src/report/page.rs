@@ -50,7 +50,8 @@ pub fn html_page(title: &str, body: &str) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>\
          body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}\
          table {{ border-collapse: collapse; font-size: 0.9em; }} th, td {{ border: 1px solid #ccc; padding: 3px 8px; }}\
-         .wide {{ overflow-x: auto; }} .note {{ color: #555; white-space: pre-wrap; }}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
+         .wide {{ overflow-x: auto; }} .note {{ color: #555; white-space: pre-wrap; }}\
+         .evidence {{ margin: 0.3em 0 0.6em 1.5em; padding-left: 0.6em; border-left: 3px solid #ee854a; color: #444; }}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
         escape(title)
     )
 }

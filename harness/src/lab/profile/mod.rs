@@ -21,7 +21,9 @@ use inferno::collapse::Collapse;
 use serde::{Deserialize, Serialize};
 
 pub mod programs;
+mod run;
 pub use programs::ProgramShare;
+pub use run::Profiler;
 
 /// Samples per second per CPU: prime, so it does not beat with the
 /// servers' own periodic work, and low: at 499 Hz the call-graph samples
