@@ -1063,6 +1063,25 @@ fn the_html_report_renders_in_headless_chromium() {
          --mysql-url=mysql://bench:bench@127.0.0.1:3306/bench"
             .into(),
     );
+    // A profiled run: the breakdown's row, its bar and its flame graph link.
+    let mut profile = harness::lab::profile::Profile::default();
+    profile.server.cpu_ns = 2_000_000_000;
+    profile.server.user_us_per_request = 30.0;
+    profile.server.kernel_us_per_request = 20.0;
+    profile.server.kernel_pct = 40.0;
+    profile.server.programs = vec![
+        harness::lab::profile::ProgramShare {
+            program: "php-fpm8.2".into(),
+            pct: 70.0,
+        },
+        harness::lab::profile::ProgramShare {
+            program: "nginx".into(),
+            pct: 30.0,
+        },
+    ];
+    profile.server.php_pct = Some(41.0);
+    profile.server_svg = Some("profiles/worker-pool-hello-c100-run1.server.svg".into());
+    results.rows[0].runs[0].profile = Some(profile);
     let report = harness::compare::report::html::render(&results);
     assert_eq!(
         report.matches("pecl install swoole").count(),
@@ -1109,6 +1128,13 @@ fn the_html_report_renders_in_headless_chromium() {
         "the charts did not survive:\n{dom}"
     );
     assert!(dom.contains("workers differ"), "fairness warnings missing");
+    for profiled in [
+        "Where the CPU went",
+        "php-fpm8.2 70% · nginx 30% (PHP itself 41%)",
+        "profiles/worker-pool-hello-c100-run1.server.svg",
+    ] {
+        assert!(dom.contains(profiled), "profile section: no {profiled:?}");
+    }
     for chart in [
         "requests/s over time at c=100",
         "p99 latency over time at c=100",
