@@ -58,7 +58,7 @@ fn models_quick_holds_all_four_experiments() {
             .expect("a cost entry");
         assert!(
             c.keepalive_rps > 0.0 && c.new_db_connection_rps > 0.0,
-            "{c:?}"
+            "{c:?}\n{stderr}"
         );
         let m = doc
             .memory

@@ -217,6 +217,16 @@ pub fn connection_cost(
         match run_path(lab, running, path, c, keepalive, length) {
             Ok(r) => {
                 out.failed += r.stats.failures.total();
+                if r.stats.ok == 0 {
+                    // Nothing verified: an error with what was answered,
+                    // not a rate of 0.
+                    out.error = Some(format!("{path}: {}", failures(&r)));
+                    super::say(&format!(
+                        "  {} {path}: nothing verified; the server's log:\n{}",
+                        running.name,
+                        running.logs()
+                    ));
+                }
                 let rps = r.ok_per_s();
                 match i {
                     0 => out.keepalive_rps = rps,
@@ -228,10 +238,56 @@ pub fn connection_cost(
         }
     }
     super::say(&format!(
-        "  {}: keep-alive {:.0}, new HTTP connection {:.0}, new DB connection {:.0} req/s",
-        out.server, out.keepalive_rps, out.new_http_connection_rps, out.new_db_connection_rps
+        "  {}: keep-alive {:.0}, new HTTP connection {:.0}, new DB connection {:.0} req/s{}",
+        out.server,
+        out.keepalive_rps,
+        out.new_http_connection_rps,
+        out.new_db_connection_rps,
+        out.error
+            .as_deref()
+            .map_or(String::new(), |e| format!(" — {e}"))
     ));
     out
+}
+
+/// "0 verified, 130 failed: status 130 (503 ×130)": what a run that
+/// failed answered, by failure kind and status.
+fn failures(r: &RunResult) -> String {
+    let f = &r.stats.failures;
+    let kinds: Vec<String> = [
+        ("connect", f.connect),
+        ("write", f.write),
+        ("receive", f.receive),
+        ("length", f.length),
+        ("exception", f.exception),
+        ("status", f.status),
+        ("body", f.body),
+        ("timeout", f.timeout),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(k, n)| format!("{k} {n}"))
+    .collect();
+    let statuses: Vec<String> = r
+        .stats
+        .status
+        .seen()
+        .map(|(s, n)| format!("{s} ×{n}"))
+        .collect();
+    format!(
+        "{} verified, {} failed: {} (statuses {}){}",
+        r.stats.ok,
+        f.total(),
+        kinds.join(", "),
+        if statuses.is_empty() {
+            "none".to_string()
+        } else {
+            statuses.join(", ")
+        },
+        r.message
+            .as_deref()
+            .map_or(String::new(), |m| format!("; {m}"))
+    )
 }
 
 /// The accept queue of the listening socket on `port` (`/proc/net/tcp`,
