@@ -51,7 +51,17 @@ const CLIENT_CAPS: CapabilityFlags = CapabilityFlags::CLIENT_LONG_PASSWORD
 /// interrupted (coroutine cancelled, panic) — leaves the connection
 /// [broken](Conn::is_broken): further commands are refused.
 pub struct Conn {
-    stream: TcpStream,
+    /// Boxed so that it never moves while the connection lives, however
+    /// the `Conn` is moved (into the pool and out of it on every query).
+    /// may 0.3.51 reads the socket's state through a reference to it after
+    /// it has published the parked coroutine to its event loop
+    /// (`SocketRead::subscribe`): when another worker thread resumes that
+    /// coroutine in between and it moves the `Conn` (back into the pool),
+    /// the reference points at stale stack and the read faults. It killed
+    /// the coroutine server with SIGSEGV under `/work` (two core dumps,
+    /// docs/ARCHITECTURE.md §3); with the socket at a fixed address the
+    /// reference stays valid for as long as the connection is open.
+    stream: Box<TcpStream>,
     /// What was read and the packets framed in it.
     packets: Packets,
     /// Write buffer, reused for every command: 4-byte header + payload.
@@ -86,7 +96,7 @@ impl Conn {
     }
 
     fn connect_impl(opts: &Opts, offer: Option<&str>) -> Result<Conn, Error> {
-        let stream = tcp_connect(opts)?;
+        let stream = Box::new(tcp_connect(opts)?);
         let mut conn = Conn {
             stream,
             packets: Packets::new(),
@@ -734,6 +744,28 @@ fn first_column_i64(row: &[u8]) -> Result<Option<i64>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where the connection's socket is (the memory may reads through a
+    /// reference while a read parks).
+    fn socket_address(conn: &Conn) -> *const TcpStream {
+        let socket: &TcpStream = &conn.stream;
+        socket
+    }
+
+    /// The pool moves a `Conn` out and back in on every query; the socket
+    /// must not move with it (see [`Conn`]'s `stream`).
+    #[test]
+    fn the_socket_stays_put_when_the_connection_moves() {
+        let url = testkit::db::shared();
+        let conn = Conn::connect(&Opts::from_url(url).unwrap()).unwrap();
+        let at = socket_address(&conn);
+        // Moved into a Vec (as into the pool's idle list) and out again.
+        let mut idle = vec![conn];
+        let conn = idle.pop().unwrap();
+        assert_eq!(socket_address(&conn), at);
+        let moved = Box::new(conn);
+        assert_eq!(socket_address(&moved), at);
+    }
 
     #[test]
     fn first_column_values() {
