@@ -25,6 +25,7 @@
 pub mod app;
 pub mod contract;
 pub mod db;
+pub mod fatal;
 pub mod minihttp;
 
 use std::net::SocketAddr;
@@ -79,6 +80,12 @@ pub struct Args {
     /// (may does so when the stack size is odd). Not for benchmarks.
     #[arg(long, hide = true)]
     pub report_stack: bool,
+
+    /// Diagnostics: once listening, read address 0x20 in a coroutine (a
+    /// memory fault, as may's stale socket read was), to test that a fault
+    /// is reported on stderr. Not for benchmarks.
+    #[arg(long, hide = true)]
+    pub fault_in_coroutine: bool,
 }
 
 /// Runs the server until SIGTERM/SIGINT, then exits the process with 0.
@@ -95,6 +102,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     may::config()
         .set_workers(workers as usize)
         .set_stack_size(stack_words);
+    // A memory fault prints a line before the process dies ([`fatal`]).
+    fatal::report_memory_faults();
 
     let server = match args.engine {
         Engine::Contract => "coroutine",
@@ -145,6 +154,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     listen::announce(addr);
+    if args.fault_in_coroutine {
+        may::go!(|| {
+            // SAFETY: none; a fault on purpose (the flag's test).
+            let x = unsafe { std::ptr::read_volatile(0x20 as *const usize) };
+            eprintln!("coroutine: read {x} at 0x20, no fault");
+        });
+    }
 
     // Block the main thread (not a may worker) until a signal arrives.
     let _ = signal.recv();
