@@ -5,6 +5,9 @@
 //! the 30-minute run of the closing note.
 //!
 //! The bounds, and why:
+//! - **warm-up**: until RSS settles (5 samples within 256 KiB), at least
+//!   5 s, at most 180 s (`BENCHLAB_SOAK_WARMUP_SECS`); then the judged
+//!   stretch, `BENCHLAB_SOAK_SECS` long.
 //! - **RSS**: the end (median of the last 3 samples) at most
 //!   max([`RSS_SLACK_KIB`], 10 %) above the start (median of the first 3
 //!   after warm-up). jemalloc's caches and dirty-page decay (10 s) move a
@@ -38,7 +41,7 @@ const CLIENTS: usize = 16;
 const TARGETS: &[&str] = &["/hello", "/db", "/work", "/cpu?n=1000"];
 
 /// The soak's length: `BENCHLAB_SOAK_SECS`, else [`DEFAULT_SECS`] (at
-/// least 10 s: the warm-up and enough samples to judge).
+/// least 10 s: enough samples to judge).
 pub fn duration() -> Duration {
     let secs = std::env::var("BENCHLAB_SOAK_SECS")
         .ok()
@@ -120,31 +123,80 @@ pub fn judge(settled: &[Sample], pool: u64) -> Result<Verdict, String> {
     }
 }
 
+/// The warm-up lasts at least this long.
+const MIN_WARMUP: Duration = Duration::from_secs(5);
+
+/// The warm-up ends once the last this many samples' RSS lies within
+/// [`SETTLE_KIB`]: a server whose allocator is still growing its caches
+/// (worker-pool's grows for about a million requests, then stops) is
+/// judged after it settles, not during.
+const SETTLE_SAMPLES: usize = 5;
+const SETTLE_KIB: u64 = 256;
+
+/// The longest warm-up: `BENCHLAB_SOAK_WARMUP_SECS`, else 180 s. Memory
+/// still rising after it fails the soak (a leak never settles).
+pub fn max_warmup() -> Duration {
+    let secs = std::env::var("BENCHLAB_SOAK_WARMUP_SECS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(180);
+    Duration::from_secs(secs).max(MIN_WARMUP)
+}
+
 /// The soak against `s`: its own server and database, [`CLIENTS`]
-/// clients on [`TARGETS`] for [`duration`], sampled every second.
+/// clients on [`TARGETS`], sampled every second: a warm-up until its RSS
+/// settles (at most [`max_warmup`]), then [`duration`] judged.
 pub fn soak_at_saturation_stays_flat(s: &Server) {
     let _one = crate::faults::one_at_a_time();
     let length = duration();
-    let warmup = (length / 4).max(Duration::from_secs(5));
+    let warmup_limit = max_warmup();
     let mariadb = db::private();
     let server = s.start(&mariadb.url());
     let pool = db_pool(&server);
     let load = Load::start(server.addr, TARGETS, CLIENTS);
     let t0 = Instant::now();
-    let mut samples = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
     let mut tick = t0;
-    while t0.elapsed() < length {
+    let mut warmup: Option<Duration> = None;
+    loop {
+        let at = t0.elapsed();
         samples.push(Sample {
-            at: t0.elapsed(),
+            at,
             rss_kib: server.rss_kib(),
             fds: server.open_fds() as u64,
             db_connections: mariadb.status("Threads_connected").unwrap_or(u64::MAX),
             counts: load.counts(),
         });
+        match warmup {
+            None => {
+                let recent = &samples[samples.len().saturating_sub(SETTLE_SAMPLES)..];
+                let span = recent.iter().map(|s| s.rss_kib).max().unwrap_or(0)
+                    - recent.iter().map(|s| s.rss_kib).min().unwrap_or(0);
+                if at >= MIN_WARMUP && recent.len() == SETTLE_SAMPLES && span <= SETTLE_KIB {
+                    warmup = Some(at);
+                } else if at >= warmup_limit {
+                    let first = samples[0].rss_kib;
+                    let last = samples[samples.len() - 1].rss_kib;
+                    panic!(
+                        "soak {}: RSS still rising after a warm-up of {warmup_limit:?}: \
+                         {first} → {last} KiB ({} requests)",
+                        s.name(),
+                        load.counts().total()
+                    );
+                }
+            }
+            Some(w) if at >= w + length => break,
+            Some(_) => {}
+        }
         // Sampling, not ordering: one sample a second.
         tick += Duration::from_secs(1);
         std::thread::sleep(tick.saturating_duration_since(Instant::now()));
     }
+    let warmup = warmup.expect("the loop ends after the warm-up");
+    let warmup_requests = samples
+        .iter()
+        .find(|s| s.at >= warmup)
+        .map_or(0, |s| s.counts.total());
     let tally = load.stop();
     let settled: Vec<Sample> = samples.iter().copied().filter(|s| s.at >= warmup).collect();
     let verdict = judge(&settled, pool);
@@ -156,7 +208,8 @@ pub fn soak_at_saturation_stays_flat(s: &Server) {
             .join(" ")
     };
     eprintln!(
-        "soak {}: {:?} ({:?} warm-up), {} requests ({:.0}/s): {}\n  \
+        "soak {}: {:?} after a warm-up of {:?} ({warmup_requests} requests), {} requests \
+         ({:.0}/s): {}\n  \
          RSS KiB:           {}\n  fds:               {}\n  Threads_connected: {}\n  \
          after warm-up: {verdict:?}",
         s.name(),
