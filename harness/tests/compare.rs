@@ -754,6 +754,110 @@ fn an_interrupted_compare_leaves_no_process_and_no_temp_dir() {
     assert!(Results::from_json(&text).unwrap().header.interrupted);
 }
 
+/// A server SIGKILLed in the middle of a compare's run (issue #20): the
+/// row fails with how it died (the signal), the run measured until then
+/// is kept in results.json (`end: server_gone`, its answers counted), and
+/// compare exits 1, nothing else having been measured.
+#[test]
+fn a_server_killed_mid_run_is_reported_with_its_signal_and_its_run_kept() {
+    sibling_binary("worker-pool");
+    let out = tmp("killed-out");
+    let stdout_file = out.path().join("stdout");
+    let results_dir = out.path().join("results");
+    let mut cmd = Command::new(harness_bin());
+    cmd.args(["compare", "--servers", "worker-pool", "--workloads", "work"])
+        .args(["-c", "4", "-d", "300s", "--runs", "1", "--warmup", "0"])
+        .arg("--out")
+        .arg(&results_dir)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_file).unwrap())
+        .stderr(Stdio::piped());
+    own_session(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let sid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !log.iter().any(|l: &String| l.contains("run 1/1 ...")) {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) => log.push(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => panic!("harness exited early:\n{}", log.join("\n")),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no run started:\n{}",
+            log.join("\n")
+        );
+    }
+    // The server of the run, in the compare's session; killed once it
+    // has served the run for a while (its CPU time moved).
+    let comm = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let server = procfs::all()
+        .into_iter()
+        .find(|p| p.session == sid && comm(p.pid).trim() == "worker-pool")
+        .unwrap_or_else(|| panic!("no worker-pool in the session:\n{}", log.join("\n")));
+    let ticks = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|t| procfs::parse_stat(&t))
+            .map_or(0, |s| s.cpu_ticks)
+    };
+    let start = ticks(server.pid);
+    testkit::observe::wait_for("the server to serve the run", || {
+        ticks(server.pid) >= start + 30
+    });
+    // SAFETY: a process of the session our own child made.
+    unsafe { libc::kill(server.pid, libc::SIGKILL) };
+    let status = wait_exit(
+        &mut child,
+        Duration::from_secs(120),
+        "compare did not end after its server was killed",
+    );
+    while let Ok(line) = rx.try_recv() {
+        log.push(line);
+    }
+    let stdout = std::fs::read_to_string(&stdout_file).unwrap();
+    assert_eq!(status.code(), Some(1), "{stdout}\n{}", log.join("\n"));
+    let row = table_row(&stdout, "worker-pool", "work").expect("a row");
+    assert!(row.contains("FAILED"), "{row}");
+    let text = std::fs::read_to_string(the_results_dir(&results_dir).join("results.json")).unwrap();
+    check_schema(&text);
+    let results = Results::from_json(&text).unwrap();
+    assert!(!results.header.interrupted);
+    let r = &results.rows[0];
+    assert_eq!(r.status, RowStatus::Failed);
+    let error = r.error.as_deref().unwrap_or("");
+    assert!(
+        error.contains("SIGKILL") && error.contains("refused"),
+        "the row says how the server died: {error}"
+    );
+    assert_eq!(r.runs.len(), 1, "the run measured until the kill is kept");
+    let run = &r.runs[0];
+    assert_eq!(run.end, "server_gone");
+    assert!(
+        run.ok > 0 && run.failed > 0,
+        "{} ok, {} failed",
+        run.ok,
+        run.failed
+    );
+    eprintln!(
+        "compare, worker-pool SIGKILLed mid-run: exit 1, row FAILED ({}), its run kept: \
+         {} ok, {} failed in {:.1} s",
+        error.lines().next().unwrap_or(""),
+        run.ok,
+        run.failed,
+        run.duration_s
+    );
+}
+
 /// A two-server, two-workload comparison, made up.
 fn synthetic() -> Results {
     let server = |name: &str| ServerDoc {

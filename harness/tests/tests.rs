@@ -8,6 +8,7 @@ mod diff;
 mod docker;
 mod engine;
 mod env;
+mod faults;
 mod layers;
 mod mix;
 mod models;

@@ -11,11 +11,17 @@
 //! - [`contract`] and [`contract_tests!`]: the contract suite (docs/ARCHITECTURE.md §2):
 //!   every row of `workloads::contract`, then the database down, a stalled
 //!   request and SIGTERM.
+//! - [`faults`] and [`fault_tests!`]: faults while loaded (the database
+//!   SIGKILLed, slow heads, resets, a connection flood) and the [`soak`],
+//!   over the bounded client load of [`load`].
 
 pub use workloads::probe as client;
 pub mod contract;
 pub mod db;
+pub mod faults;
+pub mod load;
 pub mod observe;
 pub mod process;
+pub mod soak;
 
 pub use process::ServerProcess;

@@ -100,6 +100,24 @@ impl ServerProcess {
             .collect()
     }
 
+    /// Its resident memory (`VmRSS` of `/proc/PID/status`), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .unwrap_or_else(|e| panic!("cannot read /proc/{}/status: {e}", self.pid()));
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS in /proc/{}/status", self.pid()))
+    }
+
+    /// How many file descriptors it has open (`/proc/PID/fd`).
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .unwrap_or_else(|e| panic!("cannot list /proc/{}/fd: {e}", self.pid()))
+            .count()
+    }
+
     /// Waits until the server has read every byte sent to it so far.
     pub fn wait_until_read(&self) {
         wait_for("the server to read what was sent to it", || {
@@ -145,17 +163,39 @@ struct TcpSocket {
     send_queue: u32,
 }
 
+/// Connections waiting in the accept queue of the listener on `server`
+/// (accepted by the kernel, not yet by the server); `None` when nothing
+/// listens there.
+pub fn accept_queue(server: SocketAddr) -> Option<u64> {
+    let SocketAddr::V4(server) = server else {
+        panic!("accept_queue: IPv4 only, not {server}")
+    };
+    const LISTEN: u32 = 1 << 10;
+    // For a listener, sock_diag's receive queue is its accept queue.
+    let listeners: Vec<TcpSocket> = tcp_sockets_in(LISTEN)
+        .into_iter()
+        .filter(|s| s.local.port() == server.port())
+        .collect();
+    (!listeners.is_empty()).then(|| listeners.iter().map(|s| u64::from(s.recv_queue)).sum())
+}
+
 /// The connected IPv4 TCP sockets of this network namespace (every state
 /// but LISTEN, SYN_RECV and TIME_WAIT).
 fn tcp_sockets() -> Vec<TcpSocket> {
-    const NETLINK_SOCK_DIAG: libc::c_int = 4;
-    const SOCK_DIAG_BY_FAMILY: u16 = 20;
-    const NLMSG_ERROR: u16 = 2;
-    const NLMSG_DONE: u16 = 3;
     // ESTABLISHED, SYN_SENT, FIN_WAIT1, FIN_WAIT2, CLOSE, CLOSE_WAIT,
     // LAST_ACK, CLOSING (linux/tcp_states.h).
     const STATES: u32 =
         (1 << 1) | (1 << 2) | (1 << 4) | (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 11);
+    tcp_sockets_in(STATES)
+}
+
+/// The IPv4 TCP sockets of this network namespace in `states` (a bit per
+/// state of linux/tcp_states.h).
+fn tcp_sockets_in(states: u32) -> Vec<TcpSocket> {
+    const NETLINK_SOCK_DIAG: libc::c_int = 4;
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const NLMSG_ERROR: u16 = 2;
+    const NLMSG_DONE: u16 = 3;
 
     // nlmsghdr (16 bytes) + inet_diag_req_v2 (56 bytes).
     let mut req = Vec::with_capacity(72);
@@ -166,7 +206,7 @@ fn tcp_sockets() -> Vec<TcpSocket> {
     req.extend_from_slice(&1u32.to_ne_bytes()); // seq
     req.extend_from_slice(&0u32.to_ne_bytes()); // pid: the kernel
     req.extend_from_slice(&[libc::AF_INET as u8, libc::IPPROTO_TCP as u8, 0, 0]);
-    req.extend_from_slice(&STATES.to_ne_bytes());
+    req.extend_from_slice(&states.to_ne_bytes());
     req.extend_from_slice(&[0u8; 48]); // inet_diag_sockid: any
 
     // SAFETY: a netlink socket we own and close; buffers outlive the calls.
