@@ -151,22 +151,30 @@ pub fn html(results: &Results) -> String {
                 200.0 * us / widest
             )
         };
-        let links: Vec<String> = profiles
-            .iter()
-            .enumerate()
-            .flat_map(|(i, p)| {
-                [(&p.server_svg, "server"), (&p.generator_svg, "generator")]
-                    .into_iter()
-                    .filter_map(move |(f, side)| {
+        // "server 1 2 3 4 · generator 1 2 3 4": each run's flame graph.
+        let links: Vec<String> = [("server", 0), ("generator", 1)]
+            .into_iter()
+            .filter_map(|(side, which)| {
+                let runs: Vec<String> = profiles
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| {
+                        let f = if which == 0 {
+                            &p.server_svg
+                        } else {
+                            &p.generator_svg
+                        };
                         f.as_ref()
-                            .map(|f| format!("<a href=\"{}\">run {} {side}</a>", escape(f), i + 1))
+                            .map(|f| format!("<a href=\"{}\">{}</a>", escape(f), i + 1))
                     })
+                    .collect();
+                (!runs.is_empty()).then(|| format!("{side} {}", runs.join(" ")))
             })
             .collect();
         out.push_str(&format!(
             "<tr>{head}<td class=\"n\">{:.1}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.0}</td>\
              <td class=\"n\">{:.0}</td><td class=\"n\">{:.0}</td><td>{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{:.1}</td><td style=\"white-space:nowrap\">{}{}</td><td>{}</td></tr>\n",
+             <td class=\"n\">{:.1}</td><td style=\"white-space:nowrap\">{}{}</td><td style=\"white-space:nowrap\">{}</td></tr>\n",
             s.user_us_per_request,
             s.kernel_us_per_request,
             s.kernel_pct,
@@ -179,7 +187,7 @@ pub fn html(results: &Results) -> String {
             g.user_us_per_request + g.kernel_us_per_request,
             bar(s.user_us_per_request, "#4878d0"),
             bar(s.kernel_us_per_request, "#ee854a"),
-            links.join(" · ")
+            links.join("<br>")
         ));
     }
     out.push_str("</table></div>\n");
