@@ -254,20 +254,12 @@ pub fn connection_cost(
 /// failed answered, by failure kind and status.
 fn failures(r: &RunResult) -> String {
     let f = &r.stats.failures;
-    let kinds: Vec<String> = [
-        ("connect", f.connect),
-        ("write", f.write),
-        ("receive", f.receive),
-        ("length", f.length),
-        ("exception", f.exception),
-        ("status", f.status),
-        ("body", f.body),
-        ("timeout", f.timeout),
-    ]
-    .iter()
-    .filter(|(_, n)| *n > 0)
-    .map(|(k, n)| format!("{k} {n}"))
-    .collect();
+    let kinds: Vec<String> = f
+        .named()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
     let statuses: Vec<String> = r
         .stats
         .status
