@@ -194,6 +194,23 @@ mod tests {
         assert_eq!(parse_failures("#other"), None);
     }
 
+    /// fuzz/'s hlog crash: a log whose one interval counts more than
+    /// 2^64 - 1 requests is refused, not turned into intervals whose
+    /// percentiles overflow.
+    #[test]
+    fn a_log_counting_past_u64_is_refused() {
+        let mut h = crate::stats::latency_histogram();
+        for v in [100, 200, 300, 400] {
+            h.record_n(v, 1 << 62).unwrap();
+        }
+        let log = format!(
+            "#[StartTime: 1.0]\nTag=A,1.134,1.999,0.442,{}\n",
+            crate::intervals::encode_base64(&h)
+        );
+        let err = parse(log.as_bytes()).unwrap_err();
+        assert!(err.contains("past 2^64"), "{err}");
+    }
+
     #[test]
     fn a_log_of_another_tool_is_read_and_garbage_is_refused() {
         let mut h = crate::stats::latency_histogram();

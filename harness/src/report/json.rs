@@ -296,6 +296,7 @@ impl HistogramDoc {
         for [value, count] in &self.buckets {
             h.record_n(*value, *count).map_err(|e| format!("{e:?}"))?;
         }
+        crate::intervals::counts_fit(&h)?;
         Ok(h)
     }
 }
