@@ -434,11 +434,12 @@ pub fn resets_mid_response_leave_the_server_serving(s: &Server) {
     }
 }
 
-/// Connections opened and dropped at once (issue #20 asks for 10,000;
-/// this many fit the descriptor limits of CI and of a developer's
-/// machine, in the test process and in the server each, with the load's
-/// and the runtime's descriptors beside them).
-pub const FLOOD: u64 = 3000;
+/// Connections opened and dropped at once, as issue #20 asks: the test
+/// process and the server each hold them all (the test raises its soft
+/// limit on open files towards its hard limit, and the server inherits
+/// it), so a hard limit below `FLOOD` + [`FD_HEADROOM`] fails the test
+/// with that reason (CI's machines allow 20,000).
+pub const FLOOD: u64 = 10_000;
 
 /// Descriptors beyond the flood the test process and the server may need.
 const FD_HEADROOM: u64 = 512;
@@ -471,7 +472,7 @@ pub fn raise_fd_limit(need: u64) -> u64 {
 /// [`FLOOD`] connections opened at once beside a load (a third idle, a
 /// third with half a head, a third with a whole request never read), then
 /// all dropped at once (half with a reset): the server accepts them all,
-/// frees every descriptor afterwards, and the load is answered throughout.
+/// closes every connection it accepted afterwards, and the load is answered throughout.
 pub fn a_connection_flood_is_dropped_and_its_descriptors_freed(s: &Server) {
     let _one = one_at_a_time();
     let limit = raise_fd_limit(FLOOD + FD_HEADROOM);
@@ -483,7 +484,11 @@ pub fn a_connection_flood_is_dropped_and_its_descriptors_freed(s: &Server) {
     let server = s.start(db::shared());
     let load = Load::start(server.addr, LOAD_TARGETS, LOAD_CLIENTS);
     load.wait_for_ok(Counts::default(), PHASE_OK, "before the flood");
+    // Freed means the connections the server accepted are closed: counted
+    // as its sockets on the listening address, not all its descriptors
+    // (its database pool may open more connections meanwhile, lazily).
     let fds_before = server.open_fds() as u64;
+    let held_before = server.held_connections(server.addr);
     let at_start = load.counts();
 
     let t0 = Instant::now();
@@ -518,26 +523,32 @@ pub fn a_connection_flood_is_dropped_and_its_descriptors_freed(s: &Server) {
         }
     }
     let freeing = Instant::now();
-    let mut fds_after = server.open_fds() as u64;
-    while fds_after > fds_before + 2 {
+    // The load keeps at most LOAD_CLIENTS connections; every other one the
+    // server accepted must be closed.
+    let mut held_after = server.held_connections(server.addr);
+    while held_after > LOAD_CLIENTS {
         assert!(
             freeing.elapsed() < observe::PROBE_LIMIT,
-            "{}: {fds_after} descriptors open {:?} after the flood was dropped \
-             ({fds_before} before it, {peak} at most during it); load: {}",
+            "{}: {held_after} accepted connections still open {:?} after the flood was \
+             dropped ({held_before} before it, the load's {LOAD_CLIENTS} at most; \
+             descriptors {fds_before} before, {peak} at most during it, {} now); load: {}",
             s.name(),
             observe::PROBE_LIMIT,
+            server.open_fds(),
             load.counts()
         );
         std::thread::sleep(Duration::from_millis(10));
-        fds_after = server.open_fds() as u64;
+        held_after = server.held_connections(server.addr);
     }
     let freed = freeing.elapsed();
+    let fds_after = server.open_fds() as u64;
     let dropped = load.counts();
     load.wait_for_ok(dropped, PHASE_OK, "after the flood");
     let tally = load.stop();
     eprintln!(
         "{}: {FLOOD} connections opened in {opened:?}, accepted within {accepted:?}, \
-         dropped at once, freed in {freed:?}; server fds {fds_before} → {peak} → {fds_after}; \
+         dropped at once, freed in {freed:?}; connections held {held_before} → {held_after}; \
+         server fds {fds_before} → {peak} → {fds_after}; \
          {} ok during the flood; {}",
         s.name(),
         during.ok - at_start.ok,

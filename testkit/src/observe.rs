@@ -118,6 +118,14 @@ impl ServerProcess {
             .count()
     }
 
+    /// How many connections to `server` (its listening address) it holds
+    /// open: its descriptors that are sockets accepted there. Unlike
+    /// [`open_fds`](Self::open_fds), this leaves out what the server opens
+    /// itself, e.g. a database pool that grows under load.
+    pub fn held_connections(&self, server: SocketAddr) -> usize {
+        held_connections(self.pid(), server)
+    }
+
     /// Waits until the server has read every byte sent to it so far.
     pub fn wait_until_read(&self) {
         wait_for("the server to read what was sent to it", || {
@@ -153,6 +161,31 @@ pub fn unread_bytes(server: SocketAddr) -> u64 {
         .sum()
 }
 
+/// See [`ServerProcess::held_connections`]: the descriptors of process
+/// `pid` that are connections accepted on `server`.
+pub fn held_connections(pid: u32, server: SocketAddr) -> usize {
+    let SocketAddr::V4(server) = server else {
+        panic!("held_connections: IPv4 only, not {server}")
+    };
+    let accepted: std::collections::HashSet<u32> = tcp_sockets()
+        .iter()
+        .filter(|s| s.local == server)
+        .map(|s| s.inode)
+        .collect();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap_or_else(|e| panic!("cannot list /proc/{pid}/fd: {e}"))
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_str()?.to_owned();
+            link.strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .filter(|inode| accepted.contains(inode))
+        .count()
+}
+
 /// One TCP socket as `sock_diag` reports it.
 struct TcpSocket {
     local: SocketAddrV4,
@@ -161,6 +194,8 @@ struct TcpSocket {
     recv_queue: u32,
     /// Bytes written and not acknowledged by the peer.
     send_queue: u32,
+    /// Its inode: `socket:[INODE]` in a process's `/proc/PID/fd`.
+    inode: u32,
 }
 
 /// Connections waiting in the accept queue of the listener on `server`
@@ -257,9 +292,9 @@ fn tcp_sockets_in(states: u32) -> Vec<TcpSocket> {
             );
             // inet_diag_msg: family, state, timer, retrans, then the
             // sockid (ports and addresses in network order), expires,
-            // rqueue, wqueue.
+            // rqueue, wqueue, uid, inode.
             let m = &msgs[16..len];
-            if m.len() >= 64 {
+            if m.len() >= 72 {
                 let port = |at: usize| u16::from_be_bytes([m[at], m[at + 1]]);
                 let ip = |at: usize| Ipv4Addr::new(m[at], m[at + 1], m[at + 2], m[at + 3]);
                 let u32_at = |at: usize| u32::from_ne_bytes(m[at..at + 4].try_into().unwrap());
@@ -268,6 +303,7 @@ fn tcp_sockets_in(states: u32) -> Vec<TcpSocket> {
                     remote: SocketAddrV4::new(ip(24), port(6)),
                     recv_queue: u32_at(56),
                     send_queue: u32_at(60),
+                    inode: u32_at(68),
                 });
             }
             // Messages are 4-byte aligned.
@@ -292,6 +328,24 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn held_connections_counts_accepted_sockets_only() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let me = std::process::id();
+        let clients: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        // Connected but not accepted: in the accept queue, no descriptor of
+        // ours (the clients' own sockets are on other local ports).
+        wait_for("3 connections queued", || accept_queue(addr) == Some(3));
+        assert_eq!(held_connections(me, addr), 0);
+        let first = listener.accept().unwrap().0;
+        let second = listener.accept().unwrap().0;
+        assert_eq!(held_connections(me, addr), 2);
+        drop(first);
+        assert_eq!(held_connections(me, addr), 1);
+        drop((second, clients));
+    }
 
     #[test]
     fn unread_bytes_counts_what_the_server_has_not_read() {
