@@ -485,8 +485,8 @@ pub fn a_connection_flood_is_dropped_and_its_descriptors_freed(s: &Server) {
     let load = Load::start(server.addr, LOAD_TARGETS, LOAD_CLIENTS);
     load.wait_for_ok(Counts::default(), PHASE_OK, "before the flood");
     // Freed means the connections the server accepted are closed: counted
-    // as its sockets on the listening address, not all its descriptors
-    // (its database pool may open more connections meanwhile, lazily).
+    // as its sockets but for those it opened itself, not all its
+    // descriptors (its database pool may open more connections meanwhile).
     let fds_before = server.open_fds() as u64;
     let held_before = server.held_connections(server.addr);
     let at_start = load.counts();
@@ -523,14 +523,14 @@ pub fn a_connection_flood_is_dropped_and_its_descriptors_freed(s: &Server) {
         }
     }
     let freeing = Instant::now();
-    // The load keeps at most LOAD_CLIENTS connections; every other one the
-    // server accepted must be closed.
+    // Back to what it held before the flood (the listener and the load's
+    // connections, which may be reconnecting: hence the slack).
     let mut held_after = server.held_connections(server.addr);
-    while held_after > LOAD_CLIENTS {
+    while held_after > held_before + 2 {
         assert!(
             freeing.elapsed() < observe::PROBE_LIMIT,
             "{}: {held_after} accepted connections still open {:?} after the flood was \
-             dropped ({held_before} before it, the load's {LOAD_CLIENTS} at most; \
+             dropped ({held_before} before it; \
              descriptors {fds_before} before, {peak} at most during it, {} now); load: {}",
             s.name(),
             observe::PROBE_LIMIT,
