@@ -373,6 +373,63 @@ fn progress_is_reported_while_running(io: Io) {
     assert!(last.requests > 0 && last.requests <= r.stats.requests());
 }
 
+/// A thread opening more connections than its io_uring has submission
+/// entries (4,096) opens them in batches, turning its loop in between: the
+/// run's deadline holds while connections are still being opened. Before,
+/// every connection's first request was started in one burst before the
+/// loop's first turn (on a loaded machine 9,900 connections of a thread
+/// outlasted a 6 s run, and io_uring reaped nothing: 0 connections, 0
+/// responses). Not timing-dependent: however fast or slow the machine, a
+/// 5 ms run cannot start 6,000 connects (under 1 µs each) unless it
+/// starts them all before looking at the clock.
+fn a_burst_of_connections_does_not_hold_up_the_deadline(io: Io) {
+    const CONNS: usize = 6_000;
+    if !fd_limit_at_least(CONNS as u64 + 500) {
+        eprintln!(
+            "skipped: the open-files hard limit is below {}",
+            CONNS + 500
+        );
+        return;
+    }
+    // Never accepts: the handshakes complete into its backlog (or wait on
+    // SYN retransmits past it) and no request is answered.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hello", listener.local_addr().unwrap());
+    let p = plan_on(io, &url, |p| {
+        p.connections = CONNS;
+        p.threads = 1;
+        p.stop = Stop::Duration(Duration::from_millis(5));
+        p.timeout = Duration::from_secs(30);
+    });
+    let r = run(&p);
+    assert_eq!(r.end, End::Duration);
+    // Every started request is counted: answered, failed or aborted.
+    let started = r.stats.requests() + r.stats.aborted;
+    assert!(
+        started < CONNS as u64,
+        "all {started} connections were started before the 5 ms deadline was looked at"
+    );
+    drop(listener);
+}
+
+/// Raises this process's soft limit on open files to its hard limit; true
+/// if that reaches `need`.
+fn fd_limit_at_least(need: u64) -> bool {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return false;
+        }
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+    lim.rlim_max >= need
+}
+
 /// Where io_uring is refused — here by a seccomp filter that fails
 /// `io_uring_setup` with EPERM, as Docker's default profile does — `--io
 /// uring` runs on epoll and says why in one line.
@@ -456,4 +513,5 @@ crate::on_both_backends!(
     interrupt_stops_and_reports_partial_results,
     warmup_is_not_counted,
     progress_is_reported_while_running,
+    a_burst_of_connections_does_not_hold_up_the_deadline,
 );
