@@ -384,7 +384,7 @@ fn progress_is_reported_while_running(io: Io) {
 /// starts them all before looking at the clock.
 fn a_burst_of_connections_does_not_hold_up_the_deadline(io: Io) {
     const CONNS: usize = 6_000;
-    if !fd_limit_at_least(CONNS as u64 + 500) {
+    if testkit::faults::raise_fd_limit(CONNS as u64 + 500) < CONNS as u64 + 500 {
         eprintln!(
             "skipped: the open-files hard limit is below {}",
             CONNS + 500
@@ -410,24 +410,6 @@ fn a_burst_of_connections_does_not_hold_up_the_deadline(io: Io) {
         "all {started} connections were started before the 5 ms deadline was looked at"
     );
     drop(listener);
-}
-
-/// Raises this process's soft limit on open files to its hard limit; true
-/// if that reaches `need`.
-fn fd_limit_at_least(need: u64) -> bool {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain syscalls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return false;
-        }
-        lim.rlim_cur = lim.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-    }
-    lim.rlim_max >= need
 }
 
 /// Where io_uring is refused — here by a seccomp filter that fails
