@@ -252,14 +252,20 @@ fn minihttp_engine_serves_keep_alive_clients() {
 /// The SHOULD rows of the conformance section the minihttp engine does
 /// not meet, and why: each is one of `minihttp::HTTP_LIMITS` or shared
 /// with the default engine (httparse speaks HTTP/1.0 and 1.1 only).
-const MINIHTTP_WARNS: &[(&str, &str)] = &[
+/// (row, why, whether it may also pass): the half-close row passes when
+/// may_minihttp happens to read the request before the FIN arrives (a
+/// busy machine splits them), as `minihttp_engine_limits_are_as_listed_in_config`
+/// pins too; the other must keep failing until the limit goes away.
+const MINIHTTP_WARNS: &[(&str, &str, bool)] = &[
     (
         "higher minor version (HTTP/1.2) → served as HTTP/1.1",
         "httparse refuses any version but 1.0 and 1.1 (so does the default engine)",
+        false,
     ),
     (
         "request then half-close (FIN) → still answered",
         "may_minihttp ends the connection on the end of input before parsing what it read",
+        true,
     ),
 ];
 
@@ -275,10 +281,10 @@ fn minihttp_engine_meets_every_must_row_of_the_conformance_section() {
     let mut wrong = Vec::new();
     for row in workloads::conformance::rows() {
         let checked = row.check(server.addr, timeout);
-        let known = MINIHTTP_WARNS.iter().find(|(name, _)| *name == row.name);
+        let known = MINIHTTP_WARNS.iter().find(|(name, ..)| *name == row.name);
         match (checked.outcome, known) {
-            (Outcome::Pass, None) | (Outcome::Warn, Some(_)) => {}
-            (Outcome::Pass, Some((_, why))) => wrong.push(format!(
+            (Outcome::Pass, None) | (Outcome::Warn, Some(_)) | (Outcome::Pass, Some((.., true))) => {}
+            (Outcome::Pass, Some((_, why, false))) => wrong.push(format!(
                 "{}: passes now; it was a known limit ({why}): update MINIHTTP_WARNS and HTTP_LIMITS",
                 row.name
             )),
