@@ -4,8 +4,8 @@
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 
+use testkit::faults::reset;
 use testkit::observe::{accept_queue, held_connections, wait_for};
 
 #[test]
@@ -26,31 +26,10 @@ fn held_connections_counts_what_was_accepted_until_closed() {
     assert_eq!(held(), base + 2);
     // The peer resets the first: it leaves the kernel's tables, but its
     // descriptor is held until closed.
-    let reset = clients.remove(0);
-    reset_on_close(&reset);
-    drop(reset);
+    reset(clients.remove(0));
     let mut buf = [0u8; 1];
     assert!((&first).read(&mut buf).is_err(), "the reset has arrived");
     assert_eq!(held(), base + 2, "a reset connection is held until closed");
     drop(first);
     assert_eq!(held(), base + 1);
-}
-
-/// Makes closing `s` send a reset (SO_LINGER with a zero timeout).
-fn reset_on_close(s: &TcpStream) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt on a socket we own, with a local struct.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0);
 }
