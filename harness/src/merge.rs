@@ -289,6 +289,7 @@ fn merge(sources: Vec<Source>) -> anyhow::Result<RunResult> {
         threads: docs.iter().map(|d| d.settings.threads as usize).sum(),
         io: plan.io,
         io_note: None,
+        gather: None,
         plan,
         started_unix_s: base,
         duration,

@@ -102,6 +102,14 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Io::default(), value_name = "BACKEND")]
     pub io: Io,
 
+    /// io_uring, closed loop: a wait may hold out this long for half the
+    /// requests in flight to complete, so that one wake-up reads many
+    /// responses (fewer context switches: less of the machine taken from
+    /// the server). A response read late by it counts the wait in its
+    /// latency. 0 turns it off; needs kernel 6.13 (`min_wait`), else off.
+    #[arg(long, default_value = "400us", value_name = "DURATION", value_parser = parse_duration)]
+    pub gather: Duration,
+
     /// Open loop: this many requests per second from this process (with
     /// several agents, each agent's share), latency from the intended send
     /// times.
@@ -309,6 +317,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     }
     plan.keepalive = keepalive;
     plan.io = args.io;
+    plan.gather = args.gather;
     plan.timeout = args.timeout;
     plan.warmup = args.warmup;
     (plan.stop, plan.max_duration) = match (args.requests, args.duration) {

@@ -439,6 +439,52 @@ fn a_refused_io_uring_falls_back_to_epoll_saying_why() {
     assert_eq!(doc["requests"]["ok"], 300);
 }
 
+/// A closed loop on io_uring gathers its waits by default (`--gather`,
+/// 400 µs), and says so in its settings; `--gather 0`, a `--rate` run and
+/// epoll do not gather, and say nothing. Every run is answered in full.
+#[test]
+fn only_a_closed_loop_on_io_uring_gathers_and_its_settings_say_so() {
+    let (io, _, can_gather) = engine::resolve_io(Io::Uring);
+    if io != Io::Uring || !can_gather {
+        eprintln!("skipped: no io_uring with min_wait (kernel 6.13) here");
+        return;
+    }
+    let server = TestServer::start(Behaviour::Hello);
+    let url = server.url("/hello");
+    let settings = |extra: &[&str]| {
+        let mut cmd = Command::new(harness_bin());
+        cmd.args(["run", &url, "-n", "2000", "-c", "32", "--format", "json"]);
+        cmd.args(extra);
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["requests"]["ok"], 2000, "{extra:?}");
+        doc["settings"].clone()
+    };
+    let default = settings(&[]);
+    assert_eq!(default["io"], "uring");
+    assert_eq!(
+        default["gather_us"].as_f64(),
+        Some(engine::DEFAULT_GATHER.as_secs_f64() * 1e6)
+    );
+    assert_eq!(
+        settings(&["--gather", "150us"])["gather_us"].as_f64(),
+        Some(150.0)
+    );
+    for extra in [
+        &["--gather", "0"][..],
+        &["--rate", "20000"],
+        &["--io", "epoll"],
+    ] {
+        let s = settings(extra);
+        assert!(s.get("gather_us").is_none(), "{extra:?}: {s}");
+    }
+}
+
 /// A seccomp filter: `io_uring_setup` fails with EPERM, all else is allowed.
 fn refuse_io_uring() -> std::io::Result<()> {
     const LD_NR: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS: seccomp_data.nr at offset 0

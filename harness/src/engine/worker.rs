@@ -128,7 +128,7 @@ impl<'s> Worker<'s> {
         let timeout_ns = ns(plan.timeout);
         timer::precise_timers();
         let paced = matches!(plan.pace, Pace::Rate(_));
-        let io = Backend::new(shared.io, share.conns, paced)?;
+        let io = Backend::new(shared.io, share.conns, paced, shared.gather)?;
         Ok(Worker {
             shared,
             thread: share.thread,
@@ -216,7 +216,7 @@ impl<'s> Worker<'s> {
 
             let due = self.wakes.peek().map(|Reverse((t, _))| *t);
             let wait = self.wait_ns(now);
-            if let Err(e) = self.io.wait(now, wait, due, &mut evs) {
+            if let Err(e) = self.io.wait(now, wait, due, self.in_flight, &mut evs) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     // The poller itself failed: nothing more can be measured.
                     self.shared

@@ -195,6 +195,10 @@ pub struct Settings {
     /// Why it is not the one asked for (io_uring refused here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_note: Option<String>,
+    /// How long an io_uring wait held out for more completions (`--gather`),
+    /// if it did; absent where it did not (epoll, `--rate`, an old kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gather_us: Option<f64>,
     pub keepalive: bool,
     /// `-n`, if the run was stopped by a count.
     pub requests: Option<u64>,
@@ -320,6 +324,7 @@ pub fn document(r: &RunResult) -> Document {
             threads: r.threads as u64,
             io: Some(r.io.name().to_string()),
             io_note: r.io_note.clone(),
+            gather_us: r.gather.map(|g| g.as_secs_f64() * 1e6),
             keepalive: p.keepalive,
             requests: match p.stop {
                 Stop::Count(n) => Some(n),

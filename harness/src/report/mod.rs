@@ -251,12 +251,15 @@ pub fn describe_load(r: &RunResult) -> String {
         Stop::Duration(d) => format!("-d {:.1}s", d.as_secs_f64()),
     };
     let io = if r.merged.is_empty() {
-        match r.io {
-            crate::engine::Io::Uring => " (io_uring)",
-            crate::engine::Io::Epoll => " (epoll)",
+        match (r.io, r.gather) {
+            (crate::engine::Io::Uring, Some(g)) => {
+                format!(" (io_uring, gathering {} µs)", g.as_micros())
+            }
+            (crate::engine::Io::Uring, None) => " (io_uring)".to_string(),
+            (crate::engine::Io::Epoll, _) => " (epoll)".to_string(),
         }
     } else {
-        ""
+        String::new()
     };
     format!(
         "{} connections on {} thread{}{io}, {}, {pace}, {stop}",
