@@ -30,18 +30,20 @@ use super::timer::{Timer, TIMER};
 
 /// Which I/O backend the engine's threads use (`--io`).
 ///
-/// The default is epoll, by measurement (harness/bench/engine-vs-wrk.sh,
-/// 2 shared cores, event-loop server): io_uring's CPU per request was
-/// within noise of epoll's at c = 50, 100 and 1000 (0.91× and 0.89× wrk's
-/// at c = 100). It holds 19,800 connections from one process as epoll
-/// does (0.64 KiB of RSS each, epoll 0.57).
+/// The default is io_uring, by measurement (harness/bench/engine-vs-wrk.sh,
+/// 2 shared cores, event-loop server, medians of 3 interleaved rounds):
+/// with its gathering waits its CPU per request was 0.69-0.70x wrk's at
+/// c = 50, 100 and 1000 and its RPS 1.07-1.33x, where epoll's was
+/// 0.84-0.92x and 0.95-1.22x. Both hold 19,800 connections from one
+/// process (io_uring 0.6 KiB of RSS each, epoll 0.57). Where io_uring is
+/// refused, a run goes on epoll and says why ([`resolve`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Io {
     /// io_uring: batched submissions, multishot receive into provided
     /// buffers, gathering waits (falls back to epoll where refused).
+    #[default]
     Uring,
     /// epoll through mio: a `write` and a `read` per request.
-    #[default]
     Epoll,
 }
 
