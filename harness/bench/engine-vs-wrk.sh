@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Our engine on each I/O backend (io_uring, epoll) against wrk (Debian's)
-# and oha (crates.io, where installed) on the same reference server, the
+# Our engine on each I/O backend (io_uring with and without --gather,
+# epoll) against wrk (Debian's) and oha (crates.io, where installed) on
+# the same reference server, the
 # same -c and the same duration, in interleaved rounds; medians of the
 # rounds. Per tool and c: requests per second and the generator's own CPU
 # time per request (user + system of its process, from wait4's rusage via
 # /usr/bin/time), each as a ratio to wrk's. Then the generator's added
-# latency on each backend: p99 at /sleep?ms=20 with --rate 2000, minus the
-# 20 ms, beside the schedule's lateness (the engine's own figure). Then
+# latency on each backend at /sleep?ms=20 with --rate 2000: its p99 minus
+# the server's own p99 as tcpdump saw it on lo (and minus 20 ms), beside
+# the schedule's lateness (the engine's own figure). Then
 # HOLD_CONNS connections held from one process: KiB of RSS each.
 #
 #   harness/bench/engine-vs-wrk.sh                     # c = 50, 100, 1000; 3 rounds of 3 s
 #   ROUNDS=5 DURATION=5 CONNS="100" harness/bench/engine-vs-wrk.sh
 #
 # Environment: ROUNDS (3), DURATION (s, 3), CONNS ("50 100 1000"),
-# THREADS (the engine's and wrk's threads, 2), RATE_S (s per latency run, 5),
+# THREADS (the engine's and wrk's threads, 2), RATE_S (s per latency run, 5;
+# 0 skips),
 # HOLD_CONNS (19800; 0 skips), REF_SERVER (event-loop). Load goes to
 # 127.0.0.1 only; everything it starts is stopped by PID; each load is
 # bounded by its duration (and `timeout`), so the script ends by itself.
@@ -85,13 +88,17 @@ one() { # TOOL C ROUND
         timed "$o" wrk -t"$THREADS" -c"$c" -d"${DURATION}s" "$URL"
         n=$(awk '/requests in/ {print $1}' "$o.out")
         ;;
-    uring | epoll)
-        timed "$o" "$HARNESS" run "$URL" -c "$c" -d "${DURATION}s" --threads "$THREADS" --io "$tool" --format json
+    uring | uring0 | epoll)
+        # uring0: io_uring with --gather 0, each wait ending at the first
+        # completion (what gathering saves).
+        local io=${tool%0} gather=400us
+        [ "$tool" = uring0 ] && gather=0
+        timed "$o" "$HARNESS" run "$URL" -c "$c" -d "${DURATION}s" --threads "$THREADS" --io "$io" --gather "$gather" --format json
         n=$(jq '.requests.ok' "$o.out" 2>/dev/null || true)
         local failed
         failed=$(jq '.requests.failed' "$o.out" 2>/dev/null || echo '?')
         [ "$failed" = 0 ] || echo "   ($tool -c $c: $failed failed)"
-        [ "$(jq -r '.settings.io' "$o.out" 2>/dev/null)" = "$tool" ] || echo "   ($tool -c $c ran on $(jq -r '.settings.io' "$o.out" 2>/dev/null))"
+        [ "$(jq -r '.settings.io' "$o.out" 2>/dev/null)" = "$io" ] || echo "   ($tool -c $c ran on $(jq -r '.settings.io' "$o.out" 2>/dev/null))"
         ;;
     oha)
         timed "$o" "$OHA" -z "${DURATION}s" -c "$c" --no-tui --output-format json "$URL"
@@ -102,7 +109,7 @@ one() { # TOOL C ROUND
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$c" "$round" "$n" "$DURATION" "$(cpu_of "$o")" >>"$RESULTS"
 }
 
-TOOLS="wrk uring epoll"
+TOOLS="wrk uring uring0 epoll"
 [ -n "$OHA" ] && TOOLS="$TOOLS oha"
 for round in $(seq 1 "$ROUNDS"); do
     for c in $CONNS; do
@@ -127,7 +134,7 @@ for c in sorted({c for _, c in cells}):
     wrps = st.median(r for r, _ in w) if w else float("nan")
     wus = st.median(u for _, u in w) if w else float("nan")
     print(f"   -c {c}")
-    for tool in ["wrk", "uring", "epoll", "oha"]:
+    for tool in ["wrk", "uring", "uring0", "epoll", "oha"]:
         v = cells.get((tool, c))
         if not v:
             continue
@@ -136,31 +143,61 @@ for c in sorted({c for _, c in cells}):
               f"RPS {rps / wrps:>5.2f}× wrk   CPU/req {us / wus:>5.2f}× wrk   ({len(v)} rounds)")
 PY
 
-echo "== added latency: /sleep?ms=20 at --rate 2000, -c 100, ${RATE_S}s (p99 - 20 ms; medians of $ROUNDS)"
+if [ "$RATE_S" -gt 0 ]; then
+echo "== added latency: /sleep?ms=20 at --rate 2000, -c 100, ${RATE_S}s (medians of $ROUNDS)"
+# The server's own time is not 20 ms (tokio's timer rounds a sleep up to
+# its next millisecond tick, and a busy machine delays it further), so
+# "p99 - 20 ms" charges the server's delay to the generator. Where tcpdump
+# runs, each latency run is captured on lo and the server's response times
+# are read off the wire (wire_times.py): the generator added its p99 minus
+# the wire's p99. Without tcpdump, only p99 - 20 ms is shown.
+TCPDUMP=$(command -v tcpdump || true)
+[ -n "$TCPDUMP" ] || echo "   (tcpdump not installed: \`apt-get install tcpdump\` adds the wire's times)"
+PORT=${ADDR##*:}
 LAT=$WORK/latency.tsv
 : >"$LAT"
 for round in $(seq 1 "$ROUNDS"); do
     for io in uring epoll; do
-        o=$WORK/lat-$io-$round.json
+        o=$WORK/lat-$io-$round
+        TD_PID=
+        if [ -n "$TCPDUMP" ]; then
+            "$TCPDUMP" -i lo -n -s 96 --time-stamp-precision=nano -w "$o.pcap" "tcp port $PORT" 2>"$o.td" &
+            TD_PID=$!
+            for _ in $(seq 1 100); do grep -q listening "$o.td" && break; sleep 0.05; done
+        fi
         timeout $((RATE_S + 30)) "$HARNESS" run "http://$ADDR/sleep?ms=20" -c 100 -d "${RATE_S}s" --rate 2000 \
-            --threads "$THREADS" --io "$io" --format json >"$o" 2>/dev/null || true
-        jq -r --arg io "$io" '[$io, .latency_us.p99, .schedule_lateness_us.p99, .service_us.p99, .requests.failed] | @tsv' "$o" >>"$LAT" || true
+            --threads "$THREADS" --io "$io" --format json >"$o.json" 2>/dev/null || true
+        wire=null
+        if [ -n "$TD_PID" ]; then
+            kill -INT "$TD_PID" 2>/dev/null || true
+            wait "$TD_PID" 2>/dev/null || true
+            wire=$(python3 "$ROOT/harness/bench/wire_times.py" "$o.pcap" "$PORT" | jq .p99_us)
+            rm -f "$o.pcap"
+        fi
+        jq -r --arg io "$io" --arg wire "$wire" '[$io, .latency_us.p99, .schedule_lateness_us.p99, .service_us.p99, .requests.failed, $wire] | @tsv' "$o.json" >>"$LAT" || true
     done
 done
 python3 - "$LAT" <<'PY'
 import sys, statistics as st
-rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 for io in ["uring", "epoll"]:
-    v = [(float(a), float(b), float(c), int(d)) for t, a, b, c, d in rows if t == io]
+    v = [(float(a), float(b), float(c), int(d), None if w == "null" else float(w))
+         for t, a, b, c, d, w in rows if t == io]
     if not v:
         continue
     p99 = st.median(x[0] for x in v)
     late = st.median(x[1] for x in v)
     svc = st.median(x[2] for x in v)
-    print(f"     {io:<6} added p99 {(p99 - 20000) / 1000:>5.2f} ms   (p99 {p99 / 1000:.2f} ms; "
-          f"schedule lateness p99 {late / 1000:.2f} ms; service p99 {svc / 1000:.2f} ms; "
-          f"failed {sum(x[3] for x in v)})")
+    failed = sum(x[3] for x in v)
+    wires = [x[4] for x in v if x[4] is not None]
+    line = f"     {io:<6} p99 {p99 / 1000:.2f} ms (p99 - 20 ms = {(p99 - 20000) / 1000:.2f} ms)"
+    if wires:
+        added = st.median(x[0] - x[4] for x in v if x[4] is not None)
+        line += f"; the wire's p99 {st.median(wires) / 1000:.2f} ms; generator added {added / 1000:.2f} ms at p99"
+    line += f"; schedule lateness p99 {late / 1000:.2f} ms; service p99 {svc / 1000:.2f} ms; failed {failed}"
+    print(line)
 PY
+fi
 
 if [ "$HOLD_CONNS" -gt 0 ]; then
     echo "== $HOLD_CONNS connections held open from one process (closed loop /sleep?ms=1000, 6 s): KiB of RSS each"
