@@ -49,7 +49,7 @@ need jq "apt-get install jq"
 need python3 "apt-get install python3"
 [ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
 OHA=$(command -v oha || true)
-[ -n "$OHA" ] || echo "(oha not installed: \`cargo install oha\` adds its rows)"
+[ -n "$OHA" ] || echo "(oha not installed: \`cargo install oha --locked\` adds its rows)"
 
 echo "== building (release)"
 (cd "$ROOT" && cargo build --release -q -p harness -p "$REF_SERVER")
