@@ -96,9 +96,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
-    /// The I/O backend: epoll, or uring (io_uring: batched submissions,
-    /// multishot receive; where the kernel or a seccomp filter refuses it,
-    /// epoll, saying why).
+    /// The I/O backend: uring (io_uring: batched submissions, multishot
+    /// receive, gathering waits; where the kernel or a seccomp filter
+    /// refuses it, epoll, saying why) or epoll.
     #[arg(long, value_enum, default_value_t = Io::default(), value_name = "BACKEND")]
     pub io: Io,
 

@@ -34,8 +34,8 @@ pub struct LabArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
-    /// The load engine's I/O backend: epoll, or uring (falls back to epoll,
-    /// saying why, where refused).
+    /// The load engine's I/O backend: uring (falls back to epoll, saying
+    /// why, where refused) or epoll.
     #[arg(long, value_enum, default_value_t = crate::engine::Io::default(), value_name = "BACKEND")]
     pub io: crate::engine::Io,
 }
