@@ -5,7 +5,10 @@
 # same -c and the same duration, in interleaved rounds; medians of the
 # rounds. Per tool and c: requests per second and the generator's own CPU
 # time per request (user + system of its process, from wait4's rusage via
-# /usr/bin/time), each as a ratio to wrk's. Then the generator's added
+# /usr/bin/time), each as a ratio to wrk's, with the range of the rounds'
+# ratios; beside them the server's CPU per request (/proc/PID/stat) and the
+# cores both kept busy over the run's wall time, which says whether the generator is a bottleneck.
+# Then the generator's added
 # latency on each backend at /sleep?ms=20 with --rate 2000: its p99 minus
 # the server's own p99 as tcpdump saw it on lo (and minus 20 ms), beside
 # the schedule's lateness (the engine's own figure). Then
@@ -72,17 +75,22 @@ start_server
 echo "== $REF_SERVER at $ADDR (pid $SERVER_PID); $ROUNDS rounds of ${DURATION}s per tool and c"
 URL="http://$ADDR/hello"
 
-RESULTS=$WORK/results.tsv # tool c round requests seconds cpu_s
+RESULTS=$WORK/results.tsv # tool c round requests seconds cpu_s server_cpu_s elapsed_s
+CLK_TCK=$(getconf CLK_TCK)
+# server_ticks: the reference server's user + system time so far, in clock
+# ticks (/proc/PID/stat fields 14 and 15).
+server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 : >"$RESULTS"
-timed() { # OUT_PREFIX CMD... → runs it under /usr/bin/time; "user sys" in OUT.time
+timed() { # OUT_PREFIX CMD... → runs it under /usr/bin/time; "user sys maxrss elapsed" in OUT.time
     local out=$1
     shift
-    /usr/bin/time -f '%U %S %M' -o "$out.time" timeout $((DURATION + 30)) "$@" >"$out.out" 2>"$out.err" || true
+    /usr/bin/time -f '%U %S %M %e' -o "$out.time" timeout $((DURATION + 30)) "$@" >"$out.out" 2>"$out.err" || true
 }
 cpu_of() { awk '{print $1 + $2}' "$1.time"; }
 
 one() { # TOOL C ROUND
-    local tool=$1 c=$2 round=$3 o=$WORK/$1-$2-$3 n=
+    local tool=$1 c=$2 round=$3 o=$WORK/$1-$2-$3 n= ticks0
+    ticks0=$(server_ticks)
     case $tool in
     wrk)
         timed "$o" wrk -t"$THREADS" -c"$c" -d"${DURATION}s" "$URL"
@@ -106,7 +114,9 @@ one() { # TOOL C ROUND
         ;;
     esac
     [ -n "$n" ] && [ "$n" != null ] || { echo "   $tool -c $c round $round: no result ($(tail -1 "$o.err"))"; return; }
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$c" "$round" "$n" "$DURATION" "$(cpu_of "$o")" >>"$RESULTS"
+    local server_cpu
+    server_cpu=$(awk -v a="$ticks0" -v b="$(server_ticks)" -v hz="$CLK_TCK" 'BEGIN {print (b - a) / hz}')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$c" "$round" "$n" "$DURATION" "$(cpu_of "$o")" "$server_cpu" "$(awk '{print $4}' "$o.time")" >>"$RESULTS"
 }
 
 TOOLS="wrk uring uring0 epoll"
@@ -121,26 +131,39 @@ for round in $(seq 1 "$ROUNDS"); do
     echo "   round $round done"
 done
 
-echo "== closed loop /hello, medians of $ROUNDS rounds (RPS and CPU per request as ratios to wrk)"
+echo "== closed loop /hello, medians of $ROUNDS rounds (RPS and CPU per request as ratios to wrk; in brackets the range of the rounds' ratios)"
+echo "   server: the reference server's CPU per request and the cores generator + server kept busy (of $(nproc))"
 python3 - "$RESULTS" <<'PY'
 import sys, statistics as st
 rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+# (tool, c) -> {round: (rps, generator µs/req, server µs/req, cores busy)}
 cells = {}
-for tool, c, rnd, n, secs, cpu in rows:
-    n, secs, cpu = int(float(n)), float(secs), float(cpu)
-    cells.setdefault((tool, int(c)), []).append((n / secs, cpu * 1e6 / max(n, 1)))
+for tool, c, rnd, n, secs, cpu, server_cpu, elapsed in rows:
+    n, secs, cpu, server_cpu = int(float(n)), float(secs), float(cpu), float(server_cpu)
+    elapsed = max(float(elapsed), secs)
+    cells.setdefault((tool, int(c)), {})[rnd] = (
+        n / secs, cpu * 1e6 / max(n, 1), server_cpu * 1e6 / max(n, 1), (cpu + server_cpu) / elapsed)
+def spread(xs):
+    return f"({min(xs):.2f}–{max(xs):.2f})" if len(xs) > 1 else ""
 for c in sorted({c for _, c in cells}):
-    w = cells.get(("wrk", c))
-    wrps = st.median(r for r, _ in w) if w else float("nan")
-    wus = st.median(u for _, u in w) if w else float("nan")
+    w = cells.get(("wrk", c), {})
+    wrps = st.median(x[0] for x in w.values()) if w else float("nan")
+    wus = st.median(x[1] for x in w.values()) if w else float("nan")
     print(f"   -c {c}")
     for tool in ["wrk", "uring", "uring0", "epoll", "oha"]:
         v = cells.get((tool, c))
         if not v:
             continue
-        rps, us = st.median(r for r, _ in v), st.median(u for _, u in v)
+        rps, us = st.median(x[0] for x in v.values()), st.median(x[1] for x in v.values())
+        server_us, busy = st.median(x[2] for x in v.values()), st.median(x[3] for x in v.values())
+        # Each round's ratio to the wrk run of the same round: the rounds
+        # are interleaved, so this is the spread a neighbour's noise leaves.
+        same = [r for r in v if r in w] if tool != "wrk" else []
+        rps_r = [v[r][0] / w[r][0] for r in same]
+        us_r = [v[r][1] / w[r][1] for r in same]
         print(f"     {tool:<6} {rps:>10,.0f} req/s  {us:>6.2f} µs CPU/req   "
-              f"RPS {rps / wrps:>5.2f}× wrk   CPU/req {us / wus:>5.2f}× wrk   ({len(v)} rounds)")
+              f"RPS {rps / wrps:>5.2f}× wrk {spread(rps_r):<11}  CPU/req {us / wus:>5.2f}× wrk {spread(us_r):<11}  "
+              f"server {server_us:>5.2f} µs/req, {busy:.2f} cores busy   ({len(v)} rounds)")
 PY
 
 if [ "$RATE_S" -gt 0 ]; then
