@@ -20,7 +20,11 @@
 # Environment: ROUNDS (3), DURATION (s, 3), CONNS ("50 100 1000"),
 # THREADS (the engine's and wrk's threads, 2), RATE_S (s per latency run, 5;
 # 0 skips),
-# HOLD_CONNS (19800; 0 skips), REF_SERVER (event-loop). Load goes to
+# HOLD_CONNS (19800; 0 skips), REF_SERVER (event-loop), SERVER_ARGS
+# ("--workers $(nproc)": a server that can use every core, so that what
+# the generator spends is taken from it; with one event loop the server is
+# bound to one core and the generator's savings leave its own core idle).
+# Load goes to
 # 127.0.0.1 only; everything it starts is stopped by PID; each load is
 # bounded by its duration (and `timeout`), so the script ends by itself.
 set -euo pipefail
@@ -32,6 +36,7 @@ THREADS=${THREADS:-2}
 RATE_S=${RATE_S:-5}
 HOLD_CONNS=${HOLD_CONNS:-19800}
 REF_SERVER=${REF_SERVER:-event-loop}
+SERVER_ARGS=${SERVER_ARGS:-"--workers $(nproc)"}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 WORK=$(mktemp -d /tmp/engine-vs-wrk.XXXXXX)
@@ -60,7 +65,8 @@ HARNESS=$TARGET_DIR/release/harness
 
 start_server() { # → SERVER_PID, ADDR
     local out=$WORK/server.out
-    "$TARGET_DIR/release/$REF_SERVER" --addr 127.0.0.1:0 >"$out" 2>&1 &
+    # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
+    "$TARGET_DIR/release/$REF_SERVER" --addr 127.0.0.1:0 $SERVER_ARGS >"$out" 2>&1 &
     SERVER_PID=$!
     for _ in $(seq 1 100); do
         ADDR=$(sed -n 's/^listening on //p' "$out")
@@ -72,7 +78,7 @@ start_server() { # → SERVER_PID, ADDR
     exit 1
 }
 start_server
-echo "== $REF_SERVER at $ADDR (pid $SERVER_PID); $ROUNDS rounds of ${DURATION}s per tool and c"
+echo "== $REF_SERVER $SERVER_ARGS at $ADDR (pid $SERVER_PID); $ROUNDS rounds of ${DURATION}s per tool and c"
 URL="http://$ADDR/hello"
 
 RESULTS=$WORK/results.tsv # tool c round requests seconds cpu_s server_cpu_s elapsed_s
