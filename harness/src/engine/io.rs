@@ -107,7 +107,8 @@ pub(crate) enum Backend {
 impl Backend {
     /// `conns`: the thread's connections; `paced`: a `--rate` run;
     /// `gather`: how long an io_uring wait may hold out for more
-    /// completions (see [`Uring::wait`]), if it gathers.
+    /// completions (see [`Uring::wait`]), if it gathers: `Some` only where
+    /// [`resolve`] found `min_wait` and the run is a closed loop.
     pub(crate) fn new(
         io: Io,
         conns: usize,
@@ -263,9 +264,9 @@ impl Uring {
                 "this kernel's io_uring has no multishot receive",
             ));
         }
-        let gather_us = gather
-            .filter(|g| !g.is_zero() && ring.params().is_feature_min_timeout())
-            .map(|g| g.as_micros().clamp(1, u128::from(u32::MAX)) as u32);
+        // Whether to gather was decided once, from `resolve`'s probe of
+        // this kernel and the plan (`engine::run`); here it is only units.
+        let gather_us = gather.map(|g| g.as_micros().clamp(1, u128::from(u32::MAX)) as u32);
         Ok(Uring {
             ring,
             bufs,
@@ -523,7 +524,7 @@ mod tests {
             eprintln!("skipped: io_uring is unavailable here");
             return;
         };
-        if u.gather_us.is_none() {
+        if !u.ring.params().is_feature_min_timeout() {
             eprintln!("skipped: this kernel's io_uring has no min_wait (6.13)");
             return;
         }
