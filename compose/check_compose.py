@@ -27,6 +27,19 @@ image tag other than the one of the files without the override (a build
 here never replaces a Docker Hub one); the mysql service passes no MySQL-only
 option (--mysql-native-password) to MariaDB.
 
+The database, in every merged variant (what `docker compose config` cannot
+see, and what broke the host variant for every stack once):
+- every flag of an earlier file's mysql `command` survives a later file
+  that replaces the command for the same image (Compose replaces
+  `command` whole; an override that changes the image starts afresh);
+- the users of mysql/init.sql can log in: a plugin named by IDENTIFIED WITH
+  is one the server loads (MySQL 8.4 loads mysql_native_password only with
+  --mysql-native-password=ON; MariaDB has it built in, and its entrypoint,
+  mysql/entrypoint-debian.sh, drops the MySQL-only flag);
+- its healthcheck logs in as the stacks do (`mysqladmin ping` exits 0 on
+  "Access denied", so a database nobody can log in to looked healthy);
+- with host networking it binds 127.0.0.1, on the DB_PORT the stacks use.
+
 --self-test: breaks copies of the files one way at a time (a healthcheck
 removed, an image on :latest, a cpuset dropped, DB_HOST=mysql in host mode,
 ...) and fails unless every broken copy is rejected.
@@ -268,12 +281,128 @@ def check_offline(doc, plain, compose_dir, where, errors):
         elif image == plain_image:
             errors.append(f"{where}: service {name}: image {image} is also the tag of the files without "
                           "the override: a build here would replace that image")
-        if name == DB_SERVICE:
-            cmd = svc.get("command") or []
-            cmd = cmd if isinstance(cmd, list) else str(cmd).split()
-            if any(str(c).startswith("--mysql-native-password") for c in cmd):
-                errors.append(f"{where}: service {name}: command {cmd} passes --mysql-native-password, "
-                              "a MySQL 8.4 option MariaDB refuses to start with")
+
+
+INIT_SQL = os.path.join("mysql", "init.sql")
+MARIADB_ENTRYPOINT = os.path.join("mysql", "entrypoint-debian.sh")
+# Options only MySQL knows; MariaDB refuses to start on an unknown option, so
+# the Debian image's entrypoint must drop each one a compose file may pass.
+MYSQL_ONLY_FLAGS = ("--mysql-native-password",)
+
+
+def command_of(svc):
+    cmd = svc.get("command") or []
+    return [str(c) for c in cmd] if isinstance(cmd, list) else str(cmd).split()
+
+
+def flag_key(arg):
+    """--bind-address=127.0.0.1 -> --bind-address; '_' and '-' are one in MySQL options."""
+    return arg.split("=", 1)[0].replace("_", "-")
+
+
+def flag_value(cmd, key):
+    for a in cmd:
+        if flag_key(a) == key:
+            return a.split("=", 1)[1] if "=" in a else ""
+    return None
+
+
+def image_identity(svc):
+    b = svc.get("build")
+    if isinstance(b, dict):
+        b = (b.get("context"), b.get("dockerfile"))
+    return (svc.get("image"), str(b))
+
+
+def db_server(svc):
+    """('mysql', (major, minor)) for the official MySQL image, ('mariadb', None)
+    for the lab's Debian MariaDB, (None, None) otherwise."""
+    image = str(svc.get("image") or "")
+    build = svc.get("build") or {}
+    dockerfile = str(build.get("dockerfile", "")) if isinstance(build, dict) else ""
+    if "mariadb" in image or dockerfile.endswith("Dockerfile.debian"):
+        return "mariadb", None
+    m = re.match(r"(?:docker\.io/)?(?:library/)?mysql:(\d+)\.(\d+)", image)
+    if m:
+        return "mysql", (int(m.group(1)), int(m.group(2)))
+    return None, None
+
+
+def init_plugins(compose_dir):
+    """The authentication plugins init.sql names (IDENTIFIED WITH <plugin>)."""
+    try:
+        with open(os.path.join(compose_dir, INIT_SQL), encoding="utf-8") as fh:
+            sql = fh.read()
+    except OSError:
+        return set()
+    return {p.lower() for p in re.findall(r"IDENTIFIED\s+WITH\s+(\w+)", sql, re.I)}
+
+
+def check_command_survives(files, where, errors):
+    """Every flag of an earlier file's mysql command survives a later file's
+    replacement of it, unless that file also changed the image."""
+    merged, identity, cmd, set_by = {}, None, None, None
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            layer = ((yaml.safe_load(fh) or {}).get("services") or {}).get(DB_SERVICE) or {}
+        merged = merge(merged, layer)
+        new_identity = image_identity(merged)
+        if "command" in layer:
+            new_cmd = command_of(layer)
+            if cmd is not None and new_identity == identity:
+                lost = [a for a in cmd if flag_key(a).startswith("--")
+                        and flag_key(a) not in {flag_key(b) for b in new_cmd}]
+                if lost:
+                    errors.append(f"{where}: service {DB_SERVICE}: {os.path.basename(f)} replaces the command of "
+                                  f"{os.path.basename(set_by)} and drops {', '.join(lost)} (Compose replaces "
+                                  "`command` whole: repeat every flag the server needs)")
+            cmd, set_by = new_cmd, f
+        identity = new_identity
+
+
+def check_database(doc, files, compose_dir, where, errors, host):
+    services = doc.get("services") or {}
+    svc = services.get(DB_SERVICE)
+    if not svc:
+        return
+    check_command_survives(files, where, errors)
+    cmd = command_of(svc)
+    kind, version = db_server(svc)
+    plugins = init_plugins(compose_dir)
+    if kind == "mysql" and "mysql_native_password" in plugins and version >= (8, 4):
+        if flag_value(cmd, "--mysql-native-password") not in ("ON", "on", "1", "FORCE", ""):
+            errors.append(f"{where}: service {DB_SERVICE}: init.sql creates its users IDENTIFIED WITH "
+                          f"mysql_native_password, which MySQL {version[0]}.{version[1]} loads only with "
+                          f"--mysql-native-password=ON (command: {cmd}): bench cannot log in, every /db answers 503")
+    if kind == "mariadb":
+        try:
+            with open(os.path.join(compose_dir, MARIADB_ENTRYPOINT), encoding="utf-8") as fh:
+                entrypoint = fh.read()
+        except OSError:
+            entrypoint = ""
+        for a in cmd:
+            if flag_key(a) in MYSQL_ONLY_FLAGS and flag_key(a) not in entrypoint:
+                errors.append(f"{where}: service {DB_SERVICE}: command passes {a}, a MySQL-only option "
+                              f"MariaDB refuses to start with, and {MARIADB_ENTRYPOINT} does not drop it")
+    test = (svc.get("healthcheck") or {}).get("test") or []
+    test = " ".join(str(t) for t in test) if isinstance(test, list) else str(test)
+    if re.search(r"\bmysqladmin\b.*\bping\b", test) or "-ubench" not in test.replace(" -u ", " -u"):
+        errors.append(f"{where}: service {DB_SERVICE}: the healthcheck does not log in as bench ({test!r}): "
+                      "`mysqladmin ping` exits 0 on \"Access denied\", so a database nobody can log in to "
+                      "looks healthy")
+    if host:
+        bind = flag_value(cmd, "--bind-address")
+        if bind != "127.0.0.1":
+            errors.append(f"{where}: service {DB_SERVICE}: with host networking it binds {bind or 'every address'} "
+                          "(want --bind-address=127.0.0.1: bench/bench is not for the LAN)")
+        port = flag_value(cmd, "--port") or "3306"
+        for name, stack in services.items():
+            if name == DB_SERVICE:
+                continue
+            env = env_of(stack or {})
+            if "DB_HOST" in env and env.get("DB_PORT", "3306") != port:
+                errors.append(f"{where}: stack {name}: DB_PORT {env.get('DB_PORT')!r} is not the port "
+                              f"{DB_SERVICE} listens on ({port})")
 
 
 def with_override(files, debian):
@@ -283,14 +412,18 @@ def with_override(files, debian):
 def run_checks(bridge, host, compose_dir, debian=None):
     errors = []
     check_bridge(load(bridge), compose_dir, errors)
+    check_database(load(bridge), bridge, compose_dir, "bridge", errors, host=False)
     check_host(load(host), compose_dir, errors)
+    check_database(load(host), host, compose_dir, "host", errors, host=True)
     if debian:
         for where, files, check in (("debian bridge", bridge, check_bridge), ("debian host", host, check_host)):
-            merged = load(with_override(files, debian))
+            layered = with_override(files, debian)
+            merged = load(layered)
             sub = []
             check(merged, compose_dir, sub)
             errors.extend(f"debian {e}" for e in sub)
             check_offline(merged, load(files), compose_dir, where, errors)
+            check_database(merged, layered, compose_dir, where, errors, host=check is check_host)
     return errors
 
 
@@ -360,7 +493,20 @@ def self_test(compose_dir):
             image="benchlab/node:0.1.0")),
         "BASE_IMAGE from a registry (debian)": d(lambda d: d["services"]["rust-event-loop"]["build"].update(
             args={"BASE_IMAGE": "debian:bookworm-slim"})),
-        "mysql keeps --mysql-native-password (debian)": d(lambda d: d["services"][DB_SERVICE].pop("command")),
+        "host command drops --mysql-native-password (the shipped defect)": h(lambda d: d["services"][DB_SERVICE]
+                                                                             .update(command=["--bind-address=127.0.0.1",
+                                                                                              "--port=3306"])),
+        "mysql healthcheck by mysqladmin ping": b(lambda d: d["services"][DB_SERVICE]["healthcheck"].update(
+            test=["CMD", "mysqladmin", "ping", "-h", "127.0.0.1", "-ubench", "-pbench", "--silent"])),
+        "mysql 8.4 without --mysql-native-password (bridge)": b(lambda d: d["services"][DB_SERVICE].pop("command")),
+        "mysql binds every address (host)": h(lambda d: d["services"][DB_SERVICE].update(
+            command=["--mysql-native-password=ON", "--port=3306"])),
+        "mysql on another port than DB_PORT (host)": h(lambda d: d["services"][DB_SERVICE].update(
+            command=["--mysql-native-password=ON", "--bind-address=127.0.0.1", "--port=3307"])),
+        "a flag of the debian command dropped by the host file (debian host)": d(
+            lambda d: d["services"][DB_SERVICE].update(command=["--bind-address=0.0.0.0",
+                                                                "--mysql-native-password=ON",
+                                                                "--default-authentication-plugin=x"])),
         "healthcheck disabled (debian)": d(lambda d: d["services"]["node"].update(healthcheck={"disable": True})),
     }
     failed = 0

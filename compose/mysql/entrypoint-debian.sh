@@ -47,4 +47,16 @@ if [ ! -e "$marker" ]; then
     chown mysql:mysql "$marker"
     log "initialized"
 fi
+# The arguments are the compose files' `command:`, written for MySQL 8.4:
+# --mysql-native-password=ON enables a plugin MariaDB has built in (and
+# MariaDB refuses to start on an option it does not know), so it is dropped
+# here, as init.sql's IDENTIFIED WITH is translated above.
+for arg in "$@"; do
+    shift
+    case "$arg" in
+        --mysql-native-password | --mysql-native-password=* | --mysql_native_password=*)
+            log "dropping $arg (MySQL 8.4's; MariaDB has mysql_native_password built in)" ;;
+        *) set -- "$@" "$arg" ;;
+    esac
+done
 exec mariadbd --user=mysql "$@"

@@ -44,6 +44,9 @@ $facts = static function (): array {
         'model' => 'worker-pool',
         'workers' => $workers,
         'db_pool' => $workers, // one connection per worker process
+        // the http plugin's requests arrive as protobuf: decoded by
+        // ext-protobuf when loaded, else in pure PHP (google/protobuf)
+        'protobuf' => extension_loaded('protobuf') ? 'ext-protobuf ' . phpversion('protobuf') : 'pure php (google/protobuf)',
     ];
 };
 
@@ -54,7 +57,12 @@ while (true) {
             break; // RoadRunner asked the worker to stop
         }
     } catch (\Throwable $e) {
-        $psr7->respond(new Response(400, ['Content-Type' => 'text/plain', 'Content-Length' => '11'], 'bad request'));
+        // the same face as every answer: Server here, Date from Go's net/http
+        $psr7->respond(new Response(400, [
+            'Content-Type' => 'text/plain',
+            'Content-Length' => '11',
+            'Server' => 'roadrunner',
+        ], 'bad request'));
         continue;
     }
 
