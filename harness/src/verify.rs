@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use workloads::contract::Outcome;
 
+use crate::catalog::deviations::{self, Reading};
 use crate::lab::contract::{check_all, check_conformance, Verdict};
 use crate::lab::record::ConformanceCheck;
 use crate::report::align;
@@ -35,7 +36,13 @@ asks only for /hello, so it runs against any server. Not run by default:
 it judges the HTTP layer, not the contract, and a server you did not write
 (Swoole, Node.js) is reported, not patched around.
 
-Exits non-zero if any contract row or MUST row fails (warnings do not).
+A server whose /config names a core with known deviations (swoole:
+Swoole's reactor; roadrunner, frankenphp: Go's net/http) has the rows
+that core is known to fail marked CORE, with the core's reason: reported,
+not counted as failures of the server's code.
+
+Exits non-zero if any contract row or MUST row fails (warnings and CORE
+rows do not).
 
 Examples:
   harness verify http://127.0.0.1:8082
@@ -61,22 +68,59 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     TcpStream::connect_timeout(&target.addr, args.timeout)
         .with_context(|| format!("cannot connect to {}", target.addr))?;
     println!("verify http://{} against the contract", target.authority);
+    let core = server_core(&target);
+    if let Some(c) = core {
+        println!(
+            "its /config names a server built on {}: the rows its core is known to fail \
+             are marked CORE, not FAIL (harness/src/catalog/deviations.rs; {})",
+            c.name, c.source
+        );
+    }
     let verdicts = check_all(target.addr, args.timeout);
     let width = verdicts.iter().map(|v| v.name.len()).max().unwrap_or(0);
-    let mut failed = 0;
+    let (mut passed, mut failed, mut known) = (0, 0, 0);
     for v in &verdicts {
-        match &v.result {
-            Ok(()) => println!("PASS  {}", v.name),
-            Err(why) => {
+        match deviations::read(core, &v.name, &v.result) {
+            Reading::Pass => {
+                passed += 1;
+                println!("PASS  {}", v.name)
+            }
+            Reading::Fail(why) => {
                 failed += 1;
                 println!("FAIL  {:<width$}  {why}", v.name);
+            }
+            Reading::Known(d) => {
+                known += 1;
+                println!(
+                    "CORE  {:<width$}  {} ({})",
+                    v.name,
+                    v.result.as_ref().err().map_or("", String::as_str),
+                    core.map(|c| c.explain(d)).unwrap_or_default()
+                );
+            }
+            Reading::KnownButOtherwise(d, why) => {
+                failed += 1;
+                println!(
+                    "FAIL  {:<width$}  {why} (its core is known to fail this row otherwise: {})",
+                    v.name, d.symptom
+                );
+            }
+            Reading::KnownNowPasses(d) => {
+                passed += 1;
+                println!(
+                    "PASS  {:<width$}  (listed as its core's known deviation: {}; fixed upstream?)",
+                    v.name, d.reason
+                );
             }
         }
     }
     println!(
-        "{} rows: {} passed, {failed} failed",
+        "{} rows: {passed} passed, {failed} failed{}",
         verdicts.len(),
-        verdicts.len() - failed
+        match core {
+            Some(c) if known > 0 => format!(", {known} known deviations of {}'s core", c.name),
+            _ => String::new(),
+        }
     );
     if args.conformance {
         println!(
@@ -95,6 +139,14 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The core the server is built on, by the `server` of its `/config`
+/// (none when it has no `/config` or names no core we list).
+fn server_core(target: &Target) -> Option<&'static deviations::Core> {
+    let r = workloads::probe::get(target.addr, "/config").ok()?;
+    let config = workloads::ServerConfig::from_json(&r.body).ok()?;
+    deviations::core_of(&config.server)
 }
 
 /// Each conformance row (verdict, group, name, section and requirement,

@@ -350,54 +350,11 @@ fn php_fpm_runs_with_the_tracing_jit_as_the_seed_configured_it() {
 /// (under CI too: no registry here serves Swoole).
 use crate::util::swoole_runs_here;
 
-/// Where Swoole 6.2.2's own core departs from the contract: the row of
-/// `harness verify` that fails, how (a fragment of its verdict), and why.
-/// Not worked around anywhere: the row fails, and this list expects it; the
-/// test fails when one disappears (an upstream fix to notice) or changes.
-/// The fifth known one, a body on HEAD, is the app's to fix and is fixed
-/// (server.php omits the body and sets Content-Length): the HEAD rows pass.
-pub struct Deviation {
-    pub row: &'static str,
-    pub symptom: &'static str,
-    pub reason: &'static str,
-}
-
-/// The core's own 400, written by the reactor before any PHP runs
-/// (`SW_HTTP_BAD_REQUEST_PACKET` in include/swoole_config.h).
-const SWOOLE_BARE_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\r\n";
-
-pub const SWOOLE_DEVIATIONS: &[Deviation] = &[
-    Deviation {
-        row: "malformed request line → 400, closed",
-        symptom: "no complete response",
-        reason: "the reactor cannot tell a malformed request line from an incomplete one: \
-                 it waits for more bytes, up to its 64 KiB head limit \
-                 (SW_HTTP_HEADER_MAX_SIZE), and answers nothing before",
-    },
-    Deviation {
-        row: "malformed header line → 400, closed",
-        symptom: "missing header Server",
-        reason: "the core's 400 is the bare `HTTP/1.1 400 Bad Request` head with no \
-                 Server, Date, Content-Type or body, written before any PHP runs",
-    },
-    Deviation {
-        row: "unknown HTTP version → 400 or 505, closed",
-        symptom: "missing header Server",
-        reason: "the same bare 400 of the core (no 505, no Server, no body)",
-    },
-    Deviation {
-        row: "header over 8 KiB → 431, closed",
-        symptom: "status 200, expected 431",
-        reason: "the core has no 431 and no head limit below its receive buffer: \
-                 a 9 KiB head reaches the app and is served",
-    },
-    Deviation {
-        row: "pipelined: 8 requests in one write, answered in order",
-        symptom: "answer 1 (GET /sleep?ms=30)",
-        reason: "each pipelined request runs in a coroutine of its own and is answered \
-                 when it finishes, so /hello overtakes /sleep?ms=30",
-    },
-];
+/// Where Swoole 6.2.2's own core departs from the contract is declared
+/// once, in the catalog (`harness::catalog::deviations::SWOOLE`): not worked
+/// around anywhere; the test fails when one disappears (an upstream fix to
+/// notice) or changes.
+use harness::catalog::deviations::{Reading, SWOOLE, SWOOLE_BARE_400};
 
 /// Sends `raw` on a new connection and reads until the server closes it.
 fn raw_exchange(addr: std::net::SocketAddr, raw: &[u8]) -> Vec<u8> {
@@ -420,23 +377,21 @@ fn swoole_passes_every_contract_row_but_the_known_deviations_of_its_core() {
     assert!(verdicts.len() >= 40, "only {} rows", verdicts.len());
     let mut wrong = Vec::new();
     for v in &verdicts {
-        let known = SWOOLE_DEVIATIONS.iter().find(|d| d.row == v.name);
-        match (known, &v.result) {
-            (None, Ok(())) => {}
-            (None, Err(e)) => wrong.push(format!("{}: {e}", v.name)),
-            (Some(d), Ok(())) => wrong.push(format!(
+        match SWOOLE.read(&v.name, &v.result) {
+            Reading::Pass | Reading::Known(_) => {}
+            Reading::Fail(e) => wrong.push(format!("{}: {e}", v.name)),
+            Reading::KnownNowPasses(d) => wrong.push(format!(
                 "{}: now passes; it was a known deviation ({}): fixed upstream? \
-                 remove it from SWOOLE_DEVIATIONS, server.php and compose/README.md",
+                 remove it from harness/src/catalog/deviations.rs and compose/README.md",
                 v.name, d.reason
             )),
-            (Some(d), Err(e)) if !e.contains(d.symptom) => wrong.push(format!(
+            Reading::KnownButOtherwise(d, e) => wrong.push(format!(
                 "{}: fails otherwise than known ({e}; known: {}, because {})",
                 v.name, d.symptom, d.reason
             )),
-            (Some(_), Err(_)) => {}
         }
     }
-    for d in SWOOLE_DEVIATIONS {
+    for d in SWOOLE.deviations {
         if !verdicts.iter().any(|v| v.name == d.row) {
             wrong.push(format!("{}: no such row in harness verify any more", d.row));
         }

@@ -66,6 +66,7 @@ fn server(name: &str, jit: Option<&str>, failing_rows: &[&str]) -> ServerDoc {
                     why: "test".into(),
                 })
                 .collect(),
+            known: Vec::new(),
         }),
         conformance: None,
     }

@@ -60,3 +60,179 @@ fn work_is_verified_exactly_on_the_event_loop_server() {
     let r = run(&plan(&url, |p| p.stop = Stop::Count(500)));
     assert_eq!(r.stats.ok, 500, "{:?}", r.stats.failures);
 }
+
+/// A stand-in for a server whose HTTP core is Go's `net/http` (RoadRunner,
+/// FrankenPHP): a proxy in front of the event-loop server that answers the
+/// first head of each connection as `conn.serve` would where Go's parser
+/// refuses it (a bare `400 Bad Request: …` or `505 …: unsupported protocol
+/// version` with only Content-Type and Connection: close), serves a 9 KiB
+/// head (Go's limit is 1 MiB) by forwarding it without its big header, names
+/// itself `roadrunner` at `/config`, and forwards everything else as bytes.
+mod go_like {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::thread;
+
+    fn go_error(code: u16, text: &str, detail: Option<&str>) -> Vec<u8> {
+        // conn.serve: "HTTP/1.1 %d %s: %s" + errorHeaders + "%d %s: %s"
+        let public = match detail {
+            Some(d) => format!("{code} {text}: {d}"),
+            None => format!("{code} {text}"),
+        };
+        format!(
+            "HTTP/1.1 {public}\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n{public}"
+        )
+        .into_bytes()
+    }
+
+    /// Go's verdict on a request head, or `None` where it would serve it.
+    fn refuse(head: &str) -> Option<Vec<u8>> {
+        let mut lines = head.split("\r\n");
+        let line = lines.next().unwrap_or("");
+        let parts: Vec<&str> = line.split(' ').collect();
+        if parts.len() != 3 || !parts[2].starts_with("HTTP/") {
+            return Some(go_error(400, "Bad Request", Some("malformed HTTP request")));
+        }
+        if !matches!(parts[2], "HTTP/1.0" | "HTTP/1.1") {
+            return Some(go_error(
+                505,
+                "HTTP Version Not Supported",
+                Some("unsupported protocol version"),
+            ));
+        }
+        if lines
+            .take_while(|l| !l.is_empty())
+            .any(|l| !l.contains(':'))
+        {
+            return Some(go_error(
+                400,
+                "Bad Request",
+                Some("malformed MIME header line"),
+            ));
+        }
+        None
+    }
+
+    fn serve(mut client: TcpStream, upstream: SocketAddr, config: &[u8]) {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 16384];
+        let end = loop {
+            if let Some(i) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            match client.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+            if head.len() > 1 << 20 {
+                return;
+            }
+        };
+        let text = String::from_utf8_lossy(&head[..end]).into_owned();
+        if let Some(answer) = refuse(&text) {
+            let _ = client.write_all(&answer);
+            return;
+        }
+        if text.starts_with("GET /config ") {
+            let mut answer = format!(
+                "HTTP/1.1 200 OK\r\nServer: roadrunner\r\nDate: {}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                httpdate::fmt_http_date(std::time::SystemTime::now()),
+                config.len()
+            )
+            .into_bytes();
+            answer.extend_from_slice(config);
+            let _ = client.write_all(&answer);
+            return;
+        }
+        // Served whatever its size below 1 MiB: the big header is dropped
+        // on the way, so the server behind answers as Go's would.
+        let forwarded: Vec<u8> = if end > 8192 {
+            text.split("\r\n")
+                .filter(|l| l.len() < 4096)
+                .collect::<Vec<_>>()
+                .join("\r\n")
+                .into_bytes()
+        } else {
+            head[..end].to_vec()
+        };
+        let Ok(mut up) = TcpStream::connect(upstream) else {
+            return;
+        };
+        if up.write_all(&forwarded).is_err() || up.write_all(&head[end..]).is_err() {
+            return;
+        }
+        let (mut c2, mut u2) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+        let back = thread::spawn(move || {
+            let _ = std::io::copy(&mut u2, &mut c2);
+            let _ = c2.shutdown(std::net::Shutdown::Write);
+        });
+        let _ = std::io::copy(&mut client, &mut up);
+        let _ = up.shutdown(std::net::Shutdown::Write);
+        let _ = back.join();
+    }
+
+    /// Listens on a free loopback port in front of `upstream`; the threads
+    /// end with the test process.
+    pub fn start(upstream: SocketAddr) -> SocketAddr {
+        let r = workloads::probe::get(upstream, "/config").unwrap();
+        let mut cfg: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        cfg["server"] = "roadrunner".into();
+        let config = serde_json::to_vec(&cfg).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config: &'static [u8] = Box::leak(config.into_boxed_slice());
+        thread::spawn(move || {
+            for c in listener.incoming().flatten() {
+                thread::spawn(move || serve(c, upstream, config));
+            }
+        });
+        addr
+    }
+}
+
+/// A server whose core answers as Go's net/http does: `harness verify`
+/// marks exactly the four rows the catalog declares for Go net/http as the
+/// core's (CORE, with the reason), fails none, exits 0; compare's record of
+/// the same verdicts lists them as `known`, not `failed`.
+#[test]
+fn a_go_net_http_core_is_reported_as_its_known_deviations_not_as_failures() {
+    let server = event_loop();
+    let standin = go_like::start(server.addr);
+    let out = std::process::Command::new(crate::util::harness_bin())
+        .args(["verify", &format!("http://{standin}"), "--timeout", "10s"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let go = &harness::catalog::deviations::GO_NET_HTTP;
+    for d in go.deviations {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("CORE") && l.contains(d.row) && l.contains(d.reason)),
+            "{}: not reported as the core's\n{text}",
+            d.row
+        );
+    }
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("CORE")).count(),
+        4,
+        "{text}"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("FAIL")), "{text}");
+    assert!(
+        text.contains("0 failed, 4 known deviations of Go net/http's core"),
+        "{text}"
+    );
+
+    let verdicts = harness::lab::contract::check_all(standin, Duration::from_secs(10));
+    let check = harness::lab::record::ContractCheck::from_verdicts(
+        &verdicts,
+        harness::catalog::deviations::core_of("roadrunner"),
+    );
+    assert!(check.failed.is_empty(), "{check:?}");
+    assert_eq!(check.known.len(), 4, "{check:?}");
+    // The same answers from a server with no core listed are failures.
+    let plain = harness::lab::record::ContractCheck::from_verdicts(&verdicts, None);
+    assert_eq!(plain.failed.len(), 4, "{plain:?}");
+}

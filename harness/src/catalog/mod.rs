@@ -10,7 +10,8 @@
 //! One file per kind of recipe: [`workspace`] (the Rust reference servers),
 //! [`node`], [`php_fpm`] (nginx + php-fpm), [`nginx_static`], [`swoole`],
 //! [`roadrunner`], [`frankenphp`]; `--target NAME=URL` servers are
-//! [`Recipe::External`]. Beside them, one file per concern the recipes
+//! [`Recipe::External`]. Where a third-party core departs from the
+//! contract, [`deviations`] says so, once. Beside them, one file per concern the recipes
 //! share: where things are found (`paths`), the database URL (`db`), where
 //! a server runs ([`Placement`]), a started server ([`Running`]), this
 //! machine's ports, programs and user (`host`), the spawn plumbing
@@ -19,6 +20,7 @@
 
 pub mod container;
 mod db;
+pub mod deviations;
 pub mod embedded;
 pub mod frankenphp;
 mod host;

@@ -15,17 +15,20 @@ use crate::procfs;
 /// `harness verify` over a started server, printed as it goes. Without a
 /// database in the run, the rows that need one are left out (503 is then
 /// the right answer).
-fn check_contract(ctx: &runner::Ctx, running: &Running) -> ContractCheck {
+fn check_contract(
+    ctx: &runner::Ctx,
+    running: &Running,
+    core: Option<&crate::catalog::deviations::Core>,
+) -> ContractCheck {
     let has_db = ctx.lab.db().is_some();
     let rows: Vec<_> = crate::lab::contract::contract_rows()
         .into_iter()
         .filter(|r| has_db || !r.needs_db())
         .collect();
-    let contract = ContractCheck::from_verdicts(&crate::lab::contract::check(
-        running.addr,
-        Duration::from_secs(5),
-        rows,
-    ));
+    let contract = ContractCheck::from_verdicts(
+        &crate::lab::contract::check(running.addr, Duration::from_secs(5), rows),
+        core,
+    );
     ctx.progress.line(&format!(
         "  contract (harness verify): {}/{} rows pass{}{}",
         contract.passed,
@@ -39,6 +42,12 @@ fn check_contract(ctx: &runner::Ctx, running: &Running) -> ContractCheck {
             .failed
             .iter()
             .map(|f| format!("\n    FAIL {}: {}", f.row, f.why))
+            .chain(
+                contract
+                    .known
+                    .iter()
+                    .map(|k| format!("\n    CORE {}: {}", k.row, k.why))
+            )
             .collect::<String>()
     ));
     contract
@@ -102,7 +111,15 @@ pub fn run(
             }
         };
         if e.serves_whole_contract() {
-            docs[i].contract = Some(check_contract(ctx, &running));
+            // The core by the catalog's name, else by what /config says
+            // (a --target names its own server).
+            let core = crate::catalog::deviations::core_of(&e.name).or_else(|| {
+                docs[i]
+                    .config
+                    .as_ref()
+                    .and_then(|c| crate::catalog::deviations::core_of(&c.server))
+            });
+            docs[i].contract = Some(check_contract(ctx, &running, core));
         }
         if e.serves("/hello") {
             docs[i].conformance = Some(check_conformance(ctx, &running));

@@ -169,6 +169,19 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
                     .join("; ")
             ));
         }
+        if let Some(c) = s.contract.as_ref().filter(|c| !c.known.is_empty()) {
+            line(&format!(
+                "{}: {} of {} contract rows fail as its core is known to, not by our code: {}",
+                s.name,
+                c.known.len(),
+                c.rows,
+                c.known
+                    .iter()
+                    .map(|k| k.row.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
     }
     for summary in super::conformance::summaries(&results.servers) {
         line(&summary);

@@ -1,0 +1,254 @@
+//! Where a third-party server's own core departs from the contract: the
+//! rows of `harness verify` that fail because of the HTTP layer the stack
+//! is built on (Swoole's reactor, Go's `net/http` under RoadRunner and
+//! FrankenPHP), not because of our PHP code. Declared once, here: `harness
+//! verify`, compare's pre-pass and table, the compose checks and the Swoole
+//! tests all read this list, and compose/README.md's list of known
+//! behaviours is held to it by a test.
+//!
+//! A known deviation is still reported (as the core's, with its reason),
+//! never patched around and never counted as a failure of our code; a row
+//! listed here that passes is reported too (fixed upstream? update the list).
+
+use crate::lab::contract::Verdict;
+
+/// One row a core fails, how (a fragment of the verdict), and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deviation {
+    /// The row's name, as [`workloads::contract`] lists it.
+    pub row: &'static str,
+    /// A fragment of the failed row's verdict (`missing header Server`).
+    pub symptom: &'static str,
+    pub reason: &'static str,
+}
+
+/// The HTTP core a stack is built on, and where it departs from the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Core {
+    /// `Go net/http`, `Swoole 6.2.2`.
+    pub name: &'static str,
+    /// Where the behaviour is written in the core's own source.
+    pub source: &'static str,
+    pub deviations: &'static [Deviation],
+}
+
+/// Swoole 6.2.2's reactor (`ext-src/swoole_http_server.cc`,
+/// `src/protocol/http.cc`). The fifth known one, a body on HEAD, is the
+/// app's to omit, and `compose/swoole/server.php` does.
+pub const SWOOLE: Core = Core {
+    name: "Swoole 6.2.2",
+    source: "swoole-src 6.2.2: src/protocol/http.cc (the parser), include/swoole_config.h \
+             (SW_HTTP_BAD_REQUEST_PACKET, SW_HTTP_HEADER_MAX_SIZE)",
+    deviations: &[
+        Deviation {
+            row: "malformed request line → 400, closed",
+            symptom: "no complete response",
+            reason: "the reactor cannot tell a malformed request line from an incomplete one: \
+                     it waits for more bytes, up to its 64 KiB head limit \
+                     (SW_HTTP_HEADER_MAX_SIZE), and answers nothing before",
+        },
+        Deviation {
+            row: "malformed header line → 400, closed",
+            symptom: "missing header Server",
+            reason: "the core's 400 is the bare `HTTP/1.1 400 Bad Request` head with no \
+                     Server, Date, Content-Type or body, written before any PHP runs",
+        },
+        Deviation {
+            row: "unknown HTTP version → 400 or 505, closed",
+            symptom: "missing header Server",
+            reason: "the same bare 400 of the core (no 505, no Server, no body)",
+        },
+        Deviation {
+            row: "header over 8 KiB → 431, closed",
+            symptom: "status 200, expected 431",
+            reason: "the core has no 431 and no head limit below its receive buffer: \
+                     a 9 KiB head reaches the app and is served",
+        },
+        Deviation {
+            row: "pipelined: 8 requests in one write, answered in order",
+            symptom: "answer 1 (GET /sleep?ms=30)",
+            reason: "each pipelined request runs in a coroutine of its own and is answered \
+                     when it finishes, so /hello overtakes /sleep?ms=30",
+        },
+    ],
+};
+
+/// The core's own 400, written by Swoole's reactor before any PHP runs.
+pub const SWOOLE_BARE_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\r\n";
+
+/// Go's `net/http` server, under RoadRunner's http plugin and FrankenPHP's
+/// Caddy. A request it cannot parse never reaches PHP: `conn.serve` writes
+/// `HTTP/1.1 <code> <text>` + `errorHeaders` (`Content-Type: text/plain;
+/// charset=utf-8`, `Connection: close`) + the text itself — no Server, Date
+/// or Content-Length. Its head limit is `DefaultMaxHeaderBytes`, 1 MiB,
+/// unless the server sets `MaxHeaderBytes` (RoadRunner's http plugin does
+/// not; the Caddyfile sets no limit).
+pub const GO_NET_HTTP: Core = Core {
+    name: "Go net/http",
+    source: "Go's src/net/http/server.go: conn.serve (errorHeaders, statusError, \
+             badRequestError), DefaultMaxHeaderBytes = 1 << 20; readRequest refuses \
+             HTTP/9.9 with statusError{505, \"unsupported protocol version\"}",
+    deviations: &[
+        Deviation {
+            row: "malformed request line → 400, closed",
+            symptom: "missing header Server",
+            reason: "conn.serve answers a request line it cannot parse with its own \
+                     `400 Bad Request: malformed HTTP request` and errorHeaders: no \
+                     Server, Date or Content-Length, before any PHP runs",
+        },
+        Deviation {
+            row: "malformed header line → 400, closed",
+            symptom: "missing header Server",
+            reason: "the same bare 400 of conn.serve (`malformed MIME header line`)",
+        },
+        Deviation {
+            row: "unknown HTTP version → 400 or 505, closed",
+            symptom: "missing header Server",
+            reason: "readRequest's statusError 505 (`unsupported protocol version`), \
+                     written by conn.serve with errorHeaders only",
+        },
+        Deviation {
+            row: "header over 8 KiB → 431, closed",
+            symptom: "status 200, expected 431",
+            reason: "the head limit is DefaultMaxHeaderBytes (1 MiB): neither RoadRunner's \
+                     http plugin nor the Caddyfile sets MaxHeaderBytes, so a 9 KiB head \
+                     reaches PHP and is served",
+        },
+    ],
+};
+
+/// Every core declared here, for the README check and `harness servers`.
+pub const CORES: &[&Core] = &[&SWOOLE, &GO_NET_HTTP];
+
+/// The core a server is built on, by its catalog name or the `server` of
+/// its `/config` (a `--target` reports its own): `swoole`, `roadrunner`,
+/// `frankenphp`. Our own servers and nginx have none listed.
+pub fn core_of(server: &str) -> Option<&'static Core> {
+    match server {
+        "swoole" => Some(&SWOOLE),
+        "roadrunner" | "frankenphp" => Some(&GO_NET_HTTP),
+        _ => None,
+    }
+}
+
+/// A row's verdict, read against a core's known deviations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reading<'a> {
+    Pass,
+    /// Failed otherwise than any known deviation: a failure of ours (or new).
+    Fail(String),
+    /// Failed as the core is known to.
+    Known(&'a Deviation),
+    /// Listed as the core's, but failed otherwise than known.
+    KnownButOtherwise(&'a Deviation, String),
+    /// Listed as the core's, but passed: fixed upstream?
+    KnownNowPasses(&'a Deviation),
+}
+
+impl Reading<'_> {
+    /// Whether it counts against the server (our code, or a changed core).
+    pub fn is_failure(&self) -> bool {
+        !matches!(self, Reading::Pass | Reading::Known(_))
+    }
+}
+
+impl Core {
+    /// How one verdict reads against this core's list.
+    pub fn read<'a>(&'a self, name: &str, result: &Result<(), String>) -> Reading<'a> {
+        let known = self.deviations.iter().find(|d| d.row == name);
+        match (known, result) {
+            (None, Ok(())) => Reading::Pass,
+            (None, Err(e)) => Reading::Fail(e.clone()),
+            (Some(d), Ok(())) => Reading::KnownNowPasses(d),
+            (Some(d), Err(e)) if !e.contains(d.symptom) => Reading::KnownButOtherwise(d, e.clone()),
+            (Some(d), Err(_)) => Reading::Known(d),
+        }
+    }
+
+    /// Every verdict read against this core; rows it lists that were not
+    /// run at all are left out (a compare without a database skips some).
+    pub fn read_all<'a>(&'a self, verdicts: &[Verdict]) -> Vec<Reading<'a>> {
+        verdicts
+            .iter()
+            .map(|v| self.read(&v.name, &v.result))
+            .collect()
+    }
+
+    /// The deviation's line as a report prints it.
+    pub fn explain(&self, d: &Deviation) -> String {
+        format!("{}'s core: {}", self.name, d.reason)
+    }
+}
+
+/// How a verdict reads for a server with or without a known core.
+pub fn read<'a>(core: Option<&'a Core>, name: &str, result: &Result<(), String>) -> Reading<'a> {
+    match core {
+        Some(c) => c.read(name, result),
+        None => match result {
+            Ok(()) => Reading::Pass,
+            Err(e) => Reading::Fail(e.clone()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_row_is_a_row_of_the_contract() {
+        let rows: Vec<String> = crate::lab::contract::contract_rows()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        for core in CORES {
+            for d in core.deviations {
+                assert!(rows.iter().any(|r| r == d.row), "{}: {}", core.name, d.row);
+            }
+        }
+    }
+
+    #[test]
+    fn a_listed_row_reads_as_the_cores_only_with_its_symptom() {
+        let row = "header over 8 KiB → 431, closed";
+        let ok: Result<(), String> = Ok(());
+        let known = Err("status 200, expected 431".to_string());
+        let other = Err("missing header Date".to_string());
+        assert!(matches!(GO_NET_HTTP.read(row, &known), Reading::Known(_)));
+        assert!(GO_NET_HTTP.read(row, &other).is_failure());
+        assert!(matches!(
+            GO_NET_HTTP.read(row, &ok),
+            Reading::KnownNowPasses(_)
+        ));
+        assert!(GO_NET_HTTP.read("GET /hello", &other).is_failure());
+        assert_eq!(read(None, row, &known), Reading::Fail(known.unwrap_err()));
+        assert_eq!(core_of("frankenphp"), Some(&GO_NET_HTTP));
+        assert_eq!(core_of("php-fpm"), None);
+    }
+
+    /// compose/README.md's "Known behaviours" names every row of every
+    /// core declared here, so the list users read is this one.
+    #[test]
+    fn the_compose_readme_lists_every_known_deviation() {
+        let readme = include_str!("../../../compose/README.md");
+        let section = readme
+            .split("Known behaviours of the third-party servers")
+            .nth(1)
+            .expect("compose/README.md has its Known behaviours section");
+        for core in CORES {
+            assert!(
+                section.contains(core.name),
+                "{} not in the section",
+                core.name
+            );
+            for d in core.deviations {
+                assert!(
+                    section.contains(d.row),
+                    "compose/README.md's Known behaviours does not name `{}` ({})",
+                    d.row,
+                    core.name
+                );
+            }
+        }
+    }
+}
