@@ -221,7 +221,10 @@ mod tests {
             Reading::KnownNowPasses(_)
         ));
         assert!(GO_NET_HTTP.read("GET /hello", &other).is_failure());
-        assert_eq!(read(None, row, &known), Reading::Fail(known.unwrap_err()));
+        assert_eq!(
+            read(None, row, &known),
+            Reading::Fail("status 200, expected 431".into())
+        );
         assert_eq!(core_of("frankenphp"), Some(&GO_NET_HTTP));
         assert_eq!(core_of("php-fpm"), None);
     }
