@@ -368,3 +368,78 @@ fn a_compare_in_docker_stopped_by_ctrl_c_removes_its_containers_and_network() {
 fn what_a_killed_compare_left_in_docker_is_swept_by_the_next_environment() {
     interrupted_compare_leaves_nothing(libc::SIGKILL);
 }
+
+/// The module a test hands to the lab the way `SWOOLE_SO` is: one of
+/// Debian's PHP extensions that the lab's image does not carry
+/// (scripts/install-deps installs php8.2-intl on the host), linking
+/// libraries the image lacks too (ICU, libstdc++), as a PECL Swoole does.
+const FOREIGN_MODULE: &str = "intl";
+
+/// A host module, mounted and loaded the way the Swoole recipe does it
+/// (`swoole::Module::file`, `ModuleFile::mount_into`, `-d extension=`), is
+/// loaded by the PHP inside the lab's container in every Docker environment:
+/// `php -m` there lists it, and the image alone does not.
+#[test]
+fn a_host_php_module_loads_inside_the_labs_container_in_every_docker_environment() {
+    let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(engine) = engine() else { return };
+    let php = harness::catalog::find_program(&["php8.2", "php"]).expect("php is installed");
+    let Some(module) = harness::catalog::php_ext::system_module(&php, FOREIGN_MODULE) else {
+        crate::util::skip_without(&format!(
+            "no {FOREIGN_MODULE}.so in PHP's extension_dir (apt-get install php8.2-{FOREIGN_MODULE}; \
+             scripts/install-deps does)"
+        ));
+        return;
+    };
+    let session = Session::new();
+    let mut environments = vec![Environment::Docker, Environment::DockerHost];
+    if Environment::DockerHostPinned.availability().is_ok() {
+        environments.push(Environment::DockerHostPinned);
+    }
+    let run_dir = crate::util::tmp("php-module");
+    for environment in environments {
+        let setup = session.build(environment);
+        let php_m = |load: bool| {
+            let mut placement = setup.placement().unwrap();
+            let mut cmd = std::process::Command::new(&php);
+            if load {
+                module.mount_into(&mut placement).unwrap();
+                cmd.args(module.php_args());
+            }
+            cmd.arg("-m");
+            let container = placement.container.expect("a container placement");
+            let (mut run, _name) = container.wrap(&cmd, run_dir.path());
+            let out = run.output().unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stdout).to_lowercase(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        let (ok, without, err) = php_m(false);
+        assert!(
+            ok,
+            "{}: php -m failed in the container: {err}",
+            environment.name()
+        );
+        assert!(
+            !without.lines().any(|l| l.trim() == FOREIGN_MODULE),
+            "{}: the image has {FOREIGN_MODULE} itself, so the test proves nothing:\n{without}",
+            environment.name()
+        );
+        let (ok, with, err) = php_m(true);
+        assert!(
+            ok && with.lines().any(|l| l.trim() == FOREIGN_MODULE),
+            "{}: the host's {} is not loaded inside (stderr: {err}):\n{with}",
+            environment.name(),
+            module.0.display()
+        );
+        assert!(
+            !err.contains("Unable to load"),
+            "{}: {err}",
+            environment.name()
+        );
+        drop(setup);
+    }
+    assert_eq!(leftovers(&engine), Vec::<String>::new());
+}

@@ -85,7 +85,9 @@ fn docker_vs_bare_runs_the_matrix_and_shows_what_ab_cannot_see() {
             &["php-fpm"]
         }
     };
-    let server_list = servers.join(",");
+    // Swoole is asked for either way: without a module its cells are
+    // missing, and each must say why.
+    let server_list = "php-fpm,swoole";
     // The real engine beside the emulation where one answers (CI starts one).
     let docker = harness::env::docker::Engine::probe().is_ok()
         || !crate::util::skip_without("its Docker cells: no Docker engine answers");
@@ -133,6 +135,21 @@ fn docker_vs_bare_runs_the_matrix_and_shows_what_ab_cannot_see() {
         assert!(ab.rps > 0.0 && ab.failed == 0, "{ab:?}");
         assert_eq!(engine.valid_rps, Some(0.0), "{engine:?}");
         assert!(engine.failed > 0, "{engine:?}");
+    }
+    for env in env_list.split(',') {
+        if !servers.contains(&"swoole") {
+            let why = doc
+                .cells
+                .iter()
+                .find(|c| c.server == "swoole" && c.environment == env && c.tool.is_empty())
+                .and_then(|c| c.error.clone())
+                .unwrap_or_else(|| panic!("no reason for swoole's missing {env} cell:\n{stdout}"));
+            assert!(why.contains("Swoole module"), "{env}: {why}");
+            assert!(
+                stdout.contains(&format!("swoole in {env}: not measured: ")),
+                "{stdout}"
+            );
+        }
     }
     if docker {
         for &server in servers {

@@ -68,6 +68,10 @@ pub struct Container {
     /// Host paths mounted read-only at the same place (the repository,
     /// the workspace's binaries, programs the image does not provide).
     pub read_only: Vec<PathBuf>,
+    /// Host files mounted read-only at another path (source, target): a
+    /// shared library at the name the loader asks for (its soname), whose
+    /// host path is a link to a versioned file.
+    pub files: Vec<(PathBuf, PathBuf)>,
     /// `--cpuset-cpus`.
     pub cpus: Option<Vec<usize>>,
     /// The pod the server's containers share.
@@ -131,13 +135,17 @@ impl Container {
             let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
             run.arg("--cpuset-cpus").arg(list.join(","));
         }
-        let mut mounts: Vec<(PathBuf, &str)> =
-            self.read_only.iter().map(|p| (p.clone(), "ro")).collect();
-        mounts.push((run_dir.to_path_buf(), "rw"));
-        for (path, mode) in mounts {
-            let mut v = OsString::from(&path);
+        let mut mounts: Vec<(PathBuf, PathBuf, &str)> = self
+            .read_only
+            .iter()
+            .map(|p| (p.clone(), p.clone(), "ro"))
+            .collect();
+        mounts.extend(self.files.iter().map(|(s, t)| (s.clone(), t.clone(), "ro")));
+        mounts.push((run_dir.to_path_buf(), run_dir.to_path_buf(), "rw"));
+        for (source, target, mode) in mounts {
+            let mut v = OsString::from(&source);
             v.push(":");
-            v.push(&path);
+            v.push(&target);
             v.push(format!(":{mode}"));
             run.arg("-v").arg(v);
         }
@@ -194,6 +202,7 @@ mod tests {
             name_prefix: "benchlab-t-".into(),
             labels: vec![(PID_LABEL.into(), "1".into())],
             read_only: vec!["/repo".into()],
+            files: Vec::new(),
             cpus: Some(vec![0]),
             pod: Pod::default(),
         }

@@ -28,6 +28,7 @@ pub mod http;
 pub mod nginx_static;
 pub mod node;
 mod paths;
+pub mod php_ext;
 pub mod php_fpm;
 pub mod php_jit;
 mod placement;

@@ -53,6 +53,18 @@ impl Module {
         }
     }
 
+    /// The module's file: the one named, or for the system's the
+    /// `swoole.so` in PHP's `extension_dir` (what a container of the lab's
+    /// image mounts and loads: its PHP has no Swoole of its own).
+    pub fn file(&self, php: &Path) -> Option<super::php_ext::ModuleFile> {
+        match self {
+            Module::System => super::php_ext::system_module(php, "swoole"),
+            Module::Named(so) | Module::ExtensionDir(so) => {
+                Some(super::php_ext::ModuleFile(so.clone()))
+            }
+        }
+    }
+
     /// Where it came from, in words.
     pub fn origin(&self) -> String {
         match self {
@@ -200,13 +212,31 @@ pub fn availability(env: &Env) -> Availability {
 pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Result<Running> {
     let php = find_program(&["php8.2", "php"]).context("php is not installed")?;
     let module = module(&php).map_err(|(reason, fix)| anyhow::anyhow!("{reason}; {fix}"))?;
+    // In a container the host's module goes in with the server: mounted
+    // with the libraries it links, loaded by the image's PHP (the host's
+    // own Debian build, at its version).
+    let mut placement = placement.clone();
+    let load = if placement.container.is_some() {
+        let file = module.file(&php).with_context(|| {
+            format!(
+                "swoole in a container: {} loads it, but its file is not in PHP's \
+                 extension_dir as swoole.so; name it with {SO_VAR}=/path/swoole.so",
+                module.origin()
+            )
+        })?;
+        file.mount_into(&mut placement)?;
+        file.php_args()
+    } else {
+        module.php_args()
+    };
+    let placement = &placement;
     let compose = ctx.env.compose();
     let dir = run_dir(&entry.name)?;
     let port = placement.port_or_free()?;
     let mut cmd = Command::new(&php);
     cmd.arg("-c")
         .arg(compose.join("php/php.ini"))
-        .args(module.php_args())
+        .args(&load)
         .args(ctx.php_jit.ini_args())
         .arg(compose.join("swoole/server.php"))
         .env("HOST", placement.listen_ip().to_string())

@@ -31,7 +31,7 @@ use crate::catalog::{supervise, Entry, Placement};
 use crate::env::Environment;
 use crate::lab::args::LabArgs;
 use crate::lab::driver::{servers_only, Selection};
-use crate::lab::record::{self, Database, Header, ServerDoc};
+use crate::lab::record::{self, Database, Header, ServerDoc, ServerStatus};
 use crate::lab::Lab;
 use crate::units::parse_duration;
 use document::{Cell, Reproduction, SCHEMA};
@@ -294,6 +294,7 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
                 return;
             }
         };
+        let mut not_started: Vec<(String, String)> = Vec::new();
         placed.each(&lab, &plan, |e, _, started| {
             say(&format!("{} in {} ...", e.name, env.name()));
             match started {
@@ -317,9 +318,13 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
                         });
                     }
                 }
-                Err(err) => measure::failed_to_start(&mut doc, &e.name, &err),
+                Err(err) => {
+                    not_started.push((e.name.clone(), format!("did not start: {err:#}")));
+                    measure::failed_to_start(&mut doc, &e.name, &err)
+                }
             }
         });
+        missing_cells(&mut doc, env, &entries, &not_started);
     });
     if !args.no_failure_mode {
         failing_database(
@@ -334,6 +339,58 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
     doc.findings = findings::docker_vs_bare(&doc);
     doc.database = Database::of(&lab.database);
     finish(&args.common, doc, lab.interrupted())
+}
+
+/// A cell for every selected server that `env` has none of, with why:
+/// not runnable here at all (its skip reason: binary, module, image), a
+/// server started elsewhere that cannot be placed, or its start there
+/// failed. Printed as it is found and under the table, so a missing cell
+/// is never silent.
+fn missing_cells(
+    doc: &mut Reproduction,
+    env: Environment,
+    entries: &[Entry],
+    not_started: &[(String, String)],
+) {
+    let env_name = env.name();
+    let reasons: Vec<(String, String)> = doc
+        .servers
+        .iter()
+        .filter(|s| {
+            !doc.cells
+                .iter()
+                .any(|c| c.server == s.name && c.environment == env_name)
+        })
+        .map(|s| {
+            let placeable = entries
+                .iter()
+                .find(|e| e.name == s.name)
+                .map(|e| e.placeable());
+            let why = if let Some((_, err)) = not_started.iter().find(|(n, _)| *n == s.name) {
+                err.clone()
+            } else if s.status != ServerStatus::Ran && placeable.is_none() {
+                format!(
+                    "{}: {}",
+                    s.status.name(),
+                    s.reason.as_deref().unwrap_or("not runnable here")
+                )
+            } else if placeable == Some(false) && env != Environment::Bare {
+                format!("a server started elsewhere (--target) cannot be placed in {env_name}")
+            } else {
+                "not reached (interrupted, or an earlier start failed)".to_string()
+            };
+            (s.name.clone(), why)
+        })
+        .collect();
+    for (server, why) in reasons {
+        say(&format!("{server}: no cell in {env_name}: {why}"));
+        doc.cells.push(Cell {
+            server,
+            environment: env_name.into(),
+            error: Some(why),
+            ..Cell::default()
+        });
+    }
 }
 
 /// The seed's failure mode on bare: a database the servers cannot reach

@@ -27,7 +27,11 @@ const HEADER: [&str; 12] = [
 
 fn rows(doc: &Reproduction) -> Vec<Vec<String>> {
     let mut out = vec![HEADER.map(String::from).to_vec()];
-    for c in doc.cells.iter().filter(|c| !c.server.is_empty()) {
+    for c in doc
+        .cells
+        .iter()
+        .filter(|c| !c.server.is_empty() && !c.tool.is_empty())
+    {
         let dash = |v: Option<String>| v.unwrap_or_else(|| "—".into());
         out.push(vec![
             c.server.clone(),
@@ -131,12 +135,32 @@ fn findings_lines(doc: &Reproduction) -> Vec<String> {
 }
 
 /// The terminal report.
+/// Each server an environment has no cell of, and why (not runnable here,
+/// cannot be placed, did not start there), one line each.
+pub fn missing(doc: &Reproduction) -> Vec<String> {
+    doc.cells
+        .iter()
+        .filter(|c| !c.server.is_empty() && c.tool.is_empty())
+        .map(|c| {
+            format!(
+                "{} in {}: not measured: {}",
+                c.server,
+                c.environment,
+                c.error.as_deref().unwrap_or("no reason recorded")
+            )
+        })
+        .collect()
+}
+
 pub fn text(doc: &Reproduction) -> String {
     let mut o = format!(
         "harness reproduce {} — {}\nseed: {}; load: {}\n\nours:\n",
         doc.experiment, doc.seed.title, doc.seed.setup, doc.seed.load
     );
     o += &align(&rows(doc), &[4, 5, 6, 7, 8, 9, 10]);
+    for l in missing(doc) {
+        o += &format!("{l}\n");
+    }
     o += "\nthe seed's figures:\n";
     o += &align(&seed_rows(doc), &[2, 3, 4, 5]);
     let ratios = ratio_rows(doc);
@@ -173,6 +197,9 @@ pub fn markdown(doc: &Reproduction) -> String {
         doc.experiment, doc.seed.title, doc.seed.setup, doc.seed.load
     );
     o += &md_table(&rows(doc));
+    for l in missing(doc) {
+        o += &format!("- {l}\n");
+    }
     o += "\n## The seed's figures\n\n";
     o += &md_table(&seed_rows(doc));
     let ratios = ratio_rows(doc);

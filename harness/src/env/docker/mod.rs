@@ -239,6 +239,7 @@ impl Docker {
             name_prefix: String::new(),
             labels: self.labels(),
             read_only: Vec::new(),
+            files: Vec::new(),
             cpus: None,
             pod: Pod::default(),
         };
@@ -295,6 +296,7 @@ impl Docker {
                 name_prefix: format!("benchlab-{}-", self.id),
                 labels: self.labels(),
                 read_only: self.read_only.clone(),
+                files: Vec::new(),
                 cpus,
                 pod: Pod::default(),
             }),
