@@ -107,7 +107,7 @@ fn docker_vs_bare_runs_the_matrix_and_shows_what_ab_cannot_see() {
             "--env",
             env_list,
             "--servers",
-            &server_list,
+            server_list,
         ],
         out.path(),
     );
