@@ -46,6 +46,99 @@ fn start(name: &str, db_url: &str) -> Running {
         .unwrap_or_else(|e| panic!("start {name}: {e:#}"))
 }
 
+/// A database that does not answer: a listener that never accepts, its
+/// accept queue filled by the test, so that the kernel drops every further
+/// SYN and a server's connect hangs until the server's own connect timeout
+/// — a stopped container on a bridge network, a host that drops packets —
+/// rather than being refused at once.
+struct SilentDatabase {
+    _listener: socket2::Socket,
+    _queued: Vec<TcpStream>,
+    url: String,
+}
+
+fn silent_database() -> SilentDatabase {
+    use socket2::{Domain, Socket, Type};
+    let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    listener.bind(&any.into()).unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    // Fill the accept queue: connects complete until it is full, then
+    // one hangs (its SYN dropped) — the state every server connect meets.
+    let mut queued = Vec::new();
+    loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+            Ok(c) => queued.push(c),
+            Err(_) => break,
+        }
+        assert!(queued.len() < 64, "the listener's queue never filled");
+    }
+    SilentDatabase {
+        _listener: listener,
+        _queued: queued,
+        url: format!("mysql://bench:bench@{addr}/bench"),
+    }
+}
+
+/// With a database that does not answer, `clients` concurrent clients
+/// asking `/db` for a few seconds all get 503 within `bound`: a request
+/// waiting on a pool must not outwait the connect that failed. (Swoole's
+/// ConnectionPool made them wait the pool's whole 30 s; compose/swoole/
+/// server.php's BenchPool::take is the fix.)
+fn a_silent_database_under_load_is_503_within(name: &str, clients: usize, bound: Duration) {
+    let silent = silent_database();
+    let running = start(name, &silent.url);
+    let addr = running.addr;
+    let until = Instant::now() + Duration::from_secs(5);
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                while Instant::now() < until {
+                    let t0 = Instant::now();
+                    let answer = client::Conn::connect_within(
+                        addr,
+                        Duration::from_secs(5),
+                        bound + Duration::from_secs(30),
+                    )
+                    .and_then(|mut c| c.request("GET", "/db"));
+                    seen.push((
+                        t0.elapsed(),
+                        answer.map(|r| r.verify(&Expected::db_unavailable())),
+                    ));
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut worst = Duration::ZERO;
+    let mut wrong = Vec::new();
+    let mut answers = 0;
+    for t in threads {
+        for (took, answer) in t.join().unwrap() {
+            answers += 1;
+            worst = worst.max(took);
+            match answer {
+                Ok(Ok(())) if took <= bound => {}
+                Ok(Ok(())) => wrong.push(format!("a 503 after {took:?}")),
+                Ok(Err(m)) => wrong.push(format!("not a 503: {m}")),
+                Err(e) => wrong.push(format!("no answer after {took:?}: {e}")),
+            }
+        }
+    }
+    wrong.sort();
+    wrong.dedup();
+    assert!(
+        wrong.is_empty() && answers >= clients,
+        "{name}: {answers} answers, slowest {worst:?} (bound {bound:?}):\n{}",
+        wrong.join("\n")
+    );
+    // and it still serves what needs no database
+    let r = client::get(addr, "/hello").unwrap();
+    r.verify(&expect("GET", "/hello")).unwrap();
+}
+
 fn every_contract_row_passes(name: &str) {
     let running = start(name, testkit::db::shared());
     let verdicts = harness::lab::contract::check_all(running.addr, Duration::from_secs(30));
@@ -415,6 +508,20 @@ fn swoole_passes_every_contract_row_but_the_known_deviations_of_its_core() {
         "swoole against the contract:\n{}",
         wrong.join("\n")
     );
+}
+
+#[test]
+fn swoole_answers_503_within_the_connect_timeout_when_the_database_does_not_answer() {
+    if swoole_runs_here() {
+        a_silent_database_under_load_is_503_within("swoole", 40, Duration::from_secs(8));
+    }
+}
+
+/// The same load on Node.js, which runs everywhere the tests do: the silent
+/// database and the bound are what the Swoole test above holds Swoole to.
+#[test]
+fn node_answers_503_within_the_connect_timeout_when_the_database_does_not_answer() {
+    a_silent_database_under_load_is_503_within("node", 40, Duration::from_secs(8));
 }
 
 #[test]
