@@ -364,3 +364,38 @@ fn ctrl_c_stops_sending_and_prints_what_was_measured() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
 }
+
+/// Where RoadRunner, FrankenPHP or Swoole cannot run (no registry serves
+/// their binaries or module here), `harness servers` — and compare's skip
+/// lines, which print the same reason — says what was tried for each way
+/// to run it: the host's binary or module, and the official image.
+#[test]
+fn a_third_party_server_that_cannot_run_says_what_each_way_lacks() {
+    let env = harness::catalog::Env::discover(None);
+    let out = crate::util::harness(&["servers"]);
+    let text = crate::util::stdout(&out);
+    for (name, host_way) in [
+        ("roadrunner", "binary: "),
+        ("frankenphp", "binary: "),
+        ("swoole", "module: "),
+    ] {
+        let entry = harness::catalog::catalog()
+            .into_iter()
+            .find(|e| e.name == name)
+            .unwrap();
+        match entry.availability(&env) {
+            harness::catalog::Availability::Ready(_) => continue,
+            harness::catalog::Availability::Missing { reason, .. } => {
+                assert!(
+                    reason.starts_with(host_way) && reason.contains("; image: "),
+                    "{name}: {reason}"
+                );
+                let line = text
+                    .lines()
+                    .find(|l| l.starts_with(name))
+                    .unwrap_or_else(|| panic!("no {name} line:\n{text}"));
+                assert!(line.contains(&reason), "{line}");
+            }
+        }
+    }
+}

@@ -18,7 +18,10 @@ use super::{
 pub fn availability(env: &Env) -> Availability {
     let Some(bin) = find_program(&["frankenphp"]) else {
         return Availability::Missing {
-            reason: "frankenphp is not on PATH".into(),
+            reason: format!(
+                "binary: frankenphp is not on PATH; {}",
+                super::official_image::status(env, &super::official_image::FRANKENPHP)
+            ),
             fix: "install the frankenphp binary (github.com/php/frankenphp releases), or run \
                   compose/ with Docker and pass --target frankenphp=http://127.0.0.1:8082"
                 .into(),

@@ -31,6 +31,7 @@ mod paths;
 pub mod php_ext;
 pub mod php_fpm;
 pub mod php_jit;
+pub mod official_image;
 mod placement;
 pub mod roadrunner;
 mod running;

@@ -16,7 +16,10 @@ use super::{
 pub fn availability(env: &Env) -> Availability {
     let Some(rr) = find_program(&["rr"]) else {
         return Availability::Missing {
-            reason: "rr is not on PATH".into(),
+            reason: format!(
+                "binary: rr is not on PATH; {}",
+                super::official_image::status(env, &super::official_image::ROADRUNNER)
+            ),
             fix: "install RoadRunner's rr binary (github.com/roadrunner-server/roadrunner releases), or run compose/ with Docker and pass --target roadrunner=http://127.0.0.1:8081".into(),
         };
     };

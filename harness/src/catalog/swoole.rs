@@ -192,7 +192,15 @@ pub fn availability(env: &Env) -> Availability {
     };
     let module = match module(&php) {
         Ok(m) => m,
-        Err((reason, fix)) => return Availability::Missing { reason, fix },
+        Err((reason, fix)) => {
+            return Availability::Missing {
+                reason: format!(
+                    "module: {reason}; {}",
+                    super::official_image::status(env, &super::official_image::SWOOLE)
+                ),
+                fix,
+            }
+        }
     };
     let server = env.compose().join("swoole/server.php");
     if !server.is_file() {
