@@ -14,10 +14,18 @@
 #     one; skipped without an engine, except under CI=true, where it fails)
 # Needs: docker-compose (or docker compose), php-cli, node, python3 + PyYAML.
 # Exit status: 0 if every check passed; the last line says "N passed, M failed".
+#
+# compose/check.sh --official: only the official-image stacks on a real
+# engine, as a user with Docker Hub runs them (compose/up-check.sh
+# --official: build, up, verify, compare, down, both files); the static
+# checks above are CI's.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE" || exit 2
+if [ "${1:-}" = --official ]; then
+    exec "$HERE/up-check.sh" --official
+fi
 
 . "$HERE/../scripts/check-lib.sh"
 

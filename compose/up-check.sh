@@ -20,8 +20,21 @@
 # Without an engine: every check fails under CI=true, else each is skipped.
 # Environment: BASE_IMAGE, BENCH_CPUS, BENCH_DB_CPUS, COMPOSE (see
 # debian-compose.sh); CARGO_TARGET_DIR.
+#
+# --official: the same checks of the official-image stacks, as a user with
+# Docker Hub (and ghcr.io, Packagist, GitHub, PECL, Debian's mirror) runs
+# them: docker-compose.yml (+ docker-compose.host.yml) without the Debian
+# override, every stack built from compose/<stack>/Dockerfile on its
+# project's own base (MySQL 8.4, php-fpm, RoadRunner, FrankenPHP, Swoole,
+# Node.js, the Rust servers), up, verified (a core's known deviations are
+# reported as the core's, `harness verify`), compared, brought down, nothing
+# left. Needs Compose v2 (`docker compose`: v1 refuses the host variant).
+# It cannot run where no registry answers (this lab's CI: the Debian form).
+#
 # Exit status: 0 if every check passed; the last line says "N passed, M failed".
 set -uo pipefail
+OFFICIAL=0
+if [ "${1:-}" = --official ]; then OFFICIAL=1; shift; fi
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
@@ -54,6 +67,15 @@ NOT_BUILT=(
 )
 MYSQL_URL=mysql://bench:bench@127.0.0.1:3306/bench
 PREPARE="prepare (base image ${BASE_IMAGE:-benchlab/base:bookworm}, stage/)"
+if [ $OFFICIAL -eq 1 ]; then
+    NAME="compose/up-check.sh --official"
+    SERVICES=(mysql php-fpm roadrunner frankenphp swoole node rust-event-loop rust-coroutine rust-worker-pool)
+    STACKS=(php-fpm roadrunner frankenphp swoole node rust-event-loop rust-coroutine rust-worker-pool)
+    PORT+=([roadrunner]=8081 [frankenphp]=8082 [swoole]=9501)
+    BUILDS=(php-fpm roadrunner frankenphp swoole node rust-event-loop)
+    NOT_BUILT=()
+    PREPARE="prepare (docker compose pull mysql: mysql:8.4.3 from Docker Hub)"
+fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/benchlab-up-check.XXXXXX")
 ACTIVE=""            # the variant whose project may have containers now
@@ -61,8 +83,13 @@ VOLUMES_SEEN=()      # volumes the project's containers mounted (anonymous ones 
 
 # DCA: the debian-compose.sh command line for a variant and this project.
 dc_args() { # variant
-    DCA=("$DC")
-    if [ "$1" = host ]; then DCA+=(--host-network); fi
+    if [ $OFFICIAL -eq 1 ]; then
+        DCA=(docker compose -f "$HERE/docker-compose.yml")
+        if [ "$1" = host ]; then DCA+=(-f "$HERE/docker-compose.host.yml"); fi
+    else
+        DCA=("$DC")
+        if [ "$1" = host ]; then DCA+=(--host-network); fi
+    fi
     DCA+=(-p "$PROJECT")
 }
 
@@ -163,6 +190,8 @@ elif ! info=$(timeout 20 docker info --format '{{.ServerVersion}}' 2>&1); then
     why="no Docker engine answers (docker info: $(printf '%s\n' "$info" | grep -m 1 . || echo "no output"))"
 elif ! command -v python3 >/dev/null 2>&1; then
     why="python3 not found"
+elif [ $OFFICIAL -eq 1 ] && ! docker compose version >/dev/null 2>&1; then
+    why="--official needs Compose v2 (docker compose; Debian's docker-compose v1 refuses the host variant)"
 fi
 if [ -n "$why" ]; then
     if [ "${CI:-}" = true ]; then
@@ -191,11 +220,16 @@ timed "cargo build" "$t"
 # --- base image and stage/, then one image per entry
 t=$SECONDS
 prepared=0
-if run "$PREPARE" "$DC" prepare; then prepared=1; fi
+dc_args bridge
+if [ $OFFICIAL -eq 1 ]; then
+    if run "$PREPARE" timeout 1200 "${DCA[@]}" pull mysql; then prepared=1; fi
+elif run "$PREPARE" "$DC" prepare; then
+    prepared=1
+fi
 built=1
 for s in "${BUILDS[@]}"; do
     if [ $prepared -eq 1 ]; then
-        run "build $s" timeout 1200 "$DC" -p "$PROJECT" build "$s" || built=0
+        run "build $s" timeout 1200 "${DCA[@]}" build "$s" || built=0
     else
         bad "build $s: not run (prepare failed)"
         built=0
@@ -300,7 +334,8 @@ check_mysql() { # variant
     cid=$(docker ps -q --filter "label=com.docker.compose.project=$PROJECT" \
         --filter "label=com.docker.compose.service=mysql" | head -n 1)
     if [ -z "$cid" ]; then bad "$v: mysql configured (my.cnf, init.sql): no running container"; return; fi
-    if ! out=$(docker exec "$cid" mariadb -h 127.0.0.1 -P 3306 -ubench -pbench -N -B \
+    # the official image's client is `mysql`, MariaDB's `mariadb` (and `mysql`)
+    if ! out=$(docker exec "$cid" mysql -h 127.0.0.1 -P 3306 -ubench -pbench -N -B \
         -e 'SELECT VERSION(), @@max_connections, @@skip_name_resolve, @@performance_schema, DATABASE()' bench 2>&1); then
         bad "$v: mysql configured (my.cnf, init.sql): bench/bench cannot log in over TCP"
         printf '%s\n' "$out" | sed 's/^/     /'
