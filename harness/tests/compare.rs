@@ -891,6 +891,7 @@ fn synthetic() -> Results {
         same_autogroup: Some(true),
         notes: vec![],
         // b gets a HEAD row wrong: reported under the table, still loaded
+        runs_in: None,
         contract: Some(ContractCheck {
             rows: 49,
             passed: if name == "b" { 48 } else { 49 },

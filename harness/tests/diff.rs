@@ -56,6 +56,7 @@ fn server(name: &str, jit: Option<&str>, failing_rows: &[&str]) -> ServerDoc {
         versions: Vec::new(),
         same_autogroup: Some(true),
         notes: Vec::new(),
+        runs_in: None,
         contract: Some(ContractCheck {
             rows: 38,
             passed: 38 - failing_rows.len() as u32,

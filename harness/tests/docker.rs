@@ -443,3 +443,93 @@ fn a_host_php_module_loads_inside_the_labs_container_in_every_docker_environment
     }
     assert_eq!(leftovers(&engine), Vec::<String>::new());
 }
+
+/// The image way, with an image that builds here: `--from-image node`
+/// builds compose/node/Dockerfile.debian on the lab's base (tagged by its
+/// inputs) and runs Node.js from it in the default run. The server passes
+/// its contract there, its row is labelled as a container, and results.json
+/// says where it ran (`runs_in`), never bare; nothing is left behind.
+/// (RoadRunner, FrankenPHP and Swoole take the same path from their
+/// official images where a registry serves their bases.)
+#[test]
+fn compare_runs_a_server_from_its_compose_image_and_says_where_it_ran() {
+    let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(engine) = engine() else { return };
+    let out = crate::util::tmp("compare-image");
+    let o = std::process::Command::new(crate::util::harness_bin())
+        .args([
+            "compare",
+            "--servers",
+            "node",
+            "--from-image",
+            "node",
+            "--workloads",
+            "hello,work",
+            "-c",
+            "10",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+        ])
+        .arg(out.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        !engine
+            .run(&["image", "ls", "-q", "benchlab/stack-node"])
+            .unwrap()
+            .is_empty(),
+        "no benchlab/stack-node image:\n{stderr}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("node [container]") && l.contains("work")),
+        "no node [container] row:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("node ran in a container of its image benchlab/stack-node:"),
+        "{stdout}"
+    );
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let node = results["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "node")
+        .unwrap();
+    assert!(
+        node["runs_in"]
+            .as_str()
+            .is_some_and(|w| w.contains("container") && w.contains("not bare")),
+        "{node}"
+    );
+    assert_eq!(node["contract"]["failed"], serde_json::json!([]), "{node}");
+    let rows = results["rows"].as_array().unwrap();
+    assert!(
+        rows.iter()
+            .filter(|r| r["server"] == "node")
+            .all(|r| r["status"] == "ok"),
+        "{rows:?}"
+    );
+    // the containers were labelled with the harness's pid, which is gone
+    let left = engine
+        .run(&["ps", "-aq", "--filter", "name=benchlab-stack-node-"])
+        .unwrap();
+    assert_eq!(left, "", "containers left behind");
+}

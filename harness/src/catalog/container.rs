@@ -74,6 +74,10 @@ pub struct Container {
     pub files: Vec<(PathBuf, PathBuf)>,
     /// `--cpuset-cpus`.
     pub cpus: Option<Vec<usize>>,
+    /// Run the image's own command as its own user (a stack's compose
+    /// image, [`super::image`]) instead of the wrapped command's program,
+    /// arguments, working directory and user; its variables still go in.
+    pub image_command: bool,
     /// The pod the server's containers share.
     pub pod: Pod,
 }
@@ -106,10 +110,12 @@ impl Container {
     pub fn wrap_as(&self, cmd: &Command, run_dir: &Path, name: &str) -> Command {
         let mut run = Command::new(&self.docker);
         run.args(["run", "--rm", "--init", "--name", name]);
-        // As the same user as a bare run (root here gets php-fpm's -R, …).
-        // SAFETY: getuid and getgid have no preconditions.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        run.arg("--user").arg(format!("{uid}:{gid}"));
+        if !self.image_command {
+            // As the same user as a bare run (root here gets php-fpm's -R, …).
+            // SAFETY: getuid and getgid have no preconditions.
+            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            run.arg("--user").arg(format!("{uid}:{gid}"));
+        }
         for (k, v) in &self.labels {
             run.arg("--label").arg(format!("{k}={v}"));
         }
@@ -149,7 +155,7 @@ impl Container {
             v.push(format!(":{mode}"));
             run.arg("-v").arg(v);
         }
-        if let Some(dir) = cmd.get_current_dir() {
+        if let Some(dir) = cmd.get_current_dir().filter(|_| !self.image_command) {
             run.arg("-w").arg(dir);
         }
         for (k, v) in cmd.get_envs() {
@@ -160,9 +166,10 @@ impl Container {
                 run.arg("-e").arg(kv);
             }
         }
-        run.arg(&self.image)
-            .arg(cmd.get_program())
-            .args(cmd.get_args());
+        run.arg(&self.image);
+        if !self.image_command {
+            run.arg(cmd.get_program()).args(cmd.get_args());
+        }
         run
     }
 }
@@ -203,6 +210,7 @@ mod tests {
             labels: vec![(PID_LABEL.into(), "1".into())],
             read_only: vec!["/repo".into()],
             files: Vec::new(),
+            image_command: false,
             cpus: Some(vec![0]),
             pod: Pod::default(),
         }

@@ -20,7 +20,7 @@ pub fn availability(env: &Env) -> Availability {
         return Availability::Missing {
             reason: format!(
                 "binary: frankenphp is not on PATH; {}",
-                super::official_image::status(env, &super::official_image::FRANKENPHP)
+                super::image::status(env, &super::image::FRANKENPHP)
             ),
             fix: "install the frankenphp binary (github.com/php/frankenphp releases), or run \
                   compose/ with Docker and pass --target frankenphp=http://127.0.0.1:8082"

@@ -25,13 +25,13 @@ pub mod embedded;
 pub mod frankenphp;
 mod host;
 pub mod http;
+pub mod image;
 pub mod nginx_static;
 pub mod node;
 mod paths;
 pub mod php_ext;
 pub mod php_fpm;
 pub mod php_jit;
-pub mod official_image;
 mod placement;
 pub mod roadrunner;
 mod running;
@@ -74,6 +74,12 @@ pub enum Recipe {
     /// Started elsewhere (`--target NAME=URL`): only loaded, never started.
     External {
         url: String,
+    },
+    /// From its compose image `tag` ([`image`]): where the host has no
+    /// binary or module for it, or `--from-image` asks.
+    Image {
+        way: image::ImageWay,
+        tag: String,
     },
 }
 
@@ -200,6 +206,7 @@ impl Entry {
             Recipe::RoadRunner => roadrunner::availability(env),
             Recipe::FrankenPhp => frankenphp::availability(env),
             Recipe::External { url } => Availability::Ready(format!("started elsewhere: {url}")),
+            Recipe::Image { way, tag } => Availability::Ready(way.runs_in(tag)),
         }
     }
 
@@ -224,7 +231,24 @@ impl Entry {
     /// than `bare` (`--env`, [`crate::env`]): every recipe the harness
     /// starts itself; a `--target` runs where it was started.
     pub fn placeable(&self) -> bool {
-        !matches!(self.recipe, Recipe::External { .. })
+        !matches!(self.recipe, Recipe::External { .. } | Recipe::Image { .. })
+    }
+
+    /// Where it runs when it is not a process of this host, in words (a
+    /// server from its image: a container), for results.json's `runs_in`.
+    pub fn runs_in(&self) -> Option<String> {
+        match &self.recipe {
+            Recipe::Image { way, tag } => Some(way.runs_in(tag)),
+            _ => None,
+        }
+    }
+
+    /// The same server, run from its compose image `tag`.
+    pub fn from_image(&self, way: image::ImageWay, tag: String) -> Entry {
+        Entry {
+            recipe: Recipe::Image { way, tag },
+            ..self.clone()
+        }
     }
 
     /// Starts it where `placement` says (a network namespace, CPUs, the
@@ -244,6 +268,7 @@ impl Entry {
             Recipe::Swoole => swoole::start(self, ctx, placement)?,
             Recipe::RoadRunner => roadrunner::start(self, ctx, placement)?,
             Recipe::FrankenPhp => frankenphp::start(self, ctx, placement)?,
+            Recipe::Image { way, tag } => way.start(tag, self, ctx, placement)?,
             Recipe::External { url } => {
                 if !placement.is_default() {
                     bail!(

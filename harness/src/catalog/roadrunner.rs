@@ -18,7 +18,7 @@ pub fn availability(env: &Env) -> Availability {
         return Availability::Missing {
             reason: format!(
                 "binary: rr is not on PATH; {}",
-                super::official_image::status(env, &super::official_image::ROADRUNNER)
+                super::image::status(env, &super::image::ROADRUNNER)
             ),
             fix: "install RoadRunner's rr binary (github.com/roadrunner-server/roadrunner releases), or run compose/ with Docker and pass --target roadrunner=http://127.0.0.1:8081".into(),
         };

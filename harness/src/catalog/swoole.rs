@@ -196,7 +196,7 @@ pub fn availability(env: &Env) -> Availability {
             return Availability::Missing {
                 reason: format!(
                     "module: {reason}; {}",
-                    super::official_image::status(env, &super::official_image::SWOOLE)
+                    super::image::status(env, &super::image::SWOOLE)
                 ),
                 fix,
             }

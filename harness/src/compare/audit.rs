@@ -117,6 +117,7 @@ mod tests {
         jit: Option<&str>,
     ) -> ServerDoc {
         ServerDoc {
+            runs_in: None,
             contract: None,
             conformance: None,
             name: name.into(),

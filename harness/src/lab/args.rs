@@ -21,6 +21,13 @@ pub struct LabArgs {
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub servers: Vec<String>,
 
+    /// Run these servers from their compose image even where the host has
+    /// their binary (RoadRunner, FrankenPHP and Swoole run from theirs
+    /// anyway where it is missing; php-fpm and node have Debian variants):
+    /// a container on the host network, labelled so.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub from_image: Vec<String>,
+
     /// Use this database instead of starting a private MariaDB.
     #[arg(long, value_name = "URL")]
     pub mysql_url: Option<String>,

@@ -33,6 +33,14 @@ impl Selection {
     pub fn of(lab: &Lab, names: &[String], targets: &[String]) -> anyhow::Result<Selection> {
         let selected = select::servers_and_targets(names, targets)?;
         let (ready, missing) = select::runnable(selected.clone(), &lab.paths);
+        let (ready, missing) = select::with_images(
+            ready,
+            missing,
+            &selected,
+            &lab.from_image,
+            &lab.paths,
+            &|l| eprintln!("{l}"),
+        )?;
         Ok(Selection {
             selected,
             ready,

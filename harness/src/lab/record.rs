@@ -95,6 +95,11 @@ pub struct ServerDoc {
     /// `None` where autogroups are not in effect (or for servers started elsewhere).
     pub same_autogroup: Option<bool>,
     pub notes: Vec<String>,
+    /// Where it ran when not as processes of this host: a server from its
+    /// compose image runs in a container (`catalog::image`), and its rows
+    /// say so, never "bare". Absent for every other server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_in: Option<String>,
     /// Every row of `harness verify`, run once before loading (absent in
     /// results written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -376,6 +381,10 @@ impl ServerDoc {
                     versions: Vec::new(),
                     same_autogroup: None,
                     notes: Vec::new(),
+                    runs_in: ready
+                        .iter()
+                        .find(|(r, _)| r.name == e.name)
+                        .and_then(|(r, _)| r.runs_in()),
                     contract: None,
                     conformance: None,
                 }

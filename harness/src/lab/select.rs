@@ -82,6 +82,75 @@ pub fn runnable(entries: Vec<Entry>, paths: &Env) -> (Vec<(Entry, String)>, Vec<
     (ready, missing)
 }
 
+/// What can run (with what will be started) and what cannot.
+pub type Split = (Vec<(Entry, String)>, Vec<Missing>);
+
+/// The image way ([`catalog::image`]): each missing server that has an
+/// image is built and run from it when an engine answers (else its reason
+/// says what the build lacked, beside what the host lacked), and each
+/// server `from_image` names is run from its image even where the host has
+/// it (an error when it has none, or it does not build).
+pub fn with_images(
+    mut ready: Vec<(Entry, String)>,
+    missing: Vec<Missing>,
+    selected: &[Entry],
+    from_image: &[String],
+    paths: &Env,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<Split> {
+    for name in from_image
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+    {
+        let way = catalog::image::way_of(name)
+            .with_context(|| format!("--from-image {name}: it has no compose image"))?;
+        if let Some(slot) = ready.iter_mut().find(|(e, _)| e.name == name) {
+            let tag = way
+                .build(paths, say)
+                .map_err(|why| anyhow::anyhow!("--from-image {name}: {why}"))?;
+            let entry = slot.0.from_image(way, tag);
+            *slot = (entry.clone(), entry.runs_in().unwrap_or_default());
+        } else if !missing.iter().any(|m| m.name == name) {
+            bail!("--from-image {name}: not among the selected servers");
+        }
+    }
+    let engine = catalog::find_program(&["docker"]).is_some_and(|d| {
+        std::process::Command::new(d)
+            .args(["info", "--format", "{{.ServerVersion}}"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    let mut still = Vec::new();
+    for m in missing {
+        let entry = selected.iter().find(|e| e.name == m.name);
+        let way = catalog::image::way_of(&m.name);
+        let (Some(entry), Some(way), true) = (entry, way, engine) else {
+            still.push(m);
+            continue;
+        };
+        match way.build(paths, say) {
+            Ok(tag) => {
+                let entry = entry.from_image(way, tag);
+                let detail = entry.runs_in().unwrap_or_default();
+                ready.push((entry, detail));
+            }
+            Err(why) => {
+                let host = m.reason.split("; image: ").next().unwrap_or("").to_string();
+                still.push(Missing {
+                    reason: format!("{host}; image: {why}"),
+                    ..m
+                });
+            }
+        }
+    }
+    // In the catalog's order, as the tables list them.
+    ready.sort_by_key(|(e, _)| selected.iter().position(|s| s.name == e.name));
+    Ok((ready, still))
+}
+
 fn names_of(entries: &[Entry]) -> String {
     entries
         .iter()

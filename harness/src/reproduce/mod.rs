@@ -375,7 +375,10 @@ fn missing_cells(
                     s.reason.as_deref().unwrap_or("not runnable here")
                 )
             } else if placeable == Some(false) && env != Environment::Bare {
-                format!("a server started elsewhere (--target) cannot be placed in {env_name}")
+                format!(
+                    "a server started elsewhere (--target) or run from its compose image \
+                     cannot be placed in {env_name}"
+                )
             } else {
                 "not reached (interrupted, or an earlier start failed)".to_string()
             };

@@ -171,6 +171,7 @@ mod tests {
             versions: vec![],
             same_autogroup: None,
             notes: vec![],
+            runs_in: None,
             contract: None,
             conformance,
         }

@@ -30,8 +30,17 @@ pub fn cells(results: &Results) -> Vec<Vec<String>> {
 }
 
 fn row_cells(r: &Row, results: &Results) -> Vec<String> {
+    // A server from its image ran in a container: its name says so.
+    let in_container = results
+        .servers
+        .iter()
+        .any(|s| s.name == r.server && s.runs_in.is_some());
     let mut v = vec![
-        r.server.clone(),
+        if in_container {
+            format!("{} [container]", r.server)
+        } else {
+            r.server.clone()
+        },
         r.model.clone(),
         r.tool.clone(),
         r.workload.clone(),
@@ -153,6 +162,11 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
                 s.status.name(),
                 s.reason.as_deref().unwrap_or("").replace('\n', " ")
             ));
+        }
+    }
+    for s in &results.servers {
+        if let Some(where_) = &s.runs_in {
+            line(&format!("{} ran in {where_}", s.name));
         }
     }
     for s in &results.servers {

@@ -240,6 +240,7 @@ impl Docker {
             labels: self.labels(),
             read_only: Vec::new(),
             files: Vec::new(),
+            image_command: false,
             cpus: None,
             pod: Pod::default(),
         };
@@ -297,6 +298,7 @@ impl Docker {
                 labels: self.labels(),
                 read_only: self.read_only.clone(),
                 files: Vec::new(),
+                image_command: false,
                 cpus,
                 pod: Pod::default(),
             }),
