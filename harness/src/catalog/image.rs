@@ -157,7 +157,8 @@ impl ImageWay {
         let t = std::time::Instant::now();
         let status = if self.debian {
             say(&format!(
-                "{}: building its image {tag} from compose/{} on the lab's base                  (compose/debian-compose.sh; once, cached after) ...",
+                "{}: building its image {tag} from compose/{} on the lab's base \
+                 (compose/debian-compose.sh; once, cached after) ...",
                 self.service, self.dockerfile
             ));
             let bins = env
@@ -175,7 +176,8 @@ impl ImageWay {
                 .status()
         } else {
             say(&format!(
-                "{}: building its image {tag} from compose/{} on its official base                  (pulls the base the first time; once, cached after) ...",
+                "{}: building its image {tag} from compose/{} on its official base \
+                 (pulls the base the first time; once, cached after) ...",
                 self.service, self.dockerfile
             ));
             Command::new(&docker)
@@ -226,7 +228,8 @@ impl ImageWay {
     /// `runs_in`, the table, the report).
     pub fn runs_in(&self, tag: &str) -> String {
         format!(
-            "a container of its image {tag} (compose/{}), on the host network              (docker-host's placement): not bare",
+            "a container of its image {tag} (compose/{}), on the host network \
+                 (docker-host's placement): not bare",
             self.dockerfile
         )
     }
@@ -244,7 +247,8 @@ impl ImageWay {
         let docker = find_program(&["docker"]).context("no docker client installed")?;
         if placement.container.is_some() || placement.netns.is_some() {
             anyhow::bail!(
-                "{} from its image runs on the host network only (placing it in another                  environment is not built yet)",
+                "{} from its image runs on the host network only (placing it in another \
+                 environment is not built yet)",
                 entry.name
             );
         }
