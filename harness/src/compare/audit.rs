@@ -70,6 +70,22 @@ pub fn audit(servers: &[ServerDoc], db_max_connections: Option<u64>) -> Fairness
     if let Some(w) = differ("DB pool sizes", &|c| c.db_pool) {
         warnings.push(w);
     }
+    // PHP's patch level differs between stacks built on other bases
+    // (Debian's php8.2 for php-fpm, the official images' for RoadRunner,
+    // Swoole, FrankenPHP): a difference to state beside the numbers.
+    let php: Vec<(&str, &str)> = configs
+        .iter()
+        .filter_map(|(n, c)| c.runtime.strip_prefix("php ").map(|v| (*n, v.trim())))
+        .collect();
+    if php.iter().any(|(_, v)| *v != php[0].1) {
+        warnings.push(format!(
+            "PHP versions differ: {}",
+            php.iter()
+                .map(|(n, v)| format!("{n} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     for (name, c) in &configs {
         if c.opcache == Some(false) {
             warnings.push(format!("{name}: OPcache is off"));
@@ -169,5 +185,34 @@ mod tests {
         );
         assert!(same.warnings.is_empty(), "{:?}", same.warnings);
         assert!(table(&servers).contains("php"));
+    }
+
+    #[test]
+    fn warns_where_the_php_stacks_run_different_php_versions() {
+        let php = |name: &str, version: &str| {
+            let mut d = doc(name, 20, 20, Some(true), Some("tracing"));
+            d.config.as_mut().unwrap().runtime = format!("php {version}");
+            d
+        };
+        let f = audit(
+            &[
+                php("php-fpm", "8.2.28"),
+                php("swoole", "8.2.32"),
+                doc("rust", 20, 20, None, None),
+            ],
+            None,
+        );
+        assert!(
+            f.warnings
+                .iter()
+                .any(|w| w == "PHP versions differ: php-fpm 8.2.28, swoole 8.2.32"),
+            "{:?}",
+            f.warnings
+        );
+        let same = audit(
+            &[php("php-fpm", "8.2.28"), php("roadrunner", "8.2.28")],
+            None,
+        );
+        assert!(same.warnings.is_empty(), "{:?}", same.warnings);
     }
 }
