@@ -166,9 +166,12 @@ impl Lab {
 
 impl Placed {
     /// Whether `entry` can run here: anything on bare loopback; elsewhere
-    /// only what the harness starts itself (not a `--target`).
+    /// only what the harness starts itself (not a `--target`). A server
+    /// from its compose image runs in a container, so it is never measured
+    /// as any of these environments (bare included): only `compare` runs
+    /// it, labelled so.
     pub fn can_place(&self, entry: &Entry) -> bool {
-        self.environment == Environment::Bare || entry.placeable()
+        entry.runs_in().is_none() && (self.environment == Environment::Bare || entry.placeable())
     }
 
     /// Starts `entry` here (the environment decides how) and waits until

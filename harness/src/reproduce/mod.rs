@@ -374,7 +374,8 @@ fn missing_cells(
                     s.status.name(),
                     s.reason.as_deref().unwrap_or("not runnable here")
                 )
-            } else if placeable == Some(false) && env != Environment::Bare {
+            } else if placeable == Some(false) && (env != Environment::Bare || runs_in_container(s))
+            {
                 format!(
                     "a server started elsewhere (--target) or run from its compose image \
                      cannot be placed in {env_name}"
@@ -394,6 +395,12 @@ fn missing_cells(
             ..Cell::default()
         });
     }
+}
+
+/// Whether the server ran from its compose image (a container), which
+/// no environment of a reproduction measures.
+fn runs_in_container(s: &ServerDoc) -> bool {
+    s.runs_in.is_some()
 }
 
 /// The seed's failure mode on bare: a database the servers cannot reach
