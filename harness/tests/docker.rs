@@ -532,4 +532,46 @@ fn compare_runs_a_server_from_its_compose_image_and_says_where_it_ran() {
         .run(&["ps", "-aq", "--filter", "name=benchlab-stack-node-"])
         .unwrap();
     assert_eq!(left, "", "containers left behind");
+
+    // The same image placed by a Docker environment: its bridge network and
+    // published port, the database in the environment's container.
+    let out = crate::util::tmp("compare-image-docker");
+    let o = std::process::Command::new(crate::util::harness_bin())
+        .args([
+            "compare",
+            "--env",
+            "docker",
+            "--servers",
+            "node",
+            "--from-image",
+            "node",
+            "--workloads",
+            "work",
+            "-c",
+            "10",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+        ])
+        .arg(out.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("node [container]") && l.contains("work")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("node failed"), "{stdout}");
 }

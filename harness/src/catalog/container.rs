@@ -78,6 +78,9 @@ pub struct Container {
     /// image, [`super::image`]) instead of the wrapped command's program,
     /// arguments, working directory and user; its variables still go in.
     pub image_command: bool,
+    /// The port the program listens on inside, where it is not the
+    /// published one (an image with a fixed port: RoadRunner's 8081).
+    pub inner_port: Option<u16>,
     /// The pod the server's containers share.
     pub pod: Pod,
 }
@@ -128,9 +131,10 @@ impl Container {
                 run.arg("--network").arg(format!("container:{first}"));
             }
             (Network::Bridge { network, port }, None) => {
-                run.args(["--network", network])
-                    .arg("-p")
-                    .arg(format!("127.0.0.1:{port}:{port}"));
+                run.args(["--network", network]).arg("-p").arg(format!(
+                    "127.0.0.1:{port}:{}",
+                    self.inner_port.unwrap_or(*port)
+                ));
             }
         }
         if pod.is_none() {
@@ -211,6 +215,7 @@ mod tests {
             read_only: vec!["/repo".into()],
             files: Vec::new(),
             image_command: false,
+            inner_port: None,
             cpus: Some(vec![0]),
             pod: Pod::default(),
         }

@@ -228,15 +228,19 @@ impl ImageWay {
     /// `runs_in`, the table, the report).
     pub fn runs_in(&self, tag: &str) -> String {
         format!(
-            "a container of its image {tag} (compose/{}), on the host network \
-                 (docker-host's placement): not bare",
+            "a container of its image {tag} (compose/{}): on the host network in \
+             compare's default run (docker-host's placement), the environment's own \
+             container under --env docker*; not bare",
             self.dockerfile
         )
     }
 
     /// Starts the server from image `tag`: its own command, the contract's
-    /// variables (HOST, PORT where it moves, the database as the host sees
-    /// it), `--network host`, and waits as every recipe does.
+    /// variables (HOST, PORT where it moves, the database as the server
+    /// sees it), and waits as every recipe does. Unplaced (compare's default
+    /// run): a container on the host network, docker-host's placement. In a
+    /// Docker environment: that environment's container (its network, the
+    /// published port mapped to the image's own, its CPUs, its labels).
     pub fn start(
         &self,
         tag: &str,
@@ -245,35 +249,51 @@ impl ImageWay {
         placement: &Placement,
     ) -> anyhow::Result<Running> {
         let docker = find_program(&["docker"]).context("no docker client installed")?;
-        if placement.container.is_some() || placement.netns.is_some() {
+        if placement.netns.is_some() {
             anyhow::bail!(
-                "{} from its image runs on the host network only (placing it in another \
-                 environment is not built yet)",
+                "{} runs from its image: a container, not a network namespace of the lab's \
+                 (the Docker environments place it)",
                 entry.name
             );
         }
-        let port = match self.port_var {
-            Some(_) => super::free_port()?,
-            None => self.port,
+        let mut placement = placement.clone();
+        let published = placement.port();
+        let port = match (published, self.port_var) {
+            (Some(p), _) => p,
+            (None, Some(_)) => super::free_port()?,
+            (None, None) => self.port,
+        };
+        let mut container = match placement.container.take() {
+            Some(c) => c,
+            None => Container {
+                docker,
+                image: String::new(),
+                network: Network::Host,
+                name_prefix: format!("benchlab-stack-{}-{}-", self.service, std::process::id()),
+                labels: vec![(PID_LABEL.to_string(), std::process::id().to_string())],
+                read_only: Vec::new(),
+                files: Vec::new(),
+                cpus: placement.cpus.take(),
+                pod: Default::default(),
+                image_command: true,
+                inner_port: None,
+            },
+        };
+        container.image = tag.to_string();
+        container.image_command = true;
+        // The image has what it runs: nothing of the host is mounted.
+        container.read_only.clear();
+        container.files.clear();
+        container.inner_port = match self.port_var {
+            Some(_) => None,
+            None => Some(self.port),
         };
         let mut cmd = Command::new("image-command");
-        cmd.env("HOST", "127.0.0.1");
+        cmd.env("HOST", placement.listen_ip().to_string());
         if let Some(var) = self.port_var {
             cmd.env(var, port.to_string());
         }
-        let mut placement = placement.clone();
-        placement.container = Some(Container {
-            docker,
-            image: tag.to_string(),
-            network: Network::Host,
-            name_prefix: format!("benchlab-stack-{}-{}-", self.service, std::process::id()),
-            labels: vec![(PID_LABEL.to_string(), std::process::id().to_string())],
-            read_only: Vec::new(),
-            files: Vec::new(),
-            cpus: placement.cpus.take(),
-            pod: Default::default(),
-            image_command: true,
-        });
+        placement.container = Some(container);
         let mut running = OnPort {
             cmd,
             dir: run_dir(&entry.name)?,

@@ -173,13 +173,13 @@ fn start_database(
 fn server_docs(selection: &Selection, environment: Environment) -> Vec<ServerDoc> {
     let mut docs = selection.docs();
     if environment != Environment::Bare {
-        for (doc, e) in docs.iter_mut().zip(&selection.selected) {
-            if doc.status == ServerStatus::Ran && !e.placeable() {
+        for doc in docs.iter_mut().filter(|d| d.status == ServerStatus::Ran) {
+            let Some((e, _)) = selection.ready.iter().find(|(e, _)| e.name == doc.name) else {
+                continue;
+            };
+            if let Err(why) = crate::lab::driver::placeable_in(e, environment) {
                 doc.status = ServerStatus::Skipped;
-                doc.reason = Some(format!(
-                    "--env {}: a server started elsewhere (--target) cannot be placed",
-                    environment.name()
-                ));
+                doc.reason = Some(format!("--env {}: {why}", environment.name()));
             }
         }
     }

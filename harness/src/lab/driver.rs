@@ -165,13 +165,9 @@ impl Lab {
 }
 
 impl Placed {
-    /// Whether `entry` can run here: anything on bare loopback; elsewhere
-    /// only what the harness starts itself (not a `--target`). A server
-    /// from its compose image runs in a container, so it is never measured
-    /// as any of these environments (bare included): only `compare` runs
-    /// it, labelled so.
+    /// Whether `entry` can run here ([`placeable_in`]).
     pub fn can_place(&self, entry: &Entry) -> bool {
-        entry.runs_in().is_none() && (self.environment == Environment::Bare || entry.placeable())
+        placeable_in(entry, self.environment).is_ok()
     }
 
     /// Starts `entry` here (the environment decides how) and waits until
@@ -215,6 +211,34 @@ impl Placed {
     /// Tears the environment down now; returns what could not be removed.
     pub fn close(mut self) -> Vec<String> {
         self.setup.as_mut().map(Setup::teardown).unwrap_or_default()
+    }
+}
+
+/// Whether `entry` can be placed in `environment`, or why not: anything on
+/// bare loopback, elsewhere only what the harness starts itself (not a
+/// `--target`); a server from its compose image runs in a container, so
+/// only a Docker environment places it (in compare's default run it is a
+/// container on the host network, labelled so; a reproduction never counts
+/// it as bare).
+pub fn placeable_in(entry: &Entry, environment: Environment) -> Result<(), String> {
+    if entry.runs_in().is_some() {
+        return if environment.is_docker() {
+            Ok(())
+        } else {
+            Err(format!(
+                "it runs from its compose image (a container): only the Docker environments \
+                 place it, not {}",
+                environment.name()
+            ))
+        };
+    }
+    if environment == Environment::Bare || entry.placeable() {
+        Ok(())
+    } else {
+        Err(format!(
+            "a server started elsewhere (--target) cannot be placed in {}",
+            environment.name()
+        ))
     }
 }
 

@@ -241,6 +241,7 @@ impl Docker {
             read_only: Vec::new(),
             files: Vec::new(),
             image_command: false,
+            inner_port: None,
             cpus: None,
             pod: Pod::default(),
         };
@@ -299,6 +300,7 @@ impl Docker {
                 read_only: self.read_only.clone(),
                 files: Vec::new(),
                 image_command: false,
+                inner_port: None,
                 cpus,
                 pod: Pod::default(),
             }),
