@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::cli::validate;
 use crate::util::{harness_bin, own_session, sibling_binary, tmp, wait_exit};
 
-fn the_results_dir(out: &Path) -> PathBuf {
+pub(crate) fn the_results_dir(out: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(out)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -57,7 +57,7 @@ fn compare_exit(args: &[&str], out: &Path) -> (Option<i32>, String, String) {
 /// Short runs: 10 connections, 2 runs of 1 s, no warm-up.
 const QUICK: [&str; 8] = ["-c", "10", "-d", "1s", "--runs", "2", "--warmup", "0"];
 
-fn compare_ok(args: &[&str], out: &Path) -> (String, String) {
+pub(crate) fn compare_ok(args: &[&str], out: &Path) -> (String, String) {
     let (code, stdout, stderr) = compare_exit(args, out);
     assert_eq!(code, Some(0), "\n{stdout}\n{stderr}");
     (stdout, stderr)

@@ -444,6 +444,9 @@ fn a_host_php_module_loads_inside_the_labs_container_in_every_docker_environment
     assert_eq!(leftovers(&engine), Vec::<String>::new());
 }
 
+/// One short run of each cell: 10 connections, 1 s, no warm-up.
+const ONE_RUN: [&str; 8] = ["-c", "10", "-d", "1s", "--runs", "1", "--warmup", "0"];
+
 /// The image way, with an image that builds here: `--from-image node`
 /// builds compose/node/Dockerfile.debian on the lab's base (tagged by its
 /// inputs) and runs Node.js from it in the default run. The server passes
@@ -456,32 +459,21 @@ fn compare_runs_a_server_from_its_compose_image_and_says_where_it_ran() {
     let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
     let Some(engine) = engine() else { return };
     let out = crate::util::tmp("compare-image");
-    let o = std::process::Command::new(crate::util::harness_bin())
-        .args([
-            "compare",
-            "--servers",
-            "node",
-            "--from-image",
-            "node",
-            "--workloads",
-            "hello,work",
-            "-c",
-            "10",
-            "-d",
-            "1s",
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-            "--out",
-        ])
-        .arg(out.path())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = crate::compare::compare_ok(
+        &[
+            &[
+                "--servers",
+                "node",
+                "--from-image",
+                "node",
+                "--workloads",
+                "hello,work",
+            ][..],
+            &ONE_RUN[..],
+        ]
+        .concat(),
+        out.path(),
+    );
     assert!(
         !engine
             .run(&["image", "ls", "-q", "benchlab/stack-node"])
@@ -499,12 +491,7 @@ fn compare_runs_a_server_from_its_compose_image_and_says_where_it_ran() {
         stdout.contains("node ran in a container of its image benchlab/stack-node:"),
         "{stdout}"
     );
-    let dir = std::fs::read_dir(out.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_dir())
-        .unwrap();
+    let dir = crate::compare::the_results_dir(out.path());
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     let node = results["servers"]
@@ -536,36 +523,21 @@ fn compare_runs_a_server_from_its_compose_image_and_says_where_it_ran() {
     // The same image placed by a Docker environment: its bridge network and
     // published port, the database in the environment's container.
     let out = crate::util::tmp("compare-image-docker");
-    let o = std::process::Command::new(crate::util::harness_bin())
-        .args([
-            "compare",
-            "--env",
-            "docker",
-            "--servers",
-            "node",
-            "--from-image",
-            "node",
-            "--workloads",
-            "work",
-            "-c",
-            "10",
-            "-d",
-            "1s",
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-            "--out",
-        ])
-        .arg(out.path())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    let (stdout, _) = crate::compare::compare_ok(
+        &[
+            &[
+                "--env",
+                "docker",
+                "--servers",
+                "node",
+                "--from-image",
+                "node",
+            ][..],
+            &["--workloads", "work"][..],
+            &ONE_RUN[..],
+        ]
+        .concat(),
+        out.path(),
     );
     assert!(
         stdout
