@@ -204,6 +204,7 @@ const BUF_SIZE: usize = 1024;
 const KIND_SEND: u64 = 1;
 const KIND_RECV: u64 = 2;
 const KIND_NONE: u64 = 3;
+const KIND_CLOSE: u64 = 4;
 pub(crate) const TAG_MASK: u32 = 0xff_ffff;
 
 fn user_data(conn: usize, kind: u64, tag: u32) -> u64 {
@@ -219,6 +220,8 @@ pub(crate) struct Uring {
     /// Closed loop, where the kernel has `min_wait`: how long a wait may
     /// hold out for a share of the requests in flight (µs).
     gather_us: Option<u32>,
+    /// Closes queued and not yet completed.
+    closing: usize,
 }
 
 /// A gathering wait asks for the requests in flight divided by this.
@@ -271,6 +274,7 @@ impl Uring {
             ring,
             bufs,
             gather_us,
+            closing: 0,
         })
     }
 
@@ -319,7 +323,8 @@ impl Uring {
             .user_data(user_data(0, KIND_NONE, 0));
         let close = opcode::Close::new(Fd(fd))
             .build()
-            .user_data(user_data(0, KIND_NONE, 0));
+            .user_data(user_data(0, KIND_CLOSE, 0));
+        self.closing += 1;
         // Both in one batch: a link cannot straddle a flush.
         let sq = self.ring.submission();
         let room = sq.capacity() - sq.len();
@@ -409,6 +414,7 @@ impl Uring {
                     bid: cqueue::buffer_select(cqe.flags()),
                     more: cqueue::more(cqe.flags()),
                 }),
+                KIND_CLOSE => self.closing = self.closing.saturating_sub(1),
                 _ => {}
             }
         }
@@ -418,8 +424,24 @@ impl Uring {
 
 impl Drop for Uring {
     fn drop(&mut self) {
-        // The queued closes, so no socket outlives the run.
-        let _ = self.ring.submit();
+        // The queued closes, awaited, so no socket outlives the run: a
+        // close hard-linked after its shutdown is issued from task work,
+        // which DEFER_TASKRUN runs only in an enter that waits; without
+        // that the ring's teardown cancels it and the socket stays open
+        // in this process (bounded: 1 s).
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        while self.closing > 0 && std::time::Instant::now() < deadline {
+            let ts = Timespec::new().nsec(10_000_000);
+            let args = SubmitArgs::new().timespec(&ts);
+            let _ = self.ring.submitter().submit_with_args(1, &args);
+            let mut done = 0;
+            for cqe in self.ring.completion() {
+                if (cqe.user_data() >> 32) & 0xff == KIND_CLOSE {
+                    done += 1;
+                }
+            }
+            self.closing = self.closing.saturating_sub(done);
+        }
     }
 }
 
