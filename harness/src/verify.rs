@@ -58,6 +58,12 @@ pub struct VerifyArgs {
 /// The `verify` command.
 pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let target = Target::parse(&args.target).context("bad verify target")?;
+    if target.tls {
+        anyhow::bail!(
+            "verify speaks plain HTTP only: give the server's http:// URL \
+             (`harness run https://...` loads and verifies over TLS)"
+        );
+    }
     TcpStream::connect_timeout(&target.addr, args.timeout)
         .with_context(|| format!("cannot connect to {}", target.addr))?;
     println!("verify http://{} against the contract", target.authority);

@@ -31,6 +31,7 @@ pub fn config(prefix: &str, listen: &str, workers: usize, version: &str) -> Stri
         jit: None,
         debug: false,
         http_limits: Vec::new(),
+        tls: None,
     };
     let json = String::from_utf8(settings.to_json()).expect("JSON is UTF-8");
     format!(

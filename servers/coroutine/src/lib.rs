@@ -125,6 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map(|s| s.to_string())
                 .collect(),
         },
+        tls: None,
     };
     let db = Db::new(&args.common.mysql_url, args.common.db_pool as usize)
         .context("cannot configure the database")?;

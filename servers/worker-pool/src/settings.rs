@@ -102,6 +102,7 @@ impl Settings {
             jit: None,
             debug: cfg!(debug_assertions),
             http_limits: Vec::new(),
+            tls: None,
         };
         Settings {
             name,

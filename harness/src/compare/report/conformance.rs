@@ -214,6 +214,7 @@ mod tests {
             jit: None,
             debug: false,
             http_limits: vec!["no read timeout".into()],
+            tls: None,
         });
         assert_eq!(
             limits(&servers),
