@@ -187,6 +187,19 @@ impl AddAssign<&StatusCounts> for StatusCounts {
     }
 }
 
+/// What a TLS connection negotiated (`engine::tls`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Negotiated {
+    /// `TLSv1_3`, `TLSv1_2`.
+    pub version: String,
+    /// e.g. `TLS13_AES_128_GCM_SHA256`.
+    pub cipher_suite: String,
+    /// e.g. `X25519`.
+    pub key_exchange: String,
+    /// The ALPN protocol the server chose, if it chose one.
+    pub alpn: Option<String>,
+}
+
 /// Everything one thread (or, merged, the whole run) counted.
 #[derive(Clone, Debug)]
 pub struct Stats {
@@ -235,7 +248,7 @@ pub struct Stats {
     /// handshake's end, per handshake.
     pub handshake_us: Histogram<u64>,
     /// TLS: what the first handshake negotiated.
-    pub tls: Option<crate::engine::Negotiated>,
+    pub tls: Option<Negotiated>,
     /// TLS: why the first failed handshake failed, in words.
     pub tls_error: Option<String>,
     /// The body length of the first successful response (ab's "Document Length").

@@ -298,3 +298,23 @@ impl Drop for Nginx {
         let _ = self.0.wait();
     }
 }
+
+/// `harness certs DIR` writes a CA and a server certificate a TLS run can
+/// use, and refuses to overwrite them.
+#[test]
+fn harness_certs_writes_the_ca_and_server_certificate_once() {
+    let dir = crate::util::tmp("tls-certs");
+    let out = dir.path().join("lab");
+    let o = harness(&["certs", out.to_str().unwrap()]);
+    crate::util::stdout(&o);
+    let trust = TlsPlan::cas_from_file(&out.join("ca.pem")).unwrap();
+    assert!(matches!(trust, harness::engine::Trust::Cas(ref c) if c.len() == 1));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(out.join("key.pem"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "the key is readable by others: {mode:o}");
+    let again = harness(&["certs", out.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1), "overwrote the certificate");
+}

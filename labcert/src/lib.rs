@@ -77,6 +77,22 @@ impl LabCert {
         Ok(lab)
     }
 
+    /// Writes `ca.pem`, `cert.pem` and `key.pem` (mode 0600) into `dir`
+    /// too, which outlives this value (`harness certs DIR`); files already
+    /// there are not overwritten.
+    pub fn write_to(&self, dir: &Path) -> Result<(), Error> {
+        std::fs::create_dir_all(dir)?;
+        for (name, text) in [("ca.pem", &self.ca_pem), ("cert.pem", &self.cert_pem)] {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(dir.join(name))
+                .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))?;
+        }
+        write_private(&dir.join("key.pem"), &self.key_pem)?;
+        Ok(())
+    }
+
     /// The directory holding the three files.
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -37,6 +37,8 @@ use std::io::{self, BufRead, Write};
 use std::path::Path;
 use std::sync::Arc;
 
+pub use crate::stats::Negotiated;
+
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::Resumption;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
@@ -183,19 +185,6 @@ impl Client {
             name,
         })
     }
-}
-
-/// What a TLS connection negotiated.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Negotiated {
-    /// `TLSv1_3`, `TLSv1_2`.
-    pub version: String,
-    /// e.g. `TLS13_AES_128_GCM_SHA256`.
-    pub cipher_suite: String,
-    /// e.g. `X25519`.
-    pub key_exchange: String,
-    /// The ALPN protocol the server chose, if it chose one.
-    pub alpn: Option<String>,
 }
 
 /// How a handshake ended, when it just did.
