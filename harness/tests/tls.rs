@@ -21,9 +21,21 @@ use crate::util::{harness, own_session, plan_on, run, sibling_binary, skip_witho
 /// made once for this test binary (the server is killed when it exits).
 fn server() -> &'static (LabCert, SocketAddr) {
     static SERVER: OnceLock<(LabCert, SocketAddr)> = OnceLock::new();
-    SERVER.get_or_init(|| {
+    SERVER.get_or_init(|| start("event-loop"))
+}
+
+/// The same for the coroutine server (rustls over may's sockets).
+fn coroutine() -> &'static (LabCert, SocketAddr) {
+    static SERVER: OnceLock<(LabCert, SocketAddr)> = OnceLock::new();
+    SERVER.get_or_init(|| start("coroutine"))
+}
+
+/// A lab certificate and the server `name` serving HTTPS with it, killed
+/// (by its PID) when this test binary exits.
+fn start(name: &str) -> (LabCert, SocketAddr) {
+    {
         let lab = LabCert::new().expect("lab certificate");
-        let bin = sibling_binary("event-loop");
+        let bin = sibling_binary(name);
         let (cert, key) = (lab.cert_path(), lab.key_path());
         let server = ServerProcess::start(
             bin.to_str().unwrap(),
@@ -41,20 +53,27 @@ fn server() -> &'static (LabCert, SocketAddr) {
         // Shared by the tests of this binary: killed, by its PID, when the
         // binary exits (as testkit::contract's shared servers are).
         let (pid, _) = server.leak();
-        SERVER_PID.store(pid, Ordering::Relaxed);
+        let kept = SERVER_PIDS.iter().any(|slot| {
+            slot.compare_exchange(0, pid, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        });
+        assert!(kept, "no slot left for the server's PID");
         // SAFETY: registering a plain extern "C" fn.
-        unsafe { libc::atexit(kill_server) };
+        unsafe { libc::atexit(kill_servers) };
         (lab, addr)
-    })
+    }
 }
 
-static SERVER_PID: AtomicU32 = AtomicU32::new(0);
+/// The shared servers' PIDs (0: a free slot).
+static SERVER_PIDS: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
 
-extern "C" fn kill_server() {
-    let pid = SERVER_PID.load(Ordering::Relaxed);
-    if pid != 0 {
-        // SAFETY: our own child, by its PID.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+extern "C" fn kill_servers() {
+    for slot in &SERVER_PIDS {
+        let pid = slot.swap(0, Ordering::Relaxed);
+        if pid != 0 {
+            // SAFETY: our own child, by its PID.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
     }
 }
 
@@ -153,7 +172,33 @@ fn a_refused_certificate_is_a_counted_failure(io: Io) {
     );
 }
 
+fn the_coroutine_server_serves_tls_with_and_without_keepalive(io: Io) {
+    let (lab, addr) = coroutine();
+    for keepalive in [true, false] {
+        let r = run(&tls_plan(io, *addr, &lab.ca_path(), |p| {
+            p.connections = 2;
+            p.keepalive = keepalive;
+            p.stop = Stop::Count(100);
+        }));
+        assert_eq!(
+            r.stats.ok, 100,
+            "{:?} {:?}",
+            r.stats.failures, r.stats.tls_error
+        );
+        let expected = if keepalive { 2 } else { 100 };
+        assert_eq!(handshakes(&r), expected, "keepalive {keepalive}");
+        if !keepalive {
+            assert!(
+                r.stats.handshakes_resumed >= 98,
+                "{}",
+                r.stats.handshakes_resumed
+            );
+        }
+    }
+}
+
 crate::on_both_backends!(
+    the_coroutine_server_serves_tls_with_and_without_keepalive,
     keepalive_is_one_handshake_per_connection,
     no_keepalive_resumes_after_the_first_handshake,
     no_resume_makes_every_handshake_full,

@@ -27,7 +27,6 @@ pub mod server;
 pub mod service;
 pub mod tls;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread;
 
@@ -50,16 +49,8 @@ pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Serve HTTPS on --addr with this certificate chain (PEM, the server's
-    /// certificate first), instead of plain HTTP; needs --tls-key. E.g. the
-    /// lab's own, made per run: `harness` writes cert.pem, key.pem and the
-    /// ca.pem clients trust (`harness run --cacert ca.pem https://...`).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-
-    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: server_common::tls::TlsArgs,
 }
 
 /// The `/config` document. `db_pool` is the total the process may open:
@@ -77,7 +68,7 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32, tls: bool) -> ServerCo
         jit: None,
         debug: cfg!(debug_assertions),
         http_limits: Vec::new(),
-        tls: tls.then(|| tls::DESCRIPTION.to_string()),
+        tls: tls.then(|| server_common::tls::DESCRIPTION.to_string()),
     }
 }
 
@@ -85,10 +76,7 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32, tls: bool) -> ServerCo
 pub fn run(args: Args) -> Result<()> {
     let workers = args.common.workers.unwrap_or(1);
     let db_opts = db::opts(&args.common.mysql_url, args.common.db_pool)?;
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
-        _ => None,
-    };
+    let tls = args.tls.config()?.map(tokio_rustls::TlsAcceptor::from);
     let config_json = server_config(workers, args.common.db_pool, tls.is_some()).leak_json();
 
     let listeners = listen::bind_many(args.common.addr, workers as usize)
