@@ -24,10 +24,16 @@ fn server() -> &'static (LabCert, SocketAddr) {
     SERVER.get_or_init(|| start("event-loop"))
 }
 
-/// The same for the coroutine server (rustls over may's sockets).
+/// The same for the coroutine server (rustls over may's sockets) and the
+/// worker pool (its front terminates TLS).
 fn coroutine() -> &'static (LabCert, SocketAddr) {
     static SERVER: OnceLock<(LabCert, SocketAddr)> = OnceLock::new();
     SERVER.get_or_init(|| start("coroutine"))
+}
+
+fn worker_pool() -> &'static (LabCert, SocketAddr) {
+    static SERVER: OnceLock<(LabCert, SocketAddr)> = OnceLock::new();
+    SERVER.get_or_init(|| start("worker-pool"))
 }
 
 /// A lab certificate and the server `name` serving HTTPS with it, killed
@@ -65,7 +71,7 @@ fn start(name: &str) -> (LabCert, SocketAddr) {
 }
 
 /// The shared servers' PIDs (0: a free slot).
-static SERVER_PIDS: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
+static SERVER_PIDS: [AtomicU32; 3] = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
 
 extern "C" fn kill_servers() {
     for slot in &SERVER_PIDS {
@@ -172,33 +178,34 @@ fn a_refused_certificate_is_a_counted_failure(io: Io) {
     );
 }
 
-fn the_coroutine_server_serves_tls_with_and_without_keepalive(io: Io) {
-    let (lab, addr) = coroutine();
-    for keepalive in [true, false] {
-        let r = run(&tls_plan(io, *addr, &lab.ca_path(), |p| {
-            p.connections = 2;
-            p.keepalive = keepalive;
-            p.stop = Stop::Count(100);
-        }));
-        assert_eq!(
-            r.stats.ok, 100,
-            "{:?} {:?}",
-            r.stats.failures, r.stats.tls_error
-        );
-        let expected = if keepalive { 2 } else { 100 };
-        assert_eq!(handshakes(&r), expected, "keepalive {keepalive}");
-        if !keepalive {
-            assert!(
-                r.stats.handshakes_resumed >= 98,
-                "{}",
-                r.stats.handshakes_resumed
+fn the_coroutine_and_worker_pool_servers_serve_tls_with_and_without_keepalive(io: Io) {
+    for (name, server) in [("coroutine", coroutine()), ("worker-pool", worker_pool())] {
+        let (lab, addr) = server;
+        for keepalive in [true, false] {
+            let r = run(&tls_plan(io, *addr, &lab.ca_path(), |p| {
+                p.connections = 2;
+                p.keepalive = keepalive;
+                p.stop = Stop::Count(100);
+            }));
+            let what = format!("{name}, keepalive {keepalive}");
+            assert_eq!(
+                r.stats.ok, 100,
+                "{what}: {:?} {:?}",
+                r.stats.failures, r.stats.tls_error
             );
+            let expected = if keepalive { 2 } else { 100 };
+            assert_eq!(handshakes(&r), expected, "{what}");
+            if !keepalive {
+                // Two threads, one connection at a time each: one full
+                // handshake per thread, then resumed ones.
+                assert_eq!(r.stats.handshakes_full, 2, "{what}");
+            }
         }
     }
 }
 
 crate::on_both_backends!(
-    the_coroutine_server_serves_tls_with_and_without_keepalive,
+    the_coroutine_and_worker_pool_servers_serve_tls_with_and_without_keepalive,
     keepalive_is_one_handshake_per_connection,
     no_keepalive_resumes_after_the_first_handshake,
     no_resume_makes_every_handshake_full,
