@@ -277,9 +277,17 @@ impl Session {
         while !data.is_empty() {
             // From a slice: only a full internal buffer stops it short, and
             // processing below empties that buffer.
-            if let Err(e) = self.conn.read_tls(&mut data) {
-                r.error = Some(rustls::Error::General(e.to_string()));
-                return r;
+            match self.conn.read_tls(&mut data) {
+                Ok(0) => {
+                    // Never from a non-empty slice; a guard against a spin.
+                    r.error = Some(rustls::Error::General("no progress reading TLS".into()));
+                    return r;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    r.error = Some(rustls::Error::General(e.to_string()));
+                    return r;
+                }
             }
             if let Err(e) = self.conn.process_new_packets() {
                 r.error = Some(e);
