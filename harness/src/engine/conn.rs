@@ -86,7 +86,7 @@ pub(crate) struct Received {
     pub now: u64,
     /// TLS: the handshake ended in this read.
     pub handshake: Option<Handshake>,
-    /// TLS: why the connection broke, when the outcome is a TLS failure.
+    /// TLS: why the handshake failed, when the outcome is that failure.
     pub tls_error: Option<rustls::Error>,
 }
 
@@ -281,7 +281,9 @@ impl Conn {
                 } else {
                     Failure::Receive
                 });
-                r.tls_error = Some(e);
+                // Only a handshake's failure is reported with its reason; a
+                // broken record later is a receive failure like a reset.
+                r.tls_error = handshaking.then_some(e);
             }
             return true;
         }

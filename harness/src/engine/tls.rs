@@ -454,6 +454,9 @@ pub(crate) fn explain(server_name: &str, e: &rustls::Error) -> String {
         rustls::Error::PeerIncompatible(_) | rustls::Error::AlertReceived(_) => {
             " (try the other --tls-version)"
         }
+        rustls::Error::InvalidMessage(_) => {
+            " (the server does not answer in TLS: is this port plain HTTP? try http://)"
+        }
         _ => "",
     };
     format!("the TLS handshake with {server_name} failed: {e}{hint}")
