@@ -204,7 +204,35 @@ fn the_coroutine_and_worker_pool_servers_serve_tls_with_and_without_keepalive(io
     }
 }
 
+/// An open loop over TLS with a handshake per request: the schedule is
+/// kept (every slot sent, latency from the intended send time, which the
+/// handshake is inside of), and each request is its own handshake.
+fn rate_with_a_handshake_per_request_keeps_the_schedule(io: Io) {
+    let (lab, addr) = server();
+    let r = run(&tls_plan(io, *addr, &lab.ca_path(), |p| {
+        p.connections = 10;
+        p.keepalive = false;
+        p.pace = harness::engine::Pace::Rate(200.0);
+        p.stop = Stop::Count(100);
+    }));
+    assert!(r.latency_corrected());
+    assert_eq!(
+        r.stats.ok, 100,
+        "{:?} {:?}",
+        r.stats.failures, r.stats.tls_error
+    );
+    assert_eq!(handshakes(&r), 100);
+    assert_eq!(r.stats.schedule_lateness_us.len(), 100);
+    // 100 slots at 200/s end at 0.5 s; a busy machine may run late, but
+    // the schedule, not the responses, sets the pace.
+    assert!(r.duration >= Duration::from_millis(450), "{:?}", r.duration);
+    // Latency counts from the slot: never below the handshake's own time.
+    let min_handshake = r.stats.handshake_us.min();
+    assert!(r.stats.latency_us.min() >= min_handshake);
+}
+
 crate::on_both_backends!(
+    rate_with_a_handshake_per_request_keeps_the_schedule,
     the_coroutine_and_worker_pool_servers_serve_tls_with_and_without_keepalive,
     keepalive_is_one_handshake_per_connection,
     no_keepalive_resumes_after_the_first_handshake,
