@@ -12,8 +12,10 @@ use std::time::Duration;
 use anyhow::Context;
 use workloads::contract::Outcome;
 
+use crate::engine::{TlsPlan, Trust};
 use crate::lab::contract::{check_all, check_conformance, Verdict};
 use crate::lab::record::ConformanceCheck;
+use crate::lab::tls_relay::{check_handshake, Relay};
 use crate::report::align;
 use crate::target::Target;
 use crate::units::parse_duration;
@@ -35,12 +37,19 @@ asks only for /hello, so it runs against any server. Not run by default:
 it judges the HTTP layer, not the contract, and a server you did not write
 (Swoole, Node.js) is reported, not patched around.
 
+An https:// target is checked over TLS: each row's connection is one TLS
+connection to the server (through a relay on loopback that turns the rows'
+bytes into TLS records and back, the client's half-close into close_notify),
+trusting --cacert FILE's CAs, the public CAs, or with --insecure any
+certificate.
+
 Exits non-zero if any contract row or MUST row fails (warnings do not).
 
 Examples:
   harness verify http://127.0.0.1:8082
   harness verify --conformance http://127.0.0.1:8082
-  harness verify --conformance --timeout 3s http://127.0.0.1:9501")]
+  harness verify --conformance --timeout 3s http://127.0.0.1:9501
+  harness verify https://127.0.0.1:8443 --cacert lab/ca.pem")]
 pub struct VerifyArgs {
     /// The server: http://host:port (a path, if any, is ignored).
     pub target: String,
@@ -53,21 +62,44 @@ pub struct VerifyArgs {
     /// fail per group.
     #[arg(long)]
     pub conformance: bool,
+
+    /// https: trust only the CAs in this PEM file (e.g. `harness certs`' ca.pem).
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<std::path::PathBuf>,
+
+    /// https: accept any server certificate.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// The `verify` command.
 pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let target = Target::parse(&args.target).context("bad verify target")?;
-    if target.tls {
-        anyhow::bail!(
-            "verify speaks plain HTTP only: give the server's http:// URL \
-             (`harness run https://...` loads and verifies over TLS)"
-        );
-    }
     TcpStream::connect_timeout(&target.addr, args.timeout)
         .with_context(|| format!("cannot connect to {}", target.addr))?;
-    println!("verify http://{} against the contract", target.authority);
-    let verdicts = check_all(target.addr, args.timeout);
+    // Over TLS the rows go through a relay on loopback (lab::tls_relay).
+    let relay = if target.tls {
+        let mut tls = TlsPlan::new(&target.host);
+        tls.trust = match (&args.cacert, args.insecure) {
+            (Some(path), _) => TlsPlan::cas_from_file(path).map_err(anyhow::Error::msg)?,
+            (None, true) => Trust::Any,
+            (None, false) => Trust::Public,
+        };
+        check_handshake(target.addr, &tls, args.timeout)?;
+        Some(Relay::start(target.addr, &tls)?)
+    } else {
+        if args.cacert.is_some() || args.insecure {
+            anyhow::bail!("--cacert and --insecure are for https:// targets");
+        }
+        None
+    };
+    let addr = relay.as_ref().map_or(target.addr, Relay::addr);
+    let scheme = if target.tls { "https" } else { "http" };
+    println!(
+        "verify {scheme}://{} against the contract",
+        target.authority
+    );
+    let verdicts = check_all(addr, args.timeout);
     let width = verdicts.iter().map(|v| v.name.len()).max().unwrap_or(0);
     let mut failed = 0;
     for v in &verdicts {
@@ -86,10 +118,10 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     );
     if args.conformance {
         println!(
-            "\nconformance of http://{} to HTTP/1.1 (RFC 9112, RFC 9110)",
+            "\nconformance of {scheme}://{} to HTTP/1.1 (RFC 9112, RFC 9110)",
             target.authority
         );
-        let verdicts = check_conformance(target.addr, args.timeout);
+        let verdicts = check_conformance(addr, args.timeout);
         print!("{}", conformance_text(&verdicts));
         failed += verdicts
             .iter()

@@ -398,3 +398,35 @@ fn harness_certs_writes_the_ca_and_server_certificate_once() {
     let again = harness(&["certs", out.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(1), "overwrote the certificate");
 }
+
+/// `harness verify https://`: the contract's rows over TLS (through the
+/// relay), and a refused certificate in one line before any row runs.
+#[test]
+fn harness_verify_runs_the_rows_over_tls() {
+    let (lab, addr) = server();
+    let url = format!("https://{addr}");
+    let ca = lab.ca_path();
+    // The test server has no database: the /db rows fail, the others pass.
+    let o = harness(&[
+        "verify",
+        &url,
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--timeout",
+        "5s",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("PASS") && l.contains("GET /hello")),
+        "{text}"
+    );
+    assert!(text.contains("verify https://"), "{text}");
+    let o = harness(&["verify", &url]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("UnknownIssuer") && err.lines().count() == 1,
+        "{err}"
+    );
+}
