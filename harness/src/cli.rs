@@ -16,6 +16,8 @@ Examples:
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s --format json > run.json
   harness run http://127.0.0.1:8082/hello -d 30s --start-at 2026-12-01T01:00:00Z --tag a1 --hlog a1.hlog
   harness merge a1.hlog a2.hlog a3.hlog a4.hlog
+  harness run https://127.0.0.1:8443/hello --cacert certs/ca.pem -c 100 -d 10s
+  harness certs certs/
   harness verify http://127.0.0.1:8082
   harness servers
   harness compare
@@ -52,6 +54,8 @@ pub enum Command {
     Diff(crate::diff::DiffArgs),
     /// Add several runs (.hlog or run JSON, e.g. one per load machine) into one exact report.
     Merge(crate::merge::MergeArgs),
+    /// Make a private CA and a server certificate for 127.0.0.1/localhost, for TLS runs.
+    Certs(crate::certs::CertsArgs),
 }
 
 #[cfg(test)]

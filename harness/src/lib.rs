@@ -30,6 +30,7 @@
 
 pub mod calibrate;
 pub mod catalog;
+pub mod certs;
 pub mod cli;
 pub mod compare;
 pub mod diff;
@@ -71,5 +72,6 @@ pub fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Models(args) => models::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Merge(args) => merge::run(args),
+        Command::Certs(args) => certs::run(args),
     }
 }

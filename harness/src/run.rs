@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::engine::{self, Check, Control, End, Io, Pace, Plan, Request, Route, Snapshot, Stop};
+use crate::engine::{
+    self, Check, Control, End, Io, Pace, Plan, Request, Route, Snapshot, Stop, TlsPlan, TlsVersion,
+    Trust,
+};
 use crate::report::{self, Format};
 use crate::target::Target;
 use crate::units::parse_duration;
@@ -43,6 +46,23 @@ values in µs, tagged with --tag), which HdrHistogram's Java, Python and Go
 tools read; --series FILE.csv writes one row per interval (requests,
 failures by kind, p50/p90/p99/max). The JSON report carries them too.
 
+TLS (https:// URLs): every connection speaks TLS 1.3 (--tls-version 1.2
+for TLS 1.2; exactly that version either way), offers ALPN http/1.1 and
+sends the URL's host as the server name. The certificate must be valid for
+that host and issued by a public CA (Mozilla's list, built in) or, with
+--cacert FILE, by one of the CAs in that PEM file (a private or lab CA:
+nothing is read from or added to the system's trust store); --insecure
+accepts any certificate. Sessions are resumed as browsers do (the server's
+tickets or session IDs); --tls-no-resume makes every handshake a full one.
+With keep-alive there is one handshake per connection; with --no-keepalive
+one per request, which is then what the run measures: the report counts
+handshakes (full / resumed), their latency (ClientHello sent to handshake
+done) in a histogram of its own, and the negotiated version, cipher suite
+and key exchange. A failed handshake is a failure of its own kind; when
+every connection's fails (a refused certificate), the run stops with one
+line that says why and exits 1. Request latency includes the handshake on
+a new connection.
+
 Many load machines: give every agent the same --start-at (Unix seconds or
 RFC 3339) and its own --tag; they wait and begin together, each with its
 share of the connections and of --rate. An agent that starts late says so
@@ -63,12 +83,14 @@ Examples:
   harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab
   harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000
   harness run http://127.0.0.1:8082/hello -d 5s --format json --hist run.hgrm > run.json
+  harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 50 -d 10s
+  harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem --no-keepalive --tls-no-resume -d 10s
   harness run http://127.0.0.1:8082 --path /hello:99 --path '/cpu?n=200000:1' -d 10s
   harness run http://example.test/ --no-verify -H 'Accept: text/html'
   harness run http://127.0.0.1:8082/hello -d 30s --hlog run.hlog --series run.csv
   harness run http://10.0.0.5:8082/hello -c 25 -d 60s --start-at 2026-12-01T01:00:00Z --tag agent-1 --hlog agent-1.hlog")]
 pub struct RunArgs {
-    /// The URL to load: http://host[:port]/path[?query] (without a path
+    /// The URL to load: http[s]://host[:port]/path[?query] (without a path
     /// when --path gives the paths).
     pub url: String,
 
@@ -171,6 +193,25 @@ pub struct RunArgs {
     /// (letters, digits, `-`, `_`, `.`).
     #[arg(long, value_name = "NAME", value_parser = parse_tag)]
     pub tag: Option<String>,
+
+    /// https: the TLS version spoken, exactly (1.3 or 1.2).
+    #[arg(long, value_enum, default_value_t = TlsVersion::Tls13, value_name = "VERSION")]
+    pub tls_version: TlsVersion,
+
+    /// https: no session resumption: every handshake is a full one (to
+    /// measure what full handshakes cost a server).
+    #[arg(long)]
+    pub tls_no_resume: bool,
+
+    /// https: trust only the CAs in this PEM file (e.g. the lab's private
+    /// CA, or your company's), instead of the public CAs built in.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<PathBuf>,
+
+    /// https: accept any server certificate, unchecked (its handshake
+    /// signature is still verified). For a server whose CA you do not have.
+    #[arg(long, conflicts_with = "cacert")]
+    pub insecure: bool,
 }
 
 /// Parses `--interval`: a whole number of seconds, at least 1.
@@ -316,6 +357,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         plan.threads = t;
     }
     plan.keepalive = keepalive;
+    plan.tls = tls_plan(args, &target)?;
     plan.io = args.io;
     plan.gather = args.gather;
     plan.timeout = args.timeout;
@@ -335,6 +377,32 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     plan.tag.clone_from(&args.tag);
     plan.start_at_unix_s = args.start_at;
     Ok(plan)
+}
+
+/// How the run speaks TLS: `None` for an http:// URL (where the TLS
+/// options are refused rather than ignored).
+fn tls_plan(args: &RunArgs, target: &Target) -> anyhow::Result<Option<TlsPlan>> {
+    if !target.tls {
+        if args.cacert.is_some() || args.insecure || args.tls_no_resume {
+            bail!(
+                "--cacert, --insecure and --tls-no-resume are for https:// URLs; {} is plain HTTP",
+                target.url
+            );
+        }
+        return Ok(None);
+    }
+    let mut tls = TlsPlan::new(&target.host);
+    tls.version = args.tls_version;
+    tls.resume = !args.tls_no_resume;
+    tls.trust = match (&args.cacert, args.insecure) {
+        (Some(path), _) => TlsPlan::cas_from_file(path).map_err(anyhow::Error::msg)?,
+        (None, true) => Trust::Any,
+        (None, false) => Trust::Public,
+    };
+    // A bad name or CA file is a one-line error now, not a failure per connection.
+    tls.name().map_err(anyhow::Error::msg)?;
+    tls.client_config().map_err(anyhow::Error::msg)?;
+    Ok(Some(tls))
 }
 
 /// The `run` command.
@@ -410,6 +478,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(m) = &result.message {
         eprintln!("harness: {m}");
     }
+    let s = &result.stats;
+    let refused_every_time =
+        s.failures.handshake > 0 && s.handshakes_full + s.handshakes_resumed == 0;
+    if refused_every_time {
+        if result.message.is_none() {
+            // A run too short to stop early: the same one line.
+            if let Some(why) = &s.tls_error {
+                eprintln!(
+                    "harness: {why} ({} connections, none established)",
+                    s.failures.handshake
+                );
+            }
+        }
+        return Ok(ExitCode::FAILURE);
+    }
     for (route, counted) in plan.routes().iter().zip(&result.stats.paths) {
         if counted.ok == 0 && counted.requests() > 0 && matches!(route.check, Check::Exact { .. }) {
             eprintln!(
@@ -420,7 +503,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(match result.end {
-        End::ServerGone => ExitCode::FAILURE,
+        End::ServerGone | End::TlsRefused => ExitCode::FAILURE,
         _ => ExitCode::SUCCESS,
     })
 }

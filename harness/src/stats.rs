@@ -49,6 +49,10 @@ pub enum Failure {
     /// No complete response within `--timeout`.
     #[error("timed out")]
     Timeout,
+    /// The TLS handshake failed (a refused certificate, no common version
+    /// or cipher suite, the server closing during it).
+    #[error("the TLS handshake failed")]
+    Handshake,
 }
 
 /// Counters of [`Failure`]s, one field per variant.
@@ -62,6 +66,9 @@ pub struct FailureCounts {
     pub status: u64,
     pub body: u64,
     pub timeout: u64,
+    /// Absent from documents written before TLS: none then.
+    #[serde(default)]
+    pub handshake: u64,
 }
 
 impl FailureCounts {
@@ -76,6 +83,7 @@ impl FailureCounts {
             Failure::Status => &mut self.status,
             Failure::Body => &mut self.body,
             Failure::Timeout => &mut self.timeout,
+            Failure::Handshake => &mut self.handshake,
         } += 1;
     }
 
@@ -88,10 +96,11 @@ impl FailureCounts {
             + self.status
             + self.body
             + self.timeout
+            + self.handshake
     }
 
     /// `(name, count)` for every counter, in a fixed order.
-    pub fn named(&self) -> [(&'static str, u64); 8] {
+    pub fn named(&self) -> [(&'static str, u64); 9] {
         [
             ("connect", self.connect),
             ("write", self.write),
@@ -101,6 +110,7 @@ impl FailureCounts {
             ("status", self.status),
             ("body", self.body),
             ("timeout", self.timeout),
+            ("handshake", self.handshake),
         ]
     }
 }
@@ -115,6 +125,7 @@ impl AddAssign<&FailureCounts> for FailureCounts {
         self.status += o.status;
         self.body += o.body;
         self.timeout += o.timeout;
+        self.handshake += o.handshake;
     }
 }
 
@@ -176,6 +187,19 @@ impl AddAssign<&StatusCounts> for StatusCounts {
     }
 }
 
+/// What a TLS connection negotiated (`engine::tls`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Negotiated {
+    /// `TLSv1_3`, `TLSv1_2`.
+    pub version: String,
+    /// e.g. `TLS13_AES_128_GCM_SHA256`.
+    pub cipher_suite: String,
+    /// e.g. `X25519`.
+    pub key_exchange: String,
+    /// The ALPN protocol the server chose, if it chose one.
+    pub alpn: Option<String>,
+}
+
 /// Everything one thread (or, merged, the whole run) counted.
 #[derive(Clone, Debug)]
 pub struct Stats {
@@ -216,6 +240,17 @@ pub struct Stats {
     pub schedule_lateness_us: Histogram<u64>,
     /// The `Server` header of the first successful response.
     pub server_software: Option<String>,
+    /// TLS: handshakes completed, full and resumed (one per connection
+    /// with keep-alive, one per request without).
+    pub handshakes_full: u64,
+    pub handshakes_resumed: u64,
+    /// TLS: from the connect's completion (the ClientHello's send) to the
+    /// handshake's end, per handshake.
+    pub handshake_us: Histogram<u64>,
+    /// TLS: what the first handshake negotiated.
+    pub tls: Option<Negotiated>,
+    /// TLS: why the first failed handshake failed, in words.
+    pub tls_error: Option<String>,
     /// The body length of the first successful response (ab's "Document Length").
     pub document_length: Option<u64>,
     /// Per path of the plan, in its order (one for a single-path run): the
@@ -276,6 +311,11 @@ impl Default for Stats {
             connect_us: latency_histogram(),
             schedule_lateness_us: latency_histogram(),
             server_software: None,
+            handshakes_full: 0,
+            handshakes_resumed: 0,
+            handshake_us: latency_histogram(),
+            tls: None,
+            tls_error: None,
             document_length: None,
             paths: Vec::new(),
         }
@@ -311,6 +351,15 @@ impl AddAssign<&Stats> for Stats {
             .expect("same bounds");
         if self.server_software.is_none() {
             self.server_software.clone_from(&o.server_software);
+        }
+        self.handshakes_full += o.handshakes_full;
+        self.handshakes_resumed += o.handshakes_resumed;
+        self.handshake_us.add(&o.handshake_us).expect("same bounds");
+        if self.tls.is_none() {
+            self.tls.clone_from(&o.tls);
+        }
+        if self.tls_error.is_none() {
+            self.tls_error.clone_from(&o.tls_error);
         }
         if self.document_length.is_none() {
             self.document_length = o.document_length;

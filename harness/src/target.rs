@@ -1,6 +1,6 @@
-//! Target URLs: `http://host[:port][/path][?query]`, resolved to a socket
-//! address. Plain HTTP only; any address is allowed (what is loaded is the
-//! user's business).
+//! Target URLs: `http[s]://host[:port][/path][?query]`, resolved to a
+//! socket address; any address is allowed (what is loaded is the user's
+//! business).
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
@@ -13,6 +13,8 @@ pub struct Target {
     pub authority: String,
     pub host: String,
     pub port: u16,
+    /// An https:// URL: the connection speaks TLS to `host`.
+    pub tls: bool,
     /// Path and query, as sent on the request line (`/` at least).
     pub path: String,
     pub addr: SocketAddr,
@@ -20,7 +22,7 @@ pub struct Target {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TargetError {
-    #[error("{0:?} is not an http:// URL (https is not supported)")]
+    #[error("{0:?} is not an http:// or https:// URL")]
     Scheme(String),
     #[error("{0:?} has no host")]
     NoHost(String),
@@ -33,14 +35,16 @@ pub enum TargetError {
 impl Target {
     /// Parses `url` and resolves its host (IPv4 first).
     pub fn parse(url: &str) -> Result<Target, TargetError> {
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| {
-                url.get(..7)
-                    .filter(|p| p.eq_ignore_ascii_case("http://"))
-                    .map(|_| &url[7..])
-            })
-            .ok_or_else(|| TargetError::Scheme(url.to_string()))?;
+        let scheme = |prefix: &str| {
+            url.get(..prefix.len())
+                .filter(|p| p.eq_ignore_ascii_case(prefix))
+                .map(|_| &url[prefix.len()..])
+        };
+        let (rest, tls) = match (scheme("http://"), scheme("https://")) {
+            (Some(rest), _) => (rest, false),
+            (_, Some(rest)) => (rest, true),
+            _ => return Err(TargetError::Scheme(url.to_string())),
+        };
         let split = rest.find(['/', '?']).unwrap_or(rest.len());
         let (authority, path) = rest.split_at(split);
         let authority = authority.rsplit('@').next().unwrap_or(authority);
@@ -50,7 +54,7 @@ impl Target {
             p => p.to_string(),
         };
         let path = path.split('#').next().unwrap_or("/").to_string();
-        let (host, port) = split_host_port(authority, url)?;
+        let (host, port) = split_host_port(authority, url, if tls { 443 } else { 80 })?;
         if host.is_empty() {
             return Err(TargetError::NoHost(url.to_string()));
         }
@@ -60,13 +64,18 @@ impl Target {
             authority: authority.to_string(),
             host,
             port,
+            tls,
             path,
             addr,
         })
     }
 }
 
-fn split_host_port(authority: &str, url: &str) -> Result<(String, u16), TargetError> {
+fn split_host_port(
+    authority: &str,
+    url: &str,
+    default_port: u16,
+) -> Result<(String, u16), TargetError> {
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (h, after) = v6
             .split_once(']')
@@ -79,7 +88,7 @@ fn split_host_port(authority: &str, url: &str) -> Result<(String, u16), TargetEr
         }
     };
     let port = match port {
-        None => 80,
+        None => default_port,
         Some(p) => p.parse().map_err(|_| TargetError::Port {
             url: url.to_string(),
             port: p.to_string(),
@@ -124,6 +133,9 @@ mod tests {
         assert_eq!(t.path, "/?x=1");
         let t = Target::parse("http://[::1]:8080/a").unwrap();
         assert_eq!((t.host.as_str(), t.port), ("::1", 8080));
+        let t = Target::parse("HTTPS://127.0.0.1/hello").unwrap();
+        assert_eq!((t.tls, t.port, t.path.as_str()), (true, 443, "/hello"));
+        assert!(!Target::parse("http://127.0.0.1").unwrap().tls);
         assert!(Target::parse("http://localhost:1/")
             .unwrap()
             .addr
@@ -134,7 +146,7 @@ mod tests {
     #[test]
     fn rejects_what_it_cannot_load() {
         assert!(matches!(
-            Target::parse("https://127.0.0.1/"),
+            Target::parse("ftp://127.0.0.1/"),
             Err(TargetError::Scheme(_))
         ));
         assert!(matches!(

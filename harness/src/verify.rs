@@ -13,8 +13,10 @@ use anyhow::Context;
 use workloads::contract::Outcome;
 
 use crate::catalog::deviations::{self, Reading};
+use crate::engine::{TlsPlan, Trust};
 use crate::lab::contract::{check_all, check_conformance, Verdict};
 use crate::lab::record::ConformanceCheck;
+use crate::lab::tls_relay::{check_handshake, Relay};
 use crate::report::align;
 use crate::target::Target;
 use crate::units::parse_duration;
@@ -36,6 +38,12 @@ asks only for /hello, so it runs against any server. Not run by default:
 it judges the HTTP layer, not the contract, and a server you did not write
 (Swoole, Node.js) is reported, not patched around.
 
+An https:// target is checked over TLS: each row's connection is one TLS
+connection to the server (through a relay on loopback that turns the rows'
+bytes into TLS records and back, the client's half-close into close_notify),
+trusting --cacert FILE's CAs, the public CAs, or with --insecure any
+certificate.
+
 A server whose /config names a core with known deviations (swoole:
 Swoole's reactor; roadrunner, frankenphp: Go's net/http) has the rows
 that core is known to fail marked CORE, with the core's reason: reported,
@@ -47,7 +55,8 @@ rows do not).
 Examples:
   harness verify http://127.0.0.1:8082
   harness verify --conformance http://127.0.0.1:8082
-  harness verify --conformance --timeout 3s http://127.0.0.1:9501")]
+  harness verify --conformance --timeout 3s http://127.0.0.1:9501
+  harness verify https://127.0.0.1:8443 --cacert lab/ca.pem")]
 pub struct VerifyArgs {
     /// The server: http://host:port (a path, if any, is ignored).
     pub target: String,
@@ -60,6 +69,14 @@ pub struct VerifyArgs {
     /// fail per group.
     #[arg(long)]
     pub conformance: bool,
+
+    /// https: trust only the CAs in this PEM file (e.g. `harness certs`' ca.pem).
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<std::path::PathBuf>,
+
+    /// https: accept any server certificate.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// The `verify` command.
@@ -67,8 +84,29 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let target = Target::parse(&args.target).context("bad verify target")?;
     TcpStream::connect_timeout(&target.addr, args.timeout)
         .with_context(|| format!("cannot connect to {}", target.addr))?;
-    println!("verify http://{} against the contract", target.authority);
-    let core = server_core(&target);
+    // Over TLS the rows go through a relay on loopback (lab::tls_relay).
+    let relay = if target.tls {
+        let mut tls = TlsPlan::new(&target.host);
+        tls.trust = match (&args.cacert, args.insecure) {
+            (Some(path), _) => TlsPlan::cas_from_file(path).map_err(anyhow::Error::msg)?,
+            (None, true) => Trust::Any,
+            (None, false) => Trust::Public,
+        };
+        check_handshake(target.addr, &tls, args.timeout)?;
+        Some(Relay::start(target.addr, &tls)?)
+    } else {
+        if args.cacert.is_some() || args.insecure {
+            anyhow::bail!("--cacert and --insecure are for https:// targets");
+        }
+        None
+    };
+    let addr = relay.as_ref().map_or(target.addr, Relay::addr);
+    let scheme = if target.tls { "https" } else { "http" };
+    println!(
+        "verify {scheme}://{} against the contract",
+        target.authority
+    );
+    let core = server_core(addr);
     if let Some(c) = core {
         println!(
             "its /config names a server built on {}: the rows its core is known to fail \
@@ -76,7 +114,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             c.name, c.source
         );
     }
-    let verdicts = check_all(target.addr, args.timeout);
+    let verdicts = check_all(addr, args.timeout);
     let width = verdicts.iter().map(|v| v.name.len()).max().unwrap_or(0);
     let (mut passed, mut failed, mut known) = (0, 0, 0);
     for v in &verdicts {
@@ -124,10 +162,10 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     );
     if args.conformance {
         println!(
-            "\nconformance of http://{} to HTTP/1.1 (RFC 9112, RFC 9110)",
+            "\nconformance of {scheme}://{} to HTTP/1.1 (RFC 9112, RFC 9110)",
             target.authority
         );
-        let verdicts = check_conformance(target.addr, args.timeout);
+        let verdicts = check_conformance(addr, args.timeout);
         print!("{}", conformance_text(&verdicts));
         failed += verdicts
             .iter()
@@ -143,8 +181,8 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
 
 /// The core the server is built on, by the `server` of its `/config`
 /// (none when it has no `/config` or names no core we list).
-fn server_core(target: &Target) -> Option<&'static deviations::Core> {
-    let r = workloads::probe::get(target.addr, "/config").ok()?;
+fn server_core(addr: std::net::SocketAddr) -> Option<&'static deviations::Core> {
+    let r = workloads::probe::get(addr, "/config").ok()?;
     let config = workloads::ServerConfig::from_json(&r.body).ok()?;
     deviations::core_of(&config.server)
 }

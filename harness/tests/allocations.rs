@@ -65,6 +65,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// The count is of every engine thread in the process: one test at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Allocations on the engine's threads during one run of `requests` on
 /// backend `io`, of `/hello` alone or of a 3:1 mix with another path.
 fn engine_allocations(io: Io, requests: u64, keepalive: bool, mixed: bool) -> u64 {
@@ -90,6 +93,7 @@ fn engine_allocations(io: Io, requests: u64, keepalive: bool, mixed: bool) -> u6
 /// On each I/O backend.
 #[test]
 fn no_allocation_per_request() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for io in [Io::Epoll, Io::Uring] {
         for (keepalive, mixed) in [(true, false), (false, false), (true, true)] {
             let small = engine_allocations(io, 1_000, keepalive, mixed);
@@ -101,5 +105,59 @@ fn no_allocation_per_request() {
                  1,000 requests, {large} for 20,000"
             );
         }
+    }
+}
+
+/// Allocations on the engine's threads during a kept-alive run of
+/// `requests` over TLS against the event-loop server at `addr`.
+fn tls_allocations(io: Io, addr: std::net::SocketAddr, ca: &std::path::Path, requests: u64) -> u64 {
+    let p = plan_on(io, &format!("https://{addr}/hello"), |p| {
+        p.stop = Stop::Count(requests);
+        p.connections = 8;
+        let mut t = harness::engine::TlsPlan::new("127.0.0.1");
+        t.trust = harness::engine::TlsPlan::cas_from_file(ca).unwrap();
+        p.tls = Some(t);
+    });
+    let before = ENGINE_ALLOCS.load(Ordering::Relaxed);
+    let r = run(&p);
+    assert_eq!(
+        r.stats.ok, requests,
+        "{:?} {:?}",
+        r.stats.failures, r.stats.tls_error
+    );
+    ENGINE_ALLOCS.load(Ordering::Relaxed) - before
+}
+
+/// Over TLS rustls allocates per record: the engine's stated bound,
+/// `engine::tls::ALLOCS_PER_REQUEST` per kept-alive request, on each
+/// backend (the handshakes, one per connection, are in both runs alike).
+#[test]
+fn tls_allocations_per_request_stay_within_the_stated_bound() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = labcert::LabCert::new().unwrap();
+    let bin = util::sibling_binary("event-loop");
+    let (cert, key) = (lab.cert_path(), lab.key_path());
+    let server = testkit::ServerProcess::start(
+        bin.to_str().unwrap(),
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--mysql-url",
+            "mysql://bench:bench@127.0.0.1:1/bench",
+        ],
+    );
+    for io in [Io::Epoll, Io::Uring] {
+        let small = tls_allocations(io, server.addr, &lab.ca_path(), 1_000);
+        let large = tls_allocations(io, server.addr, &lab.ca_path(), 5_000);
+        let per_request = large.saturating_sub(small) as f64 / 4_000.0;
+        eprintln!("{io:?}: {per_request:.2} allocations per TLS request ({small} for 1,000, {large} for 5,000)");
+        assert!(
+            per_request <= harness::engine::tls::ALLOCS_PER_REQUEST as f64,
+            "{io:?}: {per_request:.2} allocations per kept-alive TLS request, more than \
+             the stated {}",
+            harness::engine::tls::ALLOCS_PER_REQUEST
+        );
     }
 }

@@ -160,10 +160,25 @@ fn text_csv_and_markdown_formats() {
 
 #[test]
 fn bad_input_is_an_error_with_context() {
-    let out = harness(&["run", "https://127.0.0.1/", "-n", "1"]);
+    let out = harness(&["run", "ftp://127.0.0.1/", "-n", "1"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad URL") && err.contains("https"), "{err}");
+    assert!(err.contains("bad URL") && err.contains("https://"), "{err}");
+
+    // TLS options on a plain URL are refused, not ignored; so is an
+    // unreadable CA file.
+    let out = harness(&["run", "http://127.0.0.1:1/", "--insecure", "-n", "1"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("https://"));
+    let out = harness(&[
+        "run",
+        "https://127.0.0.1:1/",
+        "--cacert",
+        "/nonexistent.pem",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read /nonexistent.pem"), "{err}");
 
     let out = harness(&["run", "http://127.0.0.1:1/", "-d", "ten"]);
     assert!(!out.status.success());

@@ -21,6 +21,7 @@ const LAYERS: &[&[&str]] = &[
         "models",
         "diff",
         "merge",
+        "certs",
     ],
     &["lab"],
     &["env"],

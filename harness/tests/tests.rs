@@ -15,5 +15,6 @@ mod models;
 mod reference;
 mod reproduce;
 mod series;
+mod tls;
 mod util;
 mod verify;

@@ -23,6 +23,11 @@ pub struct ServerConfig {
     /// that knows its own gaps; empty (and absent from the JSON) otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub http_limits: Vec<String>,
+    /// How the server terminates TLS when it does (library, versions), e.g.
+    /// `rustls 0.23 (ring): TLS 1.3, 1.2`; absent from the JSON when it
+    /// serves plain HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<String>,
 }
 
 impl ServerConfig {
@@ -59,6 +64,7 @@ mod tests {
             jit: None,
             debug: false,
             http_limits: Vec::new(),
+            tls: None,
         };
         let v: serde_json::Value = serde_json::from_slice(&c.to_json()).unwrap();
         assert_eq!(v["workers"], 1);

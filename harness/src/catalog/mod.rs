@@ -176,7 +176,11 @@ pub fn external(spec: &str) -> anyhow::Result<Entry> {
         .filter(|(n, u)| !n.trim().is_empty() && !u.trim().is_empty())
         .with_context(|| format!("bad --target {spec:?}: expected NAME=URL"))?;
     let url = url.trim().trim_end_matches('/').to_string();
-    crate::target::Target::parse(&url).with_context(|| format!("bad --target {spec:?}"))?;
+    let target =
+        crate::target::Target::parse(&url).with_context(|| format!("bad --target {spec:?}"))?;
+    if target.tls {
+        anyhow::bail!("bad --target {spec:?}: compare loads http:// targets only (not yet https)");
+    }
     Ok(Entry {
         name: name.trim().to_string(),
         model: "external",

@@ -31,6 +31,7 @@ pub fn config(prefix: &str, listen: &str, workers: usize, version: &str) -> Stri
         jit: None,
         debug: false,
         http_limits: Vec::new(),
+        tls: None,
     };
     let json = String::from_utf8(settings.to_json()).expect("JSON is UTF-8");
     format!(
@@ -60,6 +61,27 @@ http {{
     }}
 }}
 "#
+    )
+}
+
+/// [`config`] serving HTTPS instead, with the certificate chain and key
+/// at these paths (PEM): TLS 1.2 and 1.3, nginx's default session cache
+/// and tickets (clients resume).
+pub fn config_tls(
+    prefix: &str,
+    listen: &str,
+    workers: usize,
+    version: &str,
+    cert: &str,
+    key: &str,
+) -> String {
+    config(prefix, listen, workers, version).replace(
+        &format!("        listen {listen} backlog=4096;\n"),
+        &format!(
+            "        listen {listen} ssl backlog=4096;\n        \
+             ssl_certificate {cert};\n        ssl_certificate_key {key};\n        \
+             ssl_protocols TLSv1.2 TLSv1.3;\n        ssl_session_cache shared:tls:1m;\n"
+        ),
     )
 }
 
@@ -121,5 +143,8 @@ mod tests {
         assert!(c.contains(r#"location = /hello { return 200 "Hello World"; }"#));
         assert!(c.contains(r#""server":"nginx-static""#));
         assert!(c.contains("worker_processes 2;"));
+        let t = super::config_tls("/w", "127.0.0.1:1", 2, "nginx", "/c.pem", "/k.pem");
+        assert!(t.contains("listen 127.0.0.1:1 ssl backlog=4096;"), "{t}");
+        assert!(t.contains("ssl_certificate /c.pem;"), "{t}");
     }
 }

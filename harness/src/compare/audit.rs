@@ -152,6 +152,7 @@ mod tests {
                 jit: jit.map(String::from),
                 debug: false,
                 http_limits: Vec::new(),
+                tls: None,
             }),
             versions: vec![],
             same_autogroup: Some(true),

@@ -1,6 +1,10 @@
 //! One connection's state machine: connect, write the pre-encoded request,
 //! read the response into the thread's buffer. What the outcomes mean for
 //! the statistics and the schedule is the worker's business.
+//!
+//! The transport is a field, not a type: `tls` is `None` for plaintext, or
+//! the connection's TLS session, through which every byte written and read
+//! goes (`tls.rs`); the state machine is the same for both.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -11,6 +15,7 @@ use mio::{Interest, Token};
 
 use super::http::{Feed, ResponseReader};
 use super::io::{Backend, TAG_MASK};
+use super::tls::{self, Handshake, Session};
 use super::{Check, Clock};
 use crate::stats::Failure;
 
@@ -53,6 +58,12 @@ pub(crate) struct Conn {
     /// for (bumped at each close), and which request a send's.
     pub epoch: u32,
     pub seq: u32,
+    /// TLS: the session of the open socket (`None`: plaintext).
+    pub tls: Option<Box<Session>>,
+    /// TLS on io_uring: ciphertext on its way out.
+    pub out: tls::Out,
+    /// TLS: when the handshake began (the connect completed).
+    pub handshake_ns: u64,
 }
 
 /// What reading did.
@@ -73,6 +84,10 @@ pub(crate) struct Received {
     pub first_byte_ns: Option<u64>,
     /// The time of the last read.
     pub now: u64,
+    /// TLS: the handshake ended in this read.
+    pub handshake: Option<Handshake>,
+    /// TLS: why the handshake failed, when the outcome is that failure.
+    pub tls_error: Option<rustls::Error>,
 }
 
 impl Received {
@@ -82,6 +97,8 @@ impl Received {
             bytes: 0,
             first_byte_ns: None,
             now: 0,
+            handshake: None,
+            tls_error: None,
         }
     }
 }
@@ -104,20 +121,29 @@ impl Conn {
             reader: ResponseReader::new(),
             epoch: 0,
             seq: 0,
+            tls: None,
+            out: tls::Out::default(),
+            handshake_ns: 0,
         }
     }
 
     /// Starts a non-blocking connect. epoll: the socket is registered once
     /// for both directions (edge-triggered), for its whole life; io_uring:
     /// its multishot receive is armed, for its whole life. `nodelay` for
-    /// connections that carry more than one request.
+    /// connections that carry more than one request. `tls`: the thread's
+    /// TLS client, for a session of its own.
     pub(crate) fn open(
         &mut self,
         addr: SocketAddr,
         io: &mut Backend,
         index: usize,
         nodelay: bool,
+        tls: Option<&tls::Client>,
     ) -> io::Result<()> {
+        self.tls = match tls {
+            Some(client) => Some(Box::new(Session::new(client)?)),
+            None => None,
+        };
         let mut stream = connect(addr)?;
         if nodelay {
             stream.set_nodelay(true)?;
@@ -141,11 +167,19 @@ impl Conn {
     }
 
     /// Writes the rest of `request`: `Ok(true)` once all of it is written.
+    /// TLS: the request is handed to the session, and `written` counts the
+    /// ciphertext that left (the handshake's first: the connect probe).
     #[inline]
     pub(crate) fn write(&mut self, request: &[u8]) -> io::Result<bool> {
         let Some(mut stream) = self.stream.as_ref() else {
             return Err(io::ErrorKind::NotConnected.into());
         };
+        if let Some(session) = &mut self.tls {
+            session.queue(request);
+            let (n, done) = session.flush(&mut stream)?;
+            self.written += n;
+            return Ok(done);
+        }
         while self.written < request.len() {
             match stream.write(&request[self.written..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -172,12 +206,21 @@ impl Conn {
         clock: &Clock,
     ) -> Received {
         let mut r = Received::new();
-        let Some(mut stream) = self.stream.as_ref() else {
+        if self.stream.is_none() {
             r.outcome = Outcome::Failed(Failure::Receive);
             r.now = clock.now();
             return r;
-        };
+        }
         loop {
+            // TLS: what the handshake still has to send goes first.
+            if self.tls.as_ref().is_some_and(|s| s.wants_write()) && self.flush_tls().is_err() {
+                r.now = clock.now();
+                r.outcome = Outcome::Failed(Failure::Write);
+                return r;
+            }
+            let Some(mut stream) = self.stream.as_ref() else {
+                return r;
+            };
             match stream.read(buf) {
                 Ok(0) => {
                     r.now = clock.now();
@@ -185,11 +228,11 @@ impl Conn {
                     return r;
                 }
                 Ok(n) => {
-                    let (reader, first) = (&mut self.reader, &mut self.first_byte);
-                    if feed_chunk(reader, first, &buf[..n], check, clock.now(), &mut r) {
-                        return r;
+                    let done = self.chunk(&buf[..n], check, clock.now(), &mut r);
+                    if self.tls.as_ref().is_some_and(|s| s.wants_write()) {
+                        let _ = self.flush_tls();
                     }
-                    if n < buf.len() && !closing {
+                    if done || (n < buf.len() && !closing) {
                         return r;
                     }
                 }
@@ -210,15 +253,63 @@ impl Conn {
     }
 
     /// Feeds one chunk of the response, read at `now`: true once the
-    /// response is complete or failed (`r.outcome` says which).
+    /// response is complete or failed (`r.outcome` says which). TLS: `data`
+    /// is ciphertext; its plaintext is fed, and any after a complete
+    /// response counts as its leftover.
     #[inline]
     pub(crate) fn chunk(&mut self, data: &[u8], check: &Check, now: u64, r: &mut Received) -> bool {
-        feed_chunk(&mut self.reader, &mut self.first_byte, data, check, now, r)
+        let Some(session) = &mut self.tls else {
+            return feed_chunk(&mut self.reader, &mut self.first_byte, data, check, now, r);
+        };
+        let handshaking = session.is_handshaking();
+        let (reader, first) = (&mut self.reader, &mut self.first_byte);
+        let mut done = false;
+        let t = session.receive(data, |plain| {
+            if !done {
+                done = feed_chunk(reader, first, plain, check, now, r);
+            } else if let Outcome::Done { leftover } = &mut r.outcome {
+                r.bytes += plain.len() as u64;
+                *leftover += plain.len();
+            }
+        });
+        r.now = now;
+        r.handshake = t.handshake;
+        if let Some(e) = t.error {
+            if !done {
+                r.outcome = Outcome::Failed(if handshaking {
+                    Failure::Handshake
+                } else {
+                    Failure::Receive
+                });
+                // Only a handshake's failure is reported with its reason; a
+                // broken record later is a receive failure like a reset.
+                r.tls_error = handshaking.then_some(e);
+            }
+            return true;
+        }
+        if t.closed && !done {
+            r.outcome = self.end_of_file(check);
+            return true;
+        }
+        done
+    }
+
+    /// epoll, TLS: writes what the session has to send (its handshake's
+    /// next flight, an alert): `Ok(true)` once all of it is out.
+    pub(crate) fn flush_tls(&mut self) -> io::Result<bool> {
+        match (&mut self.tls, self.stream.as_ref()) {
+            (Some(session), Some(stream)) => session.flush(stream).map(|(_, done)| done),
+            _ => Ok(true),
+        }
     }
 
     /// The peer closed: the response is complete if it was delimited by the
-    /// close, else a receive failure.
+    /// close, else a receive failure (a handshake failure, before the
+    /// handshake ended).
     pub(crate) fn end_of_file(&mut self, check: &Check) -> Outcome {
+        if self.tls.as_ref().is_some_and(|s| s.is_handshaking()) {
+            return Outcome::Failed(Failure::Handshake);
+        }
         match self.reader.eof(check) {
             Feed::Done { .. } => Outcome::Done { leftover: 0 },
             Feed::Fail(f) => Outcome::Failed(f),
@@ -229,18 +320,38 @@ impl Conn {
     /// On an event while idle: the server closed the connection (keep-alive
     /// timeout) or sent something unasked. Either way the connection is
     /// dropped quietly; the next request opens a new one. True if the
-    /// connection is still usable (the caller closes it otherwise).
+    /// connection is still usable (the caller closes it otherwise). TLS:
+    /// records that carry no plaintext (a TLS 1.3 session ticket, a key
+    /// update) keep it.
     pub(crate) fn idle_event(&mut self, buf: &mut [u8]) -> bool {
-        let Some(mut stream) = self.stream.as_ref() else {
-            return true;
-        };
         loop {
+            let Some(mut stream) = self.stream.as_ref() else {
+                return true;
+            };
             match stream.read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return self.flush_tls().is_ok();
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(n) if n > 0 && self.tls.is_some() => {
+                    if !self.idle_tls(&buf[..n]) {
+                        return false;
+                    }
+                }
                 _ => return false,
             }
         }
+    }
+
+    /// TLS: ciphertext that arrived while no request was in flight. True
+    /// if it carried no plaintext, no close and no error.
+    pub(crate) fn idle_tls(&mut self, data: &[u8]) -> bool {
+        let Some(session) = &mut self.tls else {
+            return false;
+        };
+        let mut unasked = false;
+        let t = session.receive(data, |_| unasked = true);
+        !unasked && !t.closed && t.error.is_none()
     }
 
     /// Drops the socket. epoll: closing it removes it from the epoll set;
@@ -252,6 +363,8 @@ impl Conn {
             return;
         };
         self.epoch = self.epoch.wrapping_add(1);
+        self.tls = None;
+        self.out.drop_pending();
         match io {
             Backend::Epoll(_) => drop(stream),
             Backend::Uring(u) => u.close(stream.into_raw_fd()),

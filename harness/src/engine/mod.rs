@@ -7,6 +7,8 @@
 //!   how it stops ([`Stop`]) and how it paces ([`Pace`]).
 //! - `conn`: one connection's state machine (connect, write, read).
 //! - `http`: the streaming response reader.
+//! - `tls`: the TLS transport (rustls, sans-IO): what a connection's bytes
+//!   go through when the plan has a [`TlsPlan`].
 //! - `schedule`: which path of a mix each connection sends next.
 //! - `timer`: sub-millisecond wake-ups for the `--rate` schedule.
 //!
@@ -23,6 +25,7 @@ pub(crate) mod http;
 mod io;
 mod schedule;
 mod timer;
+pub mod tls;
 mod worker;
 
 use std::borrow::Cow;
@@ -36,6 +39,7 @@ use crate::stats::{SecondPoint, Stats};
 
 pub use io::{resolve as resolve_io, Io};
 pub use schedule::{MAX_CYCLE, MAX_PATHS};
+pub use tls::{Negotiated, TlsPlan, TlsVersion, Trust};
 
 /// When a run stops.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -207,6 +211,8 @@ pub struct Plan {
     pub pace: Pace,
     /// Reuse connections (HTTP keep-alive); otherwise one connection per request.
     pub keepalive: bool,
+    /// Speak TLS (an https:// URL): one handshake per connection.
+    pub tls: Option<TlsPlan>,
     /// A request without a complete response after this long fails.
     pub timeout: Duration,
     /// Requests sent during this first stretch are not counted.
@@ -240,6 +246,7 @@ impl Plan {
             stop: Stop::Duration(Duration::from_secs(10)),
             pace: Pace::Closed,
             keepalive: true,
+            tls: None,
             timeout: Duration::from_secs(10),
             warmup: Duration::ZERO,
             max_duration: Duration::from_secs(600),
@@ -367,6 +374,9 @@ pub enum End {
     Interrupted,
     /// The server stopped accepting connections: partial results.
     ServerGone,
+    /// Every TLS handshake failed (a refused certificate, no common
+    /// version): partial results, and the reason in the message.
+    TlsRefused,
     /// A `-n` run hit its hard time bound: partial results.
     Deadline,
 }
@@ -378,6 +388,7 @@ impl End {
             End::Duration => "duration",
             End::Interrupted => "interrupted",
             End::ServerGone => "server_gone",
+            End::TlsRefused => "tls_refused",
             End::Deadline => "deadline",
         }
     }
@@ -506,6 +517,8 @@ pub(crate) struct Shared<'a> {
     /// Set by any thread that finds the server gone: all stop.
     abort: AtomicBool,
     abort_message: Mutex<Option<String>>,
+    /// The abort is for TLS handshakes that all failed.
+    tls_refused: AtomicBool,
     sink: IntervalSink,
     progress: Vec<ThreadProgress>,
 }
@@ -582,6 +595,7 @@ pub fn run(
         interrupt: &control.interrupt,
         abort: AtomicBool::new(false),
         abort_message: Mutex::new(None),
+        tls_refused: AtomicBool::new(false),
         sink: IntervalSink::new(threads),
         progress: (0..threads).map(|_| ThreadProgress::default()).collect(),
     };
@@ -636,7 +650,9 @@ pub fn run(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take();
-    let end = if message.is_some() {
+    let end = if message.is_some() && shared.tls_refused.load(Ordering::Relaxed) {
+        End::TlsRefused
+    } else if message.is_some() {
         End::ServerGone
     } else if control.interrupt.load(Ordering::Relaxed) && ends.contains(&End::Interrupted) {
         End::Interrupted

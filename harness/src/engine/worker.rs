@@ -8,6 +8,11 @@
 //! flags (read once per loop turn), the progress counters (written once per
 //! loop turn) and the interval sink (once per interval) are shared.
 //!
+//! The transport is a parameter, not a copy: over TLS the same loop runs,
+//! each connection's bytes going through its session (`conn.tls`), and the
+//! few places where TLS differs (io_uring sends of the connection's own
+//! ciphertext, the handshake's end) branch on it here.
+//!
 //! Over 500 lines on purpose: it is the one request loop (connect, write,
 //! read, judge, pace, stop); split, the hot path would no longer read as one.
 
@@ -19,6 +24,7 @@ use std::sync::atomic::Ordering;
 use super::conn::{Conn, Outcome, Received, State};
 use super::io::{Backend, Ev, TAG_MASK};
 use super::timer;
+use super::tls::{self, Handshake};
 use super::{ns, schedule, Clock, End, Pace, Share, Shared, Stop, Wire, DRAIN};
 use crate::intervals::IntervalAcc;
 use crate::stats::{Failure, PathStats, Stats};
@@ -55,6 +61,11 @@ struct Worker<'s> {
     clock: Clock,
     /// epoll or io_uring: how bytes move (everything else is shared).
     io: Backend,
+    /// TLS: the thread's client (its configuration and session cache).
+    tls: Option<tls::Client>,
+    /// TLS: handshakes that failed in a row with none completed yet.
+    handshake_fails: u32,
+    handshakes_ok: u64,
     conns: Vec<Conn>,
     buf: Box<[u8]>,
     /// The plan's paths, and the order each connection sends them in.
@@ -129,11 +140,15 @@ impl<'s> Worker<'s> {
         timer::precise_timers();
         let paced = matches!(plan.pace, Pace::Rate(_));
         let io = Backend::new(shared.io, share.conns, paced, shared.gather)?;
+        let tls = plan.tls.as_ref().map(tls::Client::new).transpose()?;
         Ok(Worker {
             shared,
             thread: share.thread,
             clock: shared.clock,
             io,
+            tls,
+            handshake_fails: 0,
+            handshakes_ok: 0,
             conns,
             buf: vec![0u8; READ_BUF].into_boxed_slice(),
             wires: &shared.wires,
@@ -298,6 +313,10 @@ impl<'s> Worker<'s> {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
+        if self.tls.is_some() {
+            self.tls_sent(i, res);
+            return;
+        }
         if conn.state == State::Idle || tag != conn.seq & TAG_MASK {
             return; // for a request that already ended
         }
@@ -356,10 +375,18 @@ impl<'s> Worker<'s> {
             // No provided buffer was free: the bytes wait in the socket.
         } else if conn.state == State::Idle {
             // Bytes unasked for, the server's close, or an error: dropped
-            // quietly, as on epoll.
+            // quietly, as on epoll. TLS records without plaintext (a
+            // session ticket) are not unasked for.
+            let kept = match (res > 0, bid) {
+                (true, Some(b)) if conn.tls.is_some() => conn.idle_tls(u.buf(b, res as usize)),
+                _ => false,
+            };
             u.recycle(bid);
-            conn.close(&mut self.io);
-            return;
+            if !kept {
+                conn.close(&mut self.io);
+                return;
+            }
+            self.tls_pump(i);
         } else if res > 0 {
             let check = self.wires[usize::from(conn.path)].check;
             let mut r = Received::new();
@@ -370,6 +397,10 @@ impl<'s> Worker<'s> {
             let done = conn.chunk(data, check, self.clock.now(), &mut r);
             u.recycle(bid);
             debug_assert!(done || matches!(r.outcome, Outcome::Pending));
+            if conn.tls.is_some() {
+                // The handshake's next flight (with the request sealed in it).
+                self.tls_pump(i);
+            }
             self.received(i, r);
         } else {
             rearm = false;
@@ -440,13 +471,17 @@ impl<'s> Worker<'s> {
         conn.first_byte = false;
         conn.written = 0;
         conn.reader.reset(self.wires[usize::from(path)].head);
+        if let Some(session) = &mut conn.tls {
+            session.queued = false;
+        }
         self.in_flight += 1;
         if conn.stream.is_some() {
             self.send(i, now);
             return;
         }
         conn.connect_ns = now;
-        match conn.open(self.shared.plan.addr, &mut self.io, i, self.keepalive) {
+        let tls = self.tls.as_ref();
+        match conn.open(self.shared.plan.addr, &mut self.io, i, self.keepalive, tls) {
             Ok(()) => {
                 conn.state = State::Connecting;
                 conn.sent_ns = now;
@@ -474,6 +509,10 @@ impl<'s> Worker<'s> {
     /// times the connect.
     #[inline]
     fn submit(&mut self, i: usize) {
+        if self.tls.is_some() {
+            self.tls_submit(i);
+            return;
+        }
         let conn = &mut self.conns[i];
         let request = self.wires[usize::from(conn.path)].bytes;
         conn.seq = conn.seq.wrapping_add(1);
@@ -499,6 +538,7 @@ impl<'s> Worker<'s> {
         match conn.write(request) {
             Ok(false) if conn.written == 0 => return,
             Ok(done) => {
+                conn.handshake_ns = now;
                 if conn.measured {
                     self.stats.connections += 1;
                     self.stats
@@ -563,11 +603,152 @@ impl<'s> Worker<'s> {
                     .saturating_record(us(t.saturating_sub(conn.sent_ns)));
             }
         }
+        if let Some(kind) = r.handshake {
+            self.handshake_done(i, kind, r.now);
+        }
+        if let Some(e) = &r.tls_error {
+            self.handshake_failed(e);
+        }
         match r.outcome {
             Outcome::Pending => {}
             Outcome::Done { leftover } => self.complete(i, r.now, leftover),
             Outcome::Failed(f) => self.fail(i, f, r.now, false),
         }
+    }
+
+    /// TLS: connection `i`'s handshake ended at `now`.
+    fn handshake_done(&mut self, i: usize, kind: Handshake, now: u64) {
+        self.handshakes_ok += 1;
+        self.handshake_fails = 0;
+        let conn = &self.conns[i];
+        if conn.measured {
+            let s = &mut self.stats;
+            match kind {
+                Handshake::Full => s.handshakes_full += 1,
+                Handshake::Resumed => s.handshakes_resumed += 1,
+            }
+            s.handshake_us
+                .saturating_record(us(now.saturating_sub(conn.handshake_ns)));
+        }
+        if self.stats.tls.is_none() {
+            if let Some(session) = &conn.tls {
+                self.stats.tls = Some(session.negotiated());
+            }
+        }
+    }
+
+    /// TLS: a handshake failed for `e` (the request fails as `Handshake`).
+    /// Counted like any failure; but when every handshake so far failed,
+    /// [`REFUSED_LIMIT`] of them in a row end the run with the reason.
+    #[cold]
+    fn handshake_failed(&mut self, e: &rustls::Error) {
+        let name = self
+            .shared
+            .plan
+            .tls
+            .as_ref()
+            .map_or("", |t| t.server_name.as_str());
+        if self.stats.tls_error.is_none() {
+            self.stats.tls_error = Some(tls::explain(name, e));
+        }
+        self.handshake_fails += 1;
+        if self.handshakes_ok == 0 && self.handshake_fails >= REFUSED_LIMIT {
+            self.shared.tls_refused.store(true, Ordering::Relaxed);
+            self.shared.abort_with(format!(
+                "{} ({} connections in a row, none established)",
+                tls::explain(name, e),
+                self.handshake_fails
+            ));
+        }
+    }
+
+    /// TLS, io_uring: hands (the rest of) connection `i`'s request to its
+    /// session and sends what the session has to send. The request counts
+    /// as written once the session has it.
+    fn tls_submit(&mut self, i: usize) {
+        let conn = &mut self.conns[i];
+        let request = self.wires[usize::from(conn.path)].bytes;
+        if let Some(session) = &mut conn.tls {
+            session.queue(request);
+        }
+        if conn.state == State::Writing {
+            conn.state = State::Reading;
+            if conn.measured {
+                self.stats.bytes_sent += request.len() as u64;
+            }
+        }
+        self.tls_pump(i);
+    }
+
+    /// TLS, io_uring: sends the ciphertext connection `i`'s session has
+    /// ready, unless a send of its is still out (its completion sends the
+    /// rest).
+    fn tls_pump(&mut self, i: usize) {
+        let conn = &mut self.conns[i];
+        let (Backend::Uring(u), Some(fd)) = (&mut self.io, conn.fd()) else {
+            return;
+        };
+        if conn.out.busy {
+            return;
+        }
+        if let Some(session) = &mut conn.tls {
+            if conn.out.pending().is_empty() {
+                session.fill(&mut conn.out.bytes);
+            }
+        }
+        if conn.out.pending().is_empty() {
+            return;
+        }
+        conn.seq = conn.seq.wrapping_add(1);
+        conn.out.busy = true;
+        conn.out.epoch = conn.epoch;
+        // The buffer is not touched until this send completes (`Out`).
+        u.send(i, conn.seq & TAG_MASK, fd, conn.out.pending(), false);
+    }
+
+    /// TLS, io_uring: a send of connection `i`'s ciphertext ended.
+    fn tls_sent(&mut self, i: usize, res: i32) {
+        let now = self.clock.now();
+        let conn = &mut self.conns[i];
+        conn.out.busy = false;
+        if conn.out.epoch != conn.epoch || conn.stream.is_none() {
+            // For a socket already closed: its bytes are no longer wanted;
+            // the socket open now may have its own waiting.
+            conn.out.bytes.clear();
+            conn.out.at = 0;
+            self.tls_pump(i);
+            return;
+        }
+        let connecting = conn.state == State::Connecting;
+        if res < 0 {
+            if conn.state == State::Idle {
+                conn.close(&mut self.io);
+                return;
+            }
+            let e = io::Error::from_raw_os_error(-res);
+            if connecting {
+                self.fail(i, Failure::Connect, now, refused(&e));
+            } else {
+                self.fail(i, Failure::Write, now, false);
+            }
+            return;
+        }
+        conn.out.advance(res as usize);
+        if connecting {
+            // The ClientHello left: the connect is done, the handshake begins.
+            self.refused = 0;
+            conn.handshake_ns = now;
+            conn.state = State::Reading;
+            if conn.measured {
+                self.stats.connections += 1;
+                self.stats
+                    .connect_us
+                    .saturating_record(us(now - conn.connect_ns));
+                let request = self.wires[usize::from(conn.path)].bytes;
+                self.stats.bytes_sent += request.len() as u64;
+            }
+        }
+        self.tls_pump(i);
     }
 
     /// A complete response: count it, then send the next request.

@@ -25,6 +25,7 @@ pub mod meter;
 pub mod profile;
 pub mod record;
 pub mod select;
+pub mod tls_relay;
 pub mod tools;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -92,6 +92,7 @@ fn parse_failures(line: &str) -> Option<FailureCounts> {
             "status" => &mut f.status,
             "body" => &mut f.body,
             "timeout" => &mut f.timeout,
+            "handshake" => &mut f.handshake,
             _ => continue,
         };
         *slot = n;

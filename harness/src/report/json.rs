@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::{check_kind, common_check, mix_spec, paths, run_check_kind, PathSummary};
-use crate::engine::{Check, Pace, RunResult, Stop};
+use crate::engine::{Check, Pace, RunResult, Stop, TlsVersion, Trust};
 use crate::stats::{
     FailureCounts, Percentiles, SecondPoint, HIST_HIGH_US, HIST_LOW_US, HIST_SIGFIG,
 };
@@ -63,6 +63,70 @@ pub struct Document {
     /// `histogram` (absent in documents written before them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<IntervalDoc>,
+    /// An https:// run: what was asked, what was negotiated, the
+    /// handshakes (absent for plain HTTP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsDoc>,
+}
+
+/// What an https:// run spoke.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsDoc {
+    /// The SNI name the certificate was checked against.
+    pub server_name: String,
+    /// `--tls-version`: `1.2` or `1.3`.
+    pub version_asked: String,
+    /// Session resumption offered (off with `--tls-no-resume`).
+    pub resumption: bool,
+    /// Which certificates were accepted: `public` (the built-in CAs),
+    /// `cacert` (`--cacert`), `any` (`--insecure`).
+    pub trust: String,
+    /// What the first completed handshake negotiated (null: none completed).
+    pub version: Option<String>,
+    pub cipher_suite: Option<String>,
+    pub key_exchange: Option<String>,
+    pub alpn: Option<String>,
+    pub handshakes_full: u64,
+    pub handshakes_resumed: u64,
+    /// From the ClientHello's send to the handshake's end, per handshake.
+    pub handshake_us: Percentiles,
+    /// `handshake_us`, bucket by bucket.
+    pub handshake_histogram: HistogramDoc,
+    /// Why the first failed handshake failed.
+    pub error: Option<String>,
+}
+
+impl TlsDoc {
+    fn of(r: &RunResult) -> Option<TlsDoc> {
+        let t = r.plan.tls.as_ref()?;
+        let s = &r.stats;
+        let n = s.tls.as_ref();
+        Some(TlsDoc {
+            server_name: t.server_name.clone(),
+            version_asked: match t.version {
+                TlsVersion::Tls12 => "1.2",
+                TlsVersion::Tls13 => "1.3",
+            }
+            .to_string(),
+            resumption: t.resume,
+            trust: match t.trust {
+                Trust::Public => "public",
+                Trust::Cas(_) => "cacert",
+                Trust::Any => "any",
+            }
+            .to_string(),
+            version: n.map(|n| n.version.clone()),
+            cipher_suite: n.map(|n| n.cipher_suite.clone()),
+            key_exchange: n.map(|n| n.key_exchange.clone()),
+            alpn: n.and_then(|n| n.alpn.clone()),
+            handshakes_full: s.handshakes_full,
+            handshakes_resumed: s.handshakes_resumed,
+            handshake_us: Percentiles::of(&s.handshake_us),
+            handshake_histogram: HistogramDoc::of(&s.handshake_us),
+            error: s.tls_error.clone(),
+        })
+    }
 }
 
 /// How a run was placed in time.
@@ -427,6 +491,7 @@ pub fn document(r: &RunResult) -> Document {
                 }
             })
             .collect(),
+        tls: TlsDoc::of(r),
     }
 }
 

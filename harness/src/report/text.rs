@@ -61,6 +61,32 @@ pub fn render(r: &RunResult) -> String {
     if !r.plan.keepalive {
         line(&mut out, "connect", &Percentiles::of(&s.connect_us));
     }
+    if let Some(t) = &r.plan.tls {
+        let negotiated = match &s.tls {
+            Some(n) => format!(
+                "{} {} {}, ALPN {}",
+                n.version,
+                n.cipher_suite,
+                n.key_exchange,
+                n.alpn.as_deref().unwrap_or("none")
+            ),
+            None => "no handshake completed".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  tls        {negotiated}; {} handshakes (full {}, resumed {}), server name {}{}",
+            thousands(s.handshakes_full + s.handshakes_resumed),
+            thousands(s.handshakes_full),
+            thousands(s.handshakes_resumed),
+            t.server_name,
+            if t.resume { "" } else { ", resumption off" }
+        );
+        line(&mut out, "handshake", &Percentiles::of(&s.handshake_us));
+        let _ = writeln!(
+            out,
+            "             per handshake: ClientHello sent to handshake done"
+        );
+    }
     per_path(&mut out, r);
     let _ = writeln!(
         out,

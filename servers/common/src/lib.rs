@@ -10,6 +10,7 @@ pub mod flags;
 pub mod http1;
 pub mod listen;
 pub mod shutdown;
+pub mod tls;
 
 pub use flags::CommonArgs;
 

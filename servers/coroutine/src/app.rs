@@ -17,6 +17,8 @@ pub struct App {
     pub config_json: &'static [u8],
     pub db: Db,
     pub shutdown: Shutdown,
+    /// `--tls-cert`: every connection of the contract engine is TLS.
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 }
 
 impl App {

@@ -14,6 +14,11 @@
 //! between reads), so a slowloris client holds a coroutine at most about
 //! twice [`READ_TIMEOUT`].
 //!
+//! TLS (`--tls-cert`): the same loop over `rustls::StreamOwned`, a session
+//! over the coroutine's socket: its blocking reads and writes park the
+//! coroutine as the plain socket's do, and the handshake happens in the
+//! connection's first read, under the same read timeout.
+//!
 //! Shutdown: [`Server::stop_accepting`] sets the flag, then connects to the
 //! listener to wake the accept coroutine, which sees the flag and drops the
 //! listener. Responses written while stopping say `Connection: close`, and
@@ -93,7 +98,7 @@ fn accept_loop(listener: TcpListener, app: &'static App) {
                 if app.shutdown.is_stopping() {
                     return; // drops the listener: new connections are refused
                 }
-                may::go!(move || connection(stream, app));
+                may::go!(move || serve(stream, app));
             }
             Err(e) => {
                 if app.shutdown.is_stopping() {
@@ -181,12 +186,46 @@ enum Close {
     Linger,
 }
 
-/// Serves one connection until the client closes it, a `Connection: close`,
-/// an error answer, a timeout, or shutdown.
-fn connection(mut stream: TcpStream, app: &'static App) {
+/// A connection's byte stream: the socket, or a TLS session over it.
+trait Stream: Read + Write {
+    /// Closes after an error answer without resetting it away.
+    fn linger(self);
+}
+
+impl Stream for TcpStream {
+    fn linger(self) {
+        linger(self)
+    }
+}
+
+impl Stream for rustls::StreamOwned<rustls::ServerConnection, TcpStream> {
+    fn linger(mut self) {
+        self.conn.send_close_notify();
+        let _ = self.flush();
+        linger(self.sock)
+    }
+}
+
+/// Sets the socket up and serves it, over TLS when the server has a
+/// certificate.
+fn serve(stream: TcpStream, app: &'static App) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    match &app.tls {
+        None => connection(stream, app),
+        Some(config) => {
+            let Ok(session) = rustls::ServerConnection::new(std::sync::Arc::clone(config)) else {
+                return;
+            };
+            connection(rustls::StreamOwned::new(session, stream), app)
+        }
+    }
+}
+
+/// Serves one connection until the client closes it, a `Connection: close`,
+/// an error answer, a timeout, or shutdown.
+fn connection<S: Stream>(mut stream: S, app: &'static App) {
     let mut input = ReadBuf::new();
     let mut out: Vec<u8> = Vec::with_capacity(INITIAL_BUF);
     // Since when the request at the front of `input` has been incomplete.
@@ -235,7 +274,7 @@ fn connection(mut stream: TcpStream, app: &'static App) {
         match close {
             Close::No => {}
             Close::Now => return,
-            Close::Linger => return linger(stream),
+            Close::Linger => return stream.linger(),
         }
         if !input.is_empty() {
             let now = Instant::now();

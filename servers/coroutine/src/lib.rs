@@ -76,6 +76,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Engine::Contract)]
     pub engine: Engine,
 
+    /// TLS (the contract engine only: may_minihttp owns its sockets).
+    #[command(flatten)]
+    pub tls: server_common::tls::TlsArgs,
+
     /// Diagnostics: make may print each coroutine's stack usage when it ends
     /// (may does so when the stack size is odd). Not for benchmarks.
     #[arg(long, hide = true)]
@@ -109,6 +113,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Engine::Contract => "coroutine",
         Engine::Minihttp => "coroutine-minihttp",
     };
+    let tls = args.tls.config()?;
+    if tls.is_some() && args.engine == Engine::Minihttp {
+        anyhow::bail!(
+            "--engine minihttp cannot serve TLS (may_minihttp owns its sockets): \
+             use the default engine with --tls-cert"
+        );
+    }
     let config = ServerConfig {
         server: server.into(),
         model: "coroutine".into(),
@@ -125,6 +136,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map(|s| s.to_string())
                 .collect(),
         },
+        tls: tls
+            .is_some()
+            .then(|| server_common::tls::DESCRIPTION.to_string()),
     };
     let db = Db::new(&args.common.mysql_url, args.common.db_pool as usize)
         .context("cannot configure the database")?;
@@ -133,6 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config_json: config.leak_json(),
         db,
         shutdown: Shutdown::new(),
+        tls,
     }));
 
     let (signalled, signal) = mpsc::channel();

@@ -45,10 +45,15 @@ use crate::SERVER_NAME;
 /// How long a connection closed after an error keeps draining its input.
 pub const LINGER: Duration = Duration::from_secs(2);
 
+/// A connection's byte stream under hyper: a TCP socket, or the TLS
+/// session over one (`--tls-cert`).
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Stream for S {}
+
 /// The stream of one client connection, handed to hyper.
-pub struct ConnIo {
+pub struct ConnIo<S: Stream = TcpStream> {
     /// `None` only once handed to the lingering close in `drop`.
-    stream: Option<TokioIo<TcpStream>>,
+    stream: Option<TokioIo<S>>,
     /// Our answer, being written in place of hyper's automatic one.
     replacement: Option<Replacement>,
     /// Our error answer was sent: close gently.
@@ -185,9 +190,9 @@ impl RequestStarts {
     }
 }
 
-impl ConnIo {
+impl<S: Stream> ConnIo<S> {
     /// `handled`: counted by the connection's service.
-    pub fn new(stream: TcpStream, handled: Handled) -> ConnIo {
+    pub fn new(stream: S, handled: Handled) -> ConnIo<S> {
         ConnIo {
             stream: Some(TokioIo::new(stream)),
             replacement: None,
@@ -197,7 +202,7 @@ impl ConnIo {
         }
     }
 
-    fn stream(&mut self) -> Pin<&mut TokioIo<TcpStream>> {
+    fn stream(&mut self) -> Pin<&mut TokioIo<S>> {
         Pin::new(self.stream.as_mut().expect("stream present until drop"))
     }
 
@@ -220,7 +225,7 @@ impl ConnIo {
     }
 }
 
-impl Read for ConnIo {
+impl<S: Stream> Read for ConnIo<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -254,7 +259,7 @@ impl Read for ConnIo {
     }
 }
 
-impl Write for ConnIo {
+impl<S: Stream> Write for ConnIo<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -293,7 +298,7 @@ impl Write for ConnIo {
     }
 }
 
-impl Drop for ConnIo {
+impl<S: Stream> Drop for ConnIo<S> {
     fn drop(&mut self) {
         if !self.linger {
             return;
@@ -307,7 +312,7 @@ impl Drop for ConnIo {
 
 /// Shuts the write side down (the client sees the end of our answer) and
 /// reads until the client closes, or [`LINGER`] passes.
-async fn linger(mut stream: TcpStream) {
+async fn linger<S: Stream>(mut stream: S) {
     let _ = tokio::time::timeout(LINGER, async {
         stream.shutdown().await?;
         let mut sink = [0u8; 4096];

@@ -25,6 +25,7 @@ pub mod db;
 pub mod io;
 pub mod server;
 pub mod service;
+pub mod tls;
 
 use std::sync::Arc;
 use std::thread;
@@ -47,13 +48,16 @@ pub const SERVER_NAME: &str = "event-loop";
 pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub tls: server_common::tls::TlsArgs,
 }
 
 /// The `/config` document. `db_pool` is the total the process may open:
 /// `--db-pool` per loop × loops (each loop owns its pool, as each Node
 /// cluster worker owns its mysql2 pool), so that it compares with the
 /// connection counts the other servers report.
-pub fn server_config(workers: u32, db_pool_per_loop: u32) -> ServerConfig {
+pub fn server_config(workers: u32, db_pool_per_loop: u32, tls: bool) -> ServerConfig {
     ServerConfig {
         server: SERVER_NAME.into(),
         model: "event-loop".into(),
@@ -64,6 +68,7 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32) -> ServerConfig {
         jit: None,
         debug: cfg!(debug_assertions),
         http_limits: Vec::new(),
+        tls: tls.then(|| server_common::tls::DESCRIPTION.to_string()),
     }
 }
 
@@ -71,7 +76,8 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32) -> ServerConfig {
 pub fn run(args: Args) -> Result<()> {
     let workers = args.common.workers.unwrap_or(1);
     let db_opts = db::opts(&args.common.mysql_url, args.common.db_pool)?;
-    let config_json = server_config(workers, args.common.db_pool).leak_json();
+    let tls = args.tls.config()?.map(tokio_rustls::TlsAcceptor::from);
+    let config_json = server_config(workers, args.common.db_pool, tls.is_some()).leak_json();
 
     let listeners = listen::bind_many(args.common.addr, workers as usize)
         .with_context(|| format!("binding {}", args.common.addr))?;
@@ -88,6 +94,7 @@ pub fn run(args: Args) -> Result<()> {
     let shared = Arc::new(server::Shared {
         config_json,
         db_opts,
+        tls,
     });
     let mut loops = Vec::with_capacity(listeners.len());
     for (i, listener) in listeners.into_iter().enumerate() {

@@ -36,6 +36,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 pub struct Shared {
     pub config_json: &'static [u8],
     pub db_opts: Opts,
+    /// `--tls-cert`: every connection is TLS, terminated here.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Runs one event loop on the calling thread until `stop` turns true.
@@ -72,7 +74,10 @@ async fn serve(
             biased;
             _ = stop.wait_for(|stopping| *stopping) => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => serve_connection(&http, &graceful, &state, stream),
+                Ok((stream, _)) => match &shared.tls {
+                    None => serve_connection(&http, &graceful, &state, stream),
+                    Some(tls) => serve_tls(&http, &graceful, &state, tls, stream),
+                },
                 // A client error never reaches further than this.
                 Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
             },
@@ -114,13 +119,44 @@ fn builder() -> http1::Builder {
     http
 }
 
-fn serve_connection(
+/// A TLS connection: its handshake is a task of the loop (bounded by
+/// [`crate::tls::HANDSHAKE_TIMEOUT`]); then hyper serves it as any other.
+fn serve_tls(
     http: &http1::Builder,
     graceful: &GracefulShutdown,
     state: &Arc<Loop>,
+    tls: &tokio_rustls::TlsAcceptor,
     stream: TcpStream,
 ) {
     let _ = stream.set_nodelay(true);
+    let (http, state, tls) = (http.clone(), Arc::clone(state), tls.clone());
+    let watcher = graceful.watcher();
+    tokio::spawn(async move {
+        let accepted = tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, tls.accept(stream));
+        // A failed handshake (a client refusing our certificate) ends the
+        // connection and nothing else.
+        if let Ok(Ok(stream)) = accepted.await {
+            let conn = watcher.watch(connection(&http, &state, stream));
+            let _ = conn.await;
+        }
+    });
+}
+
+/// hyper's connection over `stream`, its service counting what it gets.
+fn connection<S: crate::io::Stream>(
+    http: &http1::Builder,
+    state: &Arc<Loop>,
+    stream: S,
+) -> hyper::server::conn::http1::Connection<
+    ConnIo<S>,
+    impl hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<http_body_util::Full<bytes::Bytes>>,
+            Error = std::convert::Infallible,
+            Future: Send,
+        > + Send
+        + 'static,
+> {
     let state = Arc::clone(state);
     let handled = Handled::default();
     let counted = handled.clone();
@@ -128,7 +164,17 @@ fn serve_connection(
         counted.count();
         service::handle(Arc::clone(&state), req)
     });
-    let conn = graceful.watch(http.serve_connection(ConnIo::new(stream, handled), service));
+    http.serve_connection(ConnIo::new(stream, handled), service)
+}
+
+fn serve_connection(
+    http: &http1::Builder,
+    graceful: &GracefulShutdown,
+    state: &Arc<Loop>,
+    stream: TcpStream,
+) {
+    let _ = stream.set_nodelay(true);
+    let conn = graceful.watch(connection(http, state, stream));
     tokio::spawn(async move {
         // Client errors (resets, timeouts, bad requests) end the connection
         // and nothing else; they are not logged.

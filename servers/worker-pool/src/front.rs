@@ -1,6 +1,9 @@
 //! The front (nginx's role): one event-loop thread that owns every client
 //! connection, reads and parses requests, queues each one for a worker, and
-//! writes the responses back in order.
+//! writes the responses back in order. With `--tls-cert` it terminates TLS
+//! too (tokio-rustls; the handshake is a task of the front, bounded by
+//! [`READ_TIMEOUT`]), as an nginx in front of PHP-FPM does: the workers
+//! never see it.
 
 use std::io;
 use std::sync::Arc;
@@ -8,8 +11,8 @@ use std::time::Duration;
 
 use server_common::http1;
 use server_common::shutdown::{InFlight, Shutdown, GRACE};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio::time::{sleep, timeout, Instant};
 use workloads::Response;
@@ -23,6 +26,7 @@ struct Front {
     queue: Queue,
     shutdown: Shutdown,
     name: &'static str,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Runs the front on this thread until `stop` is notified, then lets queued
@@ -34,6 +38,7 @@ pub fn run(
     name: &'static str,
     shutdown: Shutdown,
     stop: Arc<Notify>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -45,6 +50,7 @@ pub fn run(
             queue,
             shutdown,
             name,
+            tls,
         });
         accept_until(listener, &front, &stop).await;
         drain(&front.shutdown).await;
@@ -63,7 +69,16 @@ async fn accept_until(listener: TcpListener, front: &Arc<Front>, stop: &Notify) 
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(serve(stream, Arc::clone(front)));
+                    let front = Arc::clone(front);
+                    match front.tls.clone() {
+                        None => drop(tokio::spawn(serve(stream, front))),
+                        Some(tls) => drop(tokio::spawn(async move {
+                            // A failed or stalled handshake ends the connection only.
+                            if let Ok(Ok(stream)) = timeout(READ_TIMEOUT, tls.accept(stream)).await {
+                                serve(stream, front).await;
+                            }
+                        })),
+                    }
                 }
                 // Out of descriptors or an aborted handshake: never the
                 // accept loop's end, never a log line.
@@ -83,7 +98,7 @@ async fn drain(shutdown: &Shutdown) {
 
 /// One client connection: requests answered one at a time and in order, as
 /// nginx does with pipelined requests.
-async fn serve(mut stream: TcpStream, front: Arc<Front>) {
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, front: Arc<Front>) {
     let mut inbox = Inbox::new();
     let mut out = Vec::with_capacity(256);
     // Keeps shutdown waiting while a response is encoded but not yet written.
@@ -152,8 +167,14 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
     }
 }
 
-async fn write(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
-    match timeout(WRITE_TIMEOUT, stream.write_all(bytes)).await {
+async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> io::Result<()> {
+    // The flush matters over TLS: a record sealed while the socket was full
+    // waits in the session until then.
+    let written = async {
+        stream.write_all(bytes).await?;
+        stream.flush().await
+    };
+    match timeout(WRITE_TIMEOUT, written).await {
         Ok(result) => result,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }

@@ -57,6 +57,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for warning in settings.warnings(&args) {
         eprintln!("worker-pool: warning: {warning}");
     }
+    let tls = args.tls.config()?;
+    if tls.is_some() && settings.per_connection {
+        anyhow::bail!(
+            "--per-connection does not serve TLS (its workers own plain sockets): \
+             without it the front terminates TLS"
+        );
+    }
     let opts = db::options(&settings.mysql_url)?;
     let make_worker = || Worker::new(Db::new(opts.clone()), settings.config_json);
     let listener = listen::bind(args.common.addr, false)
@@ -97,7 +104,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })
         .context("cannot install the signal handler")?;
         listen::announce(addr);
-        front::run(listener, queue, settings.name, shutdown, stop).context("front failed")?;
+        let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+        front::run(listener, queue, settings.name, shutdown, stop, tls).context("front failed")?;
     }
     Ok(())
 }

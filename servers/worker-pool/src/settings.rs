@@ -40,6 +40,10 @@ pub struct Args {
     #[arg(long)]
     pub per_connection: bool,
 
+    /// TLS, terminated by the front (not with --per-connection).
+    #[command(flatten)]
+    pub tls: server_common::tls::TlsArgs,
+
     /// Whether --db-pool was given on the command line (it cannot apply:
     /// each worker holds one connection).
     #[arg(skip)]
@@ -102,6 +106,11 @@ impl Settings {
             jit: None,
             debug: cfg!(debug_assertions),
             http_limits: Vec::new(),
+            tls: args
+                .tls
+                .tls_cert
+                .is_some()
+                .then(|| server_common::tls::DESCRIPTION.to_string()),
         };
         Settings {
             name,

@@ -215,6 +215,7 @@ mod tests {
             jit: None,
             debug: false,
             http_limits: vec!["no read timeout".into()],
+            tls: None,
         });
         assert_eq!(
             limits(&servers),

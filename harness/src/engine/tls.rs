@@ -1,0 +1,463 @@
+//! The TLS transport: rustls driven sans-IO by the one request loop.
+//!
+//! rustls never touches a socket here. Ciphertext the backends received
+//! (epoll: `read` into the thread's buffer; io_uring: a provided buffer) is
+//! handed to [`Session::receive`], which decrypts it and hands the
+//! plaintext to the same response reader a plaintext connection feeds;
+//! ciphertext to send is drained by [`Session::flush`] (epoll: `write` to
+//! the socket) or [`Session::fill`] (io_uring: into the connection's own
+//! [`Out`] buffer, sent with a completion the loop sees, because the bytes
+//! are the connection's, not the plan's). The request loop (`worker`) is
+//! the same for both transports; only where its bytes go differs.
+//!
+//! **Crypto provider: `ring`**, not aws-lc-rs (rustls' default). aws-lc-rs
+//! builds AWS-LC's C (and wants cmake) on every clean build of the
+//! workspace and of `fuzz/`, minutes on the lab's 2 cores; ring builds in
+//! seconds. What a load generator's client side spends crypto on is one
+//! X25519 (or P-256) exchange and one ECDSA P-256 or RSA signature check
+//! per full handshake, and AES-128-GCM / ChaCha20-Poly1305 over a few
+//! hundred bytes per request: ring's assembly for these is the same
+//! BoringSSL-derived code aws-lc-rs uses, so the two are within a few
+//! percent there (aws-lc-rs pulls ahead on RSA signing and bulk AES, which
+//! are a server's costs, not ours). ring also offers no post-quantum key
+//! exchange, so the engine negotiates the X25519 that Debian's OpenSSL
+//! servers (nginx, PHP, Node.js) offer too: every server in a comparison
+//! sees the same key exchange.
+//!
+//! **Allocations.** Plaintext HTTP/1.1 allocates nothing per request. Over
+//! TLS, rustls allocates per record it seals or opens, so a kept-alive TLS
+//! request costs two allocations (measured on both backends: the request's
+//! record out, the response's plaintext in); `tests/allocations.rs` holds
+//! it to [`ALLOCS_PER_REQUEST`]. A handshake costs about a hundred (the
+//! session, certificate parsing and verification, key shares, the session
+//! cache), paid once per connection with keep-alive and once per request
+//! without.
+
+use std::io::{self, BufRead, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+pub use crate::stats::Negotiated;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::Resumption;
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
+
+/// The bound `tests/allocations.rs` holds a kept-alive TLS request to (see
+/// the module's doc).
+pub const ALLOCS_PER_REQUEST: u64 = 3;
+
+/// The protocol version a run speaks (exactly that one: a measurement says
+/// what it measured).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsVersion {
+    /// TLS 1.2.
+    #[value(name = "1.2")]
+    Tls12,
+    /// TLS 1.3.
+    #[default]
+    #[value(name = "1.3")]
+    Tls13,
+}
+
+/// Which server certificates a run accepts.
+#[derive(Clone, Debug)]
+pub enum Trust {
+    /// Mozilla's public CAs (webpki-roots), as a browser would.
+    Public,
+    /// Only certificates issued by these CAs (`--cacert`).
+    Cas(Vec<CertificateDer<'static>>),
+    /// Any certificate (`--insecure`); its handshake signature is still
+    /// checked, so the crypto done is what a verifying client does, less
+    /// the chain.
+    Any,
+}
+
+/// How a run speaks TLS (`harness run https://…`).
+#[derive(Clone, Debug)]
+pub struct TlsPlan {
+    /// The name sent as SNI and checked against the certificate: the URL's
+    /// host (an IP address is checked against the certificate's IP names).
+    pub server_name: String,
+    pub version: TlsVersion,
+    /// Resume sessions (tickets, session IDs) as browsers do; off: every
+    /// handshake is a full one.
+    pub resume: bool,
+    pub trust: Trust,
+}
+
+impl TlsPlan {
+    /// A plan for `server_name` with the defaults: TLS 1.3, resumption on,
+    /// the public CAs.
+    pub fn new(server_name: &str) -> TlsPlan {
+        TlsPlan {
+            server_name: server_name.to_string(),
+            version: TlsVersion::Tls13,
+            resume: true,
+            trust: Trust::Public,
+        }
+    }
+
+    /// The CAs in the PEM file at `path` (`--cacert`).
+    pub fn cas_from_file(path: &Path) -> Result<Trust, String> {
+        let pem =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let cas = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{}: not a PEM certificate file: {e}", path.display()))?;
+        if cas.is_empty() {
+            return Err(format!(
+                "{}: no certificate in it (a PEM file with -----BEGIN CERTIFICATE----- blocks)",
+                path.display()
+            ));
+        }
+        Ok(Trust::Cas(cas))
+    }
+
+    /// The client configuration an engine thread uses (each its own, so
+    /// each its own session cache: no lock shared between threads).
+    pub fn client_config(&self) -> Result<ClientConfig, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let version: &'static rustls::SupportedProtocolVersion = match self.version {
+            TlsVersion::Tls12 => &rustls::version::TLS12,
+            TlsVersion::Tls13 => &rustls::version::TLS13,
+        };
+        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(&[version])
+            .map_err(|e| e.to_string())?;
+        let mut config = match &self.trust {
+            Trust::Any => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+                .with_no_client_auth(),
+            trust => {
+                let mut roots = RootCertStore::empty();
+                match trust {
+                    Trust::Cas(cas) => {
+                        for ca in cas {
+                            roots
+                                .add(ca.clone())
+                                .map_err(|e| format!("a --cacert certificate is unusable: {e}"))?;
+                        }
+                    }
+                    _ => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+                }
+                builder.with_root_certificates(roots).with_no_client_auth()
+            }
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.resumption = if self.resume {
+            Resumption::in_memory_sessions(256)
+        } else {
+            Resumption::disabled()
+        };
+        Ok(config)
+    }
+
+    /// The server name as rustls takes it.
+    pub fn name(&self) -> Result<ServerName<'static>, String> {
+        let host = self
+            .server_name
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        ServerName::try_from(host.to_string())
+            .map_err(|e| format!("{host:?} is not a name TLS can check a certificate for: {e}"))
+    }
+}
+
+/// One engine thread's TLS client: its configuration and the name it asks for.
+pub(crate) struct Client {
+    config: Arc<ClientConfig>,
+    name: ServerName<'static>,
+}
+
+impl Client {
+    pub(crate) fn new(plan: &TlsPlan) -> io::Result<Client> {
+        let config = plan.client_config().map_err(io::Error::other)?;
+        let name = plan.name().map_err(io::Error::other)?;
+        Ok(Client {
+            config: Arc::new(config),
+            name,
+        })
+    }
+}
+
+/// How a handshake ended, when it just did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Handshake {
+    Full,
+    Resumed,
+}
+
+/// What a chunk of ciphertext did.
+#[derive(Default)]
+pub(crate) struct Recv {
+    /// The handshake ended in this chunk.
+    pub handshake: Option<Handshake>,
+    /// The peer sent `close_notify`: no more plaintext will come.
+    pub closed: bool,
+    /// The connection is broken (a bad record, an alert, a refused
+    /// certificate); `during_handshake`: before it was established.
+    pub error: Option<rustls::Error>,
+}
+
+/// One connection's TLS state.
+pub(crate) struct Session {
+    conn: ClientConnection,
+    /// The current request's plaintext has been handed to rustls.
+    pub queued: bool,
+}
+
+impl Session {
+    pub(crate) fn new(client: &Client) -> io::Result<Session> {
+        let conn = ClientConnection::new(Arc::clone(&client.config), client.name.clone())
+            .map_err(io::Error::other)?;
+        Ok(Session {
+            conn,
+            queued: false,
+        })
+    }
+
+    pub(crate) fn is_handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
+    /// Hands the request's plaintext to rustls once; it is sealed as soon
+    /// as the handshake allows (with the client's `Finished`, on a new
+    /// connection).
+    pub(crate) fn queue(&mut self, request: &[u8]) {
+        if !self.queued {
+            self.queued = true;
+            // Into rustls' own buffer: it cannot block, and fails only on a
+            // connection already closed, which the next read reports.
+            let _ = self.conn.writer().write_all(request);
+        }
+    }
+
+    /// epoll: writes pending ciphertext to `socket`. `Ok((written, true))`
+    /// once nothing is left; `false`: the socket would block.
+    pub(crate) fn flush(&mut self, mut socket: impl Write) -> io::Result<(usize, bool)> {
+        let mut written = 0;
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut socket) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((written, false)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((written, true))
+    }
+
+    /// io_uring: appends pending ciphertext to `out`.
+    pub(crate) fn fill(&mut self, out: &mut Vec<u8>) {
+        while self.conn.wants_write() {
+            // Into a Vec: cannot fail.
+            if self.conn.write_tls(out).is_err() {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn wants_write(&self) -> bool {
+        self.conn.wants_write()
+    }
+
+    /// Decrypts `data` (ciphertext as it arrived) and hands each piece of
+    /// plaintext to `plain`, in order.
+    pub(crate) fn receive(&mut self, mut data: &[u8], mut plain: impl FnMut(&[u8])) -> Recv {
+        let mut r = Recv::default();
+        let handshaking = self.conn.is_handshaking();
+        while !data.is_empty() {
+            // From a slice: only a full internal buffer stops it short, and
+            // processing below empties that buffer.
+            match self.conn.read_tls(&mut data) {
+                Ok(0) => {
+                    // Never from a non-empty slice; a guard against a spin.
+                    r.error = Some(rustls::Error::General("no progress reading TLS".into()));
+                    return r;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    r.error = Some(rustls::Error::General(e.to_string()));
+                    return r;
+                }
+            }
+            if let Err(e) = self.conn.process_new_packets() {
+                r.error = Some(e);
+                return r;
+            }
+            loop {
+                let mut reader = self.conn.reader();
+                match reader.fill_buf() {
+                    Ok([]) => {
+                        r.closed = true;
+                        break;
+                    }
+                    Ok(bytes) => {
+                        let n = bytes.len();
+                        plain(bytes);
+                        reader.consume(n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        r.closed = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if handshaking && !self.conn.is_handshaking() {
+            r.handshake = Some(match self.conn.handshake_kind() {
+                Some(rustls::HandshakeKind::Resumed) => Handshake::Resumed,
+                _ => Handshake::Full,
+            });
+        }
+        r
+    }
+
+    /// What the finished handshake negotiated.
+    pub(crate) fn negotiated(&self) -> Negotiated {
+        let name = |s: Option<&'static str>, d: &dyn std::fmt::Debug| {
+            s.map_or_else(|| format!("{d:?}"), str::to_string)
+        };
+        let version = self
+            .conn
+            .protocol_version()
+            .map(|v| name(v.as_str(), &v))
+            .unwrap_or_default();
+        let cipher_suite = self
+            .conn
+            .negotiated_cipher_suite()
+            .map(|s| name(s.suite().as_str(), &s.suite()))
+            .unwrap_or_default();
+        let key_exchange = self
+            .conn
+            .negotiated_key_exchange_group()
+            .map(|g| name(g.name().as_str(), &g.name()))
+            .unwrap_or_default();
+        let alpn = self
+            .conn
+            .alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned());
+        Negotiated {
+            version,
+            cipher_suite,
+            key_exchange,
+            alpn,
+        }
+    }
+}
+
+/// io_uring: a connection's ciphertext on its way out. The kernel reads
+/// `bytes[at..]` until the send's completion, so while `busy` nothing
+/// touches the buffer (it is never moved or shrunk then); at most one send
+/// per connection is in flight, across its sockets too: a send still out
+/// for a closed socket (`epoch` is that socket's) holds the next socket's
+/// first bytes back until it completes.
+#[derive(Default)]
+pub(crate) struct Out {
+    pub bytes: Vec<u8>,
+    pub at: usize,
+    pub busy: bool,
+    pub epoch: u32,
+}
+
+impl Out {
+    pub(crate) fn pending(&self) -> &[u8] {
+        &self.bytes[self.at..]
+    }
+
+    /// The socket closed: what was not sent is no longer wanted (the kernel
+    /// may still be reading it, so the buffer stays where it is).
+    pub(crate) fn drop_pending(&mut self) {
+        if !self.busy {
+            self.bytes.clear();
+            self.at = 0;
+        }
+    }
+
+    /// `n` more bytes went out.
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.at = (self.at + n).min(self.bytes.len());
+        if self.at == self.bytes.len() {
+            self.bytes.clear();
+            self.at = 0;
+        }
+    }
+}
+
+/// `--insecure`: accepts any certificate chain and name, but checks the
+/// handshake's signature with it (the client's crypto stays that of a
+/// verifying client, less the chain).
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Why a handshake failed, in words a user acts on.
+pub(crate) fn explain(server_name: &str, e: &rustls::Error) -> String {
+    let hint = match e {
+        rustls::Error::InvalidCertificate(_) => {
+            " (the server's certificate was refused: give the CA that issued it with \
+             --cacert FILE, or skip the check with --insecure)"
+        }
+        rustls::Error::PeerIncompatible(_) | rustls::Error::AlertReceived(_) => {
+            " (try the other --tls-version)"
+        }
+        rustls::Error::InvalidMessage(_) => {
+            " (the server does not answer in TLS: is this port plain HTTP? try http://)"
+        }
+        _ => "",
+    };
+    format!("the TLS handshake with {server_name} failed: {e}{hint}")
+}
