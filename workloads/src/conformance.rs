@@ -272,19 +272,19 @@ impl Probe {
     }
 }
 
-const HOST: &str = "Host: verify\r\n";
+pub(crate) const HOST: &str = "Host: verify\r\n";
 /// The request pipelined after a body: answered `200 Hello World` if the
 /// body was framed right.
 const FOLLOW: &str = "GET /hello HTTP/1.1\r\nHost: verify\r\n\r\n";
 /// Hidden in a body: answered (404) only by a server that misframes it.
-const HIDDEN: &str = "GET /nope HTTP/1.1\r\nHost: verify\r\n\r\n";
+pub(crate) const HIDDEN: &str = "GET /nope HTTP/1.1\r\nHost: verify\r\n\r\n";
 
-fn section(rfc: u16, number: &'static str, title: &'static str) -> Section {
+pub(crate) fn section(rfc: u16, number: &'static str, title: &'static str) -> Section {
     Section { rfc, number, title }
 }
 
 /// One conformance row.
-fn row(
+pub(crate) fn row(
     group: Group,
     section: Section,
     requirement: Requirement,
@@ -332,7 +332,7 @@ fn many(
 /// A probe whose judge needs the close after its last answer: up to
 /// `answers` answers, then whether the server closed (a server that
 /// answers fewer is read to its close or its silence anyway).
-fn closing(
+pub(crate) fn closing(
     raw: impl Into<Vec<u8>>,
     answers: usize,
     judge: fn(&Seen) -> bool,
@@ -362,8 +362,17 @@ fn chunked_hidden(size_line: &str, after_last: &str) -> String {
     )
 }
 
-/// The conformance section, in the order of its groups.
+/// The conformance section, in the order of its groups (the body-framing
+/// rows of `POST /echo`, [`crate::framing`], among the bodies).
 pub fn rows() -> Vec<Row> {
+    let mut rows = own_rows();
+    rows.extend(crate::framing::rows());
+    // Stable: each group's rows keep their order.
+    rows.sort_by_key(|r| r.conformance.map(|c| c.group));
+    rows
+}
+
+fn own_rows() -> Vec<Row> {
     use Group::*;
     use Requirement::*;
     let s2_2 = section(9112, "2.2", "Message Parsing");

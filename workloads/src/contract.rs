@@ -58,6 +58,8 @@ pub enum Exchange {
     Pipelined(Vec<&'static str>),
     /// The `Date` header is within 2 s of this machine's clock.
     DateFresh,
+    /// A `POST /echo` body and its echo ([`crate::echo`]).
+    Echo(crate::echo::EchoProbe),
     /// A conformance row's probe ([`crate::conformance`]).
     Conformance(crate::conformance::Probe),
 }
@@ -412,6 +414,7 @@ fn contract_rows() -> Vec<Row> {
             "/",
         ]),
     ));
+    rows.extend(crate::echo::rows());
     rows.push(row(
         "Date is fresh (within 2 s)",
         "Date is the current time, as HTTP requires: a stale cache shows here",
@@ -436,6 +439,7 @@ impl Row {
             | Exchange::Http10Close
             | Exchange::Http10KeepAlive
             | Exchange::DateFresh
+            | Exchange::Echo(_)
             | Exchange::Conformance(_) => false,
         }
     }
@@ -450,6 +454,8 @@ impl Row {
             Exchange::Http10Close | Exchange::Http10KeepAlive | Exchange::DateFresh => {
                 vec![("GET", "/hello")]
             }
+            Exchange::Echo(e) if e.then_hello => vec![("POST", "/echo"), ("GET", "/hello")],
+            Exchange::Echo(_) => vec![("POST", "/echo")],
             Exchange::Reject { .. } | Exchange::Conformance(_) => Vec::new(),
         }
     }
@@ -513,6 +519,9 @@ impl Row {
                     expected: probe.expected,
                 })
             };
+        }
+        if let Exchange::Echo(probe) = &self.exchange {
+            return probe.run(addr, timeout);
         }
         let mut c = Client::connect(addr, timeout)?;
         match &self.exchange {
@@ -619,7 +628,7 @@ impl Row {
                 }
                 Ok(())
             }
-            Exchange::Conformance(_) => unreachable!("run above"),
+            Exchange::Conformance(_) | Exchange::Echo(_) => unreachable!("run above"),
         }
     }
 }

@@ -26,7 +26,9 @@
 mod config;
 pub mod conformance;
 pub mod contract;
+pub mod echo;
 mod endpoint;
+mod framing;
 pub mod probe;
 mod response;
 mod verify;

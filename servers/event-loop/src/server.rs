@@ -126,7 +126,7 @@ fn serve_connection(
     let counted = handled.clone();
     let service = service_fn(move |req| {
         counted.count();
-        service::handle(Arc::clone(&state), req)
+        service::handle(Arc::clone(&state), req, counted.clone())
     });
     let conn = graceful.watch(http.serve_connection(ConnIo::new(stream, handled), service));
     tokio::spawn(async move {

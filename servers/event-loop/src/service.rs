@@ -11,13 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::{Body as _, Incoming};
 use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, HOST, SERVER};
 use hyper::{Request, Response, StatusCode, Version};
 use workloads::{Action, Body};
 
 use crate::db::Db;
+use crate::io::Handled;
 use crate::SERVER_NAME;
 
 /// What every connection of one loop shares.
@@ -37,6 +38,7 @@ const ALLOW_VALUE: HeaderValue = HeaderValue::from_static(workloads::ALLOW);
 pub async fn handle(
     state: Arc<Loop>,
     req: Request<Incoming>,
+    handled: Handled,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if !host_is_valid(&req) {
         let mut resp = into_hyper(workloads::Response::text(
@@ -49,11 +51,22 @@ pub async fn handle(
     }
     let target = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let route = workloads::route(req.method().as_str(), target);
-    drop(req);
+    let body = req.into_body();
     let resp = match route {
         Err(rejection) => rejection.into_response(),
         Ok(route) => match workloads::start(route.endpoint, state.config_json) {
             Action::Respond(resp) => resp,
+            Action::Echo => match read_body(body).await {
+                Ok(bytes) => workloads::echo::echo(bytes),
+                Err(refusal) => {
+                    // The rest of the body is left unread: close, gently.
+                    handled.linger();
+                    let mut resp = into_hyper(refusal);
+                    resp.headers_mut()
+                        .insert(CONNECTION, HeaderValue::from_static("close"));
+                    return Ok(resp);
+                }
+            },
             Action::Sleep { ms } => {
                 tokio::time::sleep(Duration::from_millis(u64::from(ms))).await;
                 workloads::slept(ms)
@@ -64,6 +77,27 @@ pub async fn handle(
         },
     };
     Ok(into_hyper(resp))
+}
+
+/// The body of `/echo`, at most [`workloads::echo::MAX_BYTES`]: hyper
+/// frames it (Content-Length, or chunked; Transfer-Encoding wins over a
+/// Content-Length beside it, and hyper then closes the connection after
+/// the answer, as RFC 9112 §6.1 requires). `Err`: the refusal, 413 for a
+/// body over the bound (before reading it, when Content-Length says so),
+/// 400 for one that breaks its framing (a bad chunk size).
+async fn read_body(body: Incoming) -> Result<Vec<u8>, workloads::Response> {
+    let max = workloads::echo::MAX_BYTES;
+    if body.size_hint().lower() > max as u64 {
+        return Err(workloads::echo::too_large());
+    }
+    match Limited::new(body, max).collect().await {
+        Ok(collected) => Ok(collected.to_bytes().to_vec()),
+        Err(e) if e.is::<LengthLimitError>() => Err(workloads::echo::too_large()),
+        Err(_) => Err(workloads::Response::text(
+            400,
+            b"request body does not match its framing",
+        )),
+    }
 }
 
 /// RFC 9112 §3.2: Host exactly once in HTTP/1.1 (at most once in 1.0), with

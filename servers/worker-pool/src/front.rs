@@ -96,6 +96,7 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
                 routed,
                 head,
                 connection,
+                body,
             } = match inbox.next_request() {
                 Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
@@ -107,7 +108,7 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
                 }
             };
             let in_flight = front.shutdown.request();
-            let response = match front.queue.submit(routed) {
+            let response = match front.queue.submit(routed, body) {
                 Some(reply) => {
                     // Earlier pipelined answers go out while this one is worked on.
                     if !out.is_empty() {

@@ -1,14 +1,15 @@
 //! A connection's read buffer and the requests framed in it, shared by the
 //! event-loop front and the per-connection workers.
 
-use server_common::http1::{self, Connection, ParseError, MAX_BODY_BYTES, MAX_HEAD_BYTES};
+use server_common::http1::{self, Connection, ParseError, MAX_REQUEST_BYTES};
 use workloads::{Endpoint, Rejection, Response};
 
 /// Initial read buffer: many pipelined benchmark requests fit.
 const INITIAL_CAPACITY: usize = 4096;
-/// The largest request the codec accepts (head and skipped body), plus one
-/// byte so that an over-long head is seen as such.
-const MAX_CAPACITY: usize = MAX_HEAD_BYTES + MAX_BODY_BYTES + 1;
+/// The most a request occupies before the codec accepts or refuses it
+/// (head, body, chunked framing), plus one byte so that an over-long head
+/// is seen as such.
+const MAX_CAPACITY: usize = MAX_REQUEST_BYTES + 1;
 
 /// A request taken out of the buffer, owning what the rest of its life needs.
 #[derive(Debug)]
@@ -19,6 +20,10 @@ pub struct Parsed {
     pub head: bool,
     /// The `Connection` header of the response; `Close` ends the connection.
     pub connection: Connection,
+    /// The body, for the route that reads it (`/echo`; empty, unallocated,
+    /// for the others): it travels to the worker with the request, as
+    /// nginx hands a body to an FPM child.
+    pub body: Vec<u8>,
 }
 
 impl Parsed {
@@ -83,6 +88,10 @@ impl Inbox {
         let head = req.method == "HEAD";
         let routed = workloads::route(req.method, req.target).map(|r| r.endpoint);
         let connection = Connection::for_request(&req);
+        let body = match routed {
+            Ok(Endpoint::Echo) => req.body().into_owned(),
+            _ => Vec::new(),
+        };
         self.start += req.len;
         if self.start == self.end {
             self.start = 0;
@@ -92,6 +101,7 @@ impl Inbox {
             routed,
             head,
             connection,
+            body,
         }))
     }
 

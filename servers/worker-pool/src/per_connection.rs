@@ -74,6 +74,7 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                 routed,
                 head,
                 connection,
+                body,
             } = match inbox.next_request() {
                 Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
@@ -91,7 +92,7 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                 }
                 out.clear();
             }
-            let response = worker.serve(routed);
+            let response = worker.serve(routed, body);
             if encode_reply(
                 &mut out,
                 name,
