@@ -313,7 +313,7 @@ fn one(raw: impl Into<Vec<u8>>, judge: fn(&Seen) -> bool, expected: &'static str
 
 /// A probe read for up to `answers` answers, each within the timeout (a
 /// conforming server that answers fewer closes, which ends the reading).
-fn many(
+pub(crate) fn many(
     raw: impl Into<Vec<u8>>,
     answers: usize,
     judge: fn(&Seen) -> bool,

@@ -10,7 +10,7 @@
 //! A server that does not serve `/echo` (nginx-static) is judged by the
 //! same rules: its refusal must still come first and the connection close.
 
-use crate::conformance::{closing, row, section, Group, Requirement, Seen, HIDDEN, HOST};
+use crate::conformance::{closing, many, row, section, Group, Requirement, Seen, HIDDEN, HOST};
 use crate::contract::Row;
 
 /// The first answer is a 4xx, nothing in or after the body was served
@@ -66,7 +66,7 @@ pub(crate) fn rows() -> Vec<Row> {
         row(Bodies, s6_3, Must, true,
             "/echo: two equal Content-Length values → echoed once, or 400",
             "equal values MAY be read as one (or refused); either way the body is that length and what follows the next request",
-            closing(format!("{}GET /hello HTTP/1.1\r\n{HOST}\r\n", echo("Content-Length: 5\r\nContent-Length: 5\r\n", "hello")),
+            many(format!("{}GET /hello HTTP/1.1\r\n{HOST}\r\n", echo("Content-Length: 5\r\nContent-Length: 5\r\n", "hello")),
                 2, |s| (is_echo(s, 0, b"hello") && s.answers.get(1).is_some_and(|r| r.status == 200 && r.body == b"Hello World"))
                     || s.refused_and_closed(&[400]),
                 "200 \"hello\" then 200 Hello World, or 400 and close")),
