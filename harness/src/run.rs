@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::engine::{self, Check, Control, End, Io, Pace, Plan, Request, Route, Snapshot, Stop};
+use crate::engine::{
+    self, Body, Check, Control, End, Io, Pace, Plan, Request, Route, Snapshot, Stop,
+};
 use crate::report::{self, Format};
 use crate::target::Target;
 use crate::units::parse_duration;
@@ -49,6 +51,14 @@ share of the connections and of --rate. An agent that starts late says so
 on stderr and in its JSON (recording.late_s) and still runs its whole
 duration. `harness merge` adds their .hlog or JSON files exactly.
 
+Bodies: --body STRING or --body-file FILE sends that body with every
+request (every path of a mix), framed by Content-Length, or chunked with
+--chunked; the method becomes POST unless -m says otherwise. The flag is
+--body, not -d: -d is the duration, as in wrk (oha and h2load use -d for
+the body). The request is still encoded once. Responses to the contract's
+POST /echo are verified byte for byte against the body sent (over 1 MiB:
+its 413).
+
 Mixes: --path TARGET[:WEIGHT] (repeatable) loads the URL's server with
 several paths in one run instead of the URL's path (give the URL without
 one). Each path gets WEIGHT parts of the requests (a positive integer,
@@ -64,6 +74,8 @@ Examples:
   harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000
   harness run http://127.0.0.1:8082/hello -d 5s --format json --hist run.hgrm > run.json
   harness run http://127.0.0.1:8082 --path /hello:99 --path '/cpu?n=200000:1' -d 10s
+  harness run http://127.0.0.1:8082/echo -m POST --body-file 64k.bin -c 50 -d 10s
+  harness run http://127.0.0.1:8082/echo --body 'hello' --chunked -T text/plain -n 1000
   harness run http://example.test/ --no-verify -H 'Accept: text/html'
   harness run http://127.0.0.1:8082/hello -d 30s --hlog run.hlog --series run.csv
   harness run http://10.0.0.5:8082/hello -c 25 -d 60s --start-at 2026-12-01T01:00:00Z --tag agent-1 --hlog agent-1.hlog")]
@@ -124,9 +136,28 @@ pub struct RunArgs {
     #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_duration)]
     pub warmup: Duration,
 
-    /// The request method.
-    #[arg(short = 'm', long, default_value = "GET")]
-    pub method: String,
+    /// The request method (default GET; POST when a body is given).
+    #[arg(short = 'm', long)]
+    pub method: Option<String>,
+
+    /// Send this body with every request (the flag is --body: -d is the
+    /// duration here, as in wrk, not oha's and h2load's body).
+    #[arg(long, value_name = "STRING", conflicts_with = "body_file")]
+    pub body: Option<String>,
+
+    /// Send this file's bytes as the body of every request.
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+
+    /// The body's Content-Type (default application/octet-stream; a
+    /// Content-Type given with -H wins).
+    #[arg(short = 'T', long, value_name = "TYPE")]
+    pub content_type: Option<String>,
+
+    /// Send the body with Transfer-Encoding: chunked (16 KiB chunks)
+    /// rather than Content-Length.
+    #[arg(long)]
+    pub chunked: bool,
 
     /// An extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
@@ -268,12 +299,31 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
                 .with_context(|| format!("bad header {h:?}: expected `Name: value`"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let method = args.method.to_ascii_uppercase();
+    let body = body(args)?;
+    let method = match &args.method {
+        Some(m) => m.to_ascii_uppercase(),
+        None if body.is_some() => "POST".to_string(),
+        None => "GET".to_string(),
+    };
+    if method.is_empty()
+        || !method
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+    {
+        bail!("bad method {method:?}: a token such as GET or POST");
+    }
     let keepalive = !args.no_keepalive;
     let route = |path: &str, weight: u32| {
         Route::new(
-            Request::encode(&method, path, &target.authority, &headers, keepalive),
-            Check::for_request(&method, path, !args.no_verify),
+            Request::encode_with_body(
+                &method,
+                path,
+                &target.authority,
+                &headers,
+                keepalive,
+                body.as_ref(),
+            ),
+            Check::for_body(&method, path, body.as_ref(), !args.no_verify),
             weight,
         )
     };
@@ -335,6 +385,29 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     plan.tag.clone_from(&args.tag);
     plan.start_at_unix_s = args.start_at;
     Ok(plan)
+}
+
+/// The body of `--body` or `--body-file`, framed as `--chunked` says.
+fn body(args: &RunArgs) -> anyhow::Result<Option<Body>> {
+    let bytes = match (&args.body, &args.body_file) {
+        (Some(s), _) => s.clone().into_bytes(),
+        (None, Some(path)) => std::fs::read(path)
+            .with_context(|| format!("cannot read --body-file {}", path.display()))?,
+        (None, None) => {
+            if args.chunked || args.content_type.is_some() {
+                bail!("--chunked and -T/--content-type describe a body: give one with --body or --body-file");
+            }
+            return Ok(None);
+        }
+    };
+    Ok(Some(Body {
+        bytes,
+        content_type: args
+            .content_type
+            .clone()
+            .unwrap_or_else(|| "application/octet-stream".to_string()),
+        chunked: args.chunked,
+    }))
 }
 
 /// The `run` command.

@@ -181,6 +181,34 @@ pub struct TargetDoc {
     /// Path and query as sent; for a mix, its paths as `--path` takes them,
     /// space-separated (`/hello:99 /cpu?n=200000:1`).
     pub path: String,
+    /// The body every request carried (`--body`, `--body-file`); absent
+    /// without one, and in documents written before bodies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<BodyDoc>,
+}
+
+/// A request body, as sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BodyDoc {
+    /// Its length, decoded (the chunked framing not counted).
+    pub bytes: u64,
+    /// `content-length` or `chunked`.
+    pub framing: String,
+}
+
+impl BodyDoc {
+    fn of(request: &crate::engine::Request) -> Option<BodyDoc> {
+        request.body_bytes.map(|n| BodyDoc {
+            bytes: n as u64,
+            framing: if request.chunked {
+                "chunked"
+            } else {
+                "content-length"
+            }
+            .to_string(),
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -318,6 +346,7 @@ pub fn document(r: &RunResult) -> Document {
             addr: p.addr.to_string(),
             method: p.request.method.clone(),
             path: mix_spec(r),
+            body: BodyDoc::of(&p.request),
         },
         settings: Settings {
             connections: p.connections as u64,
