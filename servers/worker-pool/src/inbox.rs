@@ -137,6 +137,7 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use server_common::http1::MAX_HEAD_BYTES;
 
     fn feed(inbox: &mut Inbox, bytes: &[u8]) {
         let mut rest = bytes;
