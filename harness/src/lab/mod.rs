@@ -47,6 +47,8 @@ pub struct Lab {
     pub php_jit: PhpJit,
     /// The load engine's I/O backend (`--io`), for every load of the session.
     pub io: crate::engine::Io,
+    /// How long its io_uring waits may gather (`--gather`).
+    pub gather: std::time::Duration,
 }
 
 pub use crate::env::Started;
@@ -65,6 +67,7 @@ impl Lab {
             database: Database::none(),
             php_jit: PhpJit::default(),
             io: args.io,
+            gather: args.gather,
         })
     }
 
