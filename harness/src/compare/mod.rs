@@ -314,7 +314,7 @@ fn settings(
     let (io, io_note, gather_us) = if args.load_tool == LoadTool::Harness {
         let (io, note, can_gather) = crate::engine::resolve_io(args.lab.io);
         let gathers = io == crate::engine::Io::Uring && can_gather && !args.lab.gather.is_zero();
-        let gather_us = gathers.then(|| args.lab.gather.as_secs_f64() * 1e6);
+        let gather_us = gathers.then_some(args.lab.gather.as_secs_f64() * 1e6);
         (Some(io.name().to_string()), note, gather_us)
     } else {
         (None, None, None)
