@@ -52,14 +52,15 @@ on stderr and in its JSON (recording.late_s) and still runs its whole
 duration. `harness merge` adds their .hlog or JSON files exactly.
 
 Bodies: --body STRING or --body-file FILE sends that body with every
-request (every path of a mix), framed by Content-Length, or chunked with
---chunked; the method becomes POST unless -m says otherwise. The flag is
+request whose method carries one (not GET or HEAD; in a mix, see Mixes),
+framed by Content-Length, or chunked with --chunked; the method becomes
+POST unless -m says otherwise. The flag is
 --body, not -d: -d is the duration, as in wrk (oha and h2load use -d for
 the body). The request is still encoded once. Responses to the contract's
 POST /echo are verified byte for byte against the body sent (over 1 MiB:
 its 413).
 
-Mixes: --path TARGET[:WEIGHT] (repeatable) loads the URL's server with
+Mixes: --path [METHOD ]TARGET[:WEIGHT] (repeatable) loads the URL's server with
 several paths in one run instead of the URL's path (give the URL without
 one). Each path gets WEIGHT parts of the requests (a positive integer,
 default 1), in a fixed interleaved order per connection; each response is
@@ -67,6 +68,9 @@ verified against its own path's answer; the report keeps the totals and
 adds each path's share, rate, latency and failures. The last `:N` is the
 weight only when N is all digits: `/x?a=1:2` is /x?a=1 with weight 2, and a
 target that itself ends in `:N` needs an explicit weight (`/t?at=12:30:1`).
+A path may name its method ('POST /echo:1'); the others use -m (GET when
+some path names one). The body goes with every request whose method is not
+GET or HEAD.
 
 Examples:
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s
@@ -76,6 +80,7 @@ Examples:
   harness run http://127.0.0.1:8082 --path /hello:99 --path '/cpu?n=200000:1' -d 10s
   harness run http://127.0.0.1:8082/echo -m POST --body-file 64k.bin -c 50 -d 10s
   harness run http://127.0.0.1:8082/echo --body 'hello' --chunked -T text/plain -n 1000
+  harness run http://127.0.0.1:8082 --path /hello:9 --path 'POST /echo:1' --body-file 64k.bin -d 10s
   harness run http://example.test/ --no-verify -H 'Accept: text/html'
   harness run http://127.0.0.1:8082/hello -d 30s --hlog run.hlog --series run.csv
   harness run http://10.0.0.5:8082/hello -c 25 -d 60s --start-at 2026-12-01T01:00:00Z --tag agent-1 --hlog agent-1.hlog")]
@@ -165,7 +170,7 @@ pub struct RunArgs {
 
     /// A path (and query) of a weighted mix, instead of the URL's, e.g.
     /// --path /hello:99 --path '/cpu?n=200000:1' (repeatable; see Mixes).
-    #[arg(long = "path", value_name = "TARGET[:WEIGHT]", value_parser = parse_path)]
+    #[arg(long = "path", value_name = "[METHOD ]TARGET[:WEIGHT]", value_parser = parse_path)]
     pub paths: Vec<PathArg>,
 
     /// How the report is printed on stdout.
@@ -236,17 +241,29 @@ const START_TOLERANCE_S: f64 = 0.1;
 /// The hard bound of a `-n` run without `-d`.
 const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(600);
 
-/// One `--path`: a request target and its weight in the mix.
+/// One `--path`: a request target and its weight in the mix, and its
+/// own method if it names one (`POST /echo:1`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathArg {
+    pub method: Option<String>,
     pub target: String,
     pub weight: u32,
 }
 
-/// Parses `TARGET[:WEIGHT]`: the last `:N` is the weight when N is all
-/// digits; a suffix that looks like a number but is not a positive integer
-/// (`:0`, `:-1`, `:1.5`) is an error rather than part of the target.
+/// Parses `[METHOD ]TARGET[:WEIGHT]`: the last `:N` is the weight when N
+/// is all digits; a suffix that looks like a number but is not a positive
+/// integer (`:0`, `:-1`, `:1.5`) is an error rather than part of the target.
 pub fn parse_path(s: &str) -> Result<PathArg, String> {
+    let (method, s) = match s.split_once(' ') {
+        Some((m, rest))
+            if !m.is_empty()
+                && m.bytes().all(|b| b.is_ascii_alphabetic())
+                && rest.starts_with('/') =>
+        {
+            (Some(m.to_ascii_uppercase()), rest)
+        }
+        _ => (None, s),
+    };
     let (target, weight) = match s.rsplit_once(':') {
         Some((t, w)) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => {
             match w.parse::<u32>() {
@@ -281,6 +298,7 @@ pub fn parse_path(s: &str) -> Result<PathArg, String> {
         ));
     }
     Ok(PathArg {
+        method,
         target: target.to_string(),
         weight,
     })
@@ -300,30 +318,46 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let body = body(args)?;
+    // -m, else POST for a body (unless the mix's paths name their own
+    // methods: then the others GET), else GET.
     let method = match &args.method {
         Some(m) => m.to_ascii_uppercase(),
-        None if body.is_some() => "POST".to_string(),
+        None if body.is_some() && args.paths.iter().all(|p| p.method.is_none()) => {
+            "POST".to_string()
+        }
         None => "GET".to_string(),
     };
-    if method.is_empty()
-        || !method
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
-    {
-        bail!("bad method {method:?}: a token such as GET or POST");
+    let named = args.paths.iter().filter_map(|p| p.method.as_ref());
+    for m in std::iter::once(&method).chain(named) {
+        if m.is_empty()
+            || !m
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+        {
+            bail!("bad method {m:?}: a token such as GET or POST");
+        }
+    }
+    // The body goes with every request whose method carries one.
+    let carries = |m: &str| !matches!(m, "GET" | "HEAD");
+    let sent = if args.paths.is_empty() {
+        carries(&method)
+    } else {
+        args.paths
+            .iter()
+            .any(|p| carries(p.method.as_deref().unwrap_or(&method)))
+    };
+    if body.is_some() && !sent {
+        bail!(
+            "the body goes with no request: GET and HEAD send none here; use -m POST (or PUT, \
+             PATCH), or name a path's method in the mix (--path 'POST /echo:1')"
+        );
     }
     let keepalive = !args.no_keepalive;
-    let route = |path: &str, weight: u32| {
+    let route = |method: &str, path: &str, weight: u32| {
+        let body = body.as_ref().filter(|_| carries(method));
         Route::new(
-            Request::encode_with_body(
-                &method,
-                path,
-                &target.authority,
-                &headers,
-                keepalive,
-                body.as_ref(),
-            ),
-            Check::for_body(&method, path, body.as_ref(), !args.no_verify),
+            Request::encode_with_body(method, path, &target.authority, &headers, keepalive, body),
+            Check::for_body(method, path, body, !args.no_verify),
             weight,
         )
     };
@@ -340,12 +374,12 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let base = target.url.trim_end_matches('/');
     let mut plan = match args.paths.as_slice() {
         [] => {
-            let r = route(&target.path, 1);
+            let r = route(&method, &target.path, 1);
             Plan::new(&target.url, target.addr, r.request, r.check)
         }
         // One --path is the URL with that path.
         [one] => {
-            let r = route(&one.target, 1);
+            let r = route(one.method.as_deref().unwrap_or(&method), &one.target, 1);
             Plan::new(
                 &format!("{base}{}", one.target),
                 target.addr,
@@ -354,7 +388,16 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             )
         }
         paths => {
-            let routes = paths.iter().map(|p| route(&p.target, p.weight)).collect();
+            let routes = paths
+                .iter()
+                .map(|p| {
+                    let mut r = route(p.method.as_deref().unwrap_or(&method), &p.target, p.weight);
+                    if let Some(m) = &p.method {
+                        r.label = format!("{m} {}", p.target);
+                    }
+                    r
+                })
+                .collect();
             Plan::mixed(base, target.addr, routes).context("bad --path weights")?
         }
     };
@@ -578,6 +621,17 @@ mod tests {
         assert_eq!(p("/t?at=12:30:1"), Ok(("/t?at=12:30".into(), 1)));
         assert_eq!(p("/a:b"), Ok(("/a:b".into(), 1)));
         assert_eq!(p("/a:"), Ok(("/a:".into(), 1)));
+        // A method may lead the target.
+        let with = parse_path("post /echo:3").unwrap();
+        assert_eq!(
+            (with.method.as_deref(), with.target.as_str(), with.weight),
+            (Some("POST"), "/echo", 3)
+        );
+        assert_eq!(parse_path("/echo").unwrap().method, None);
+        assert!(
+            parse_path("POST echo").is_err(),
+            "the target still starts with /"
+        );
         for bad in ["/hello:0", "/hello:-1", "/hello:1.5", "/hello:99999999999"] {
             let e = parse_path(bad).unwrap_err();
             assert!(e.contains("positive integer"), "{bad}: {e}");

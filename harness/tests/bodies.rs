@@ -150,7 +150,51 @@ fn run_with_a_body_file_records_the_body_in_json_and_text() {
     );
     assert!(text.contains("ok 20 (100.00%)"), "{text}");
 
-    // A body flag without a body is a one-line error.
+    // A mix: GETs of /hello beside POSTs of /echo with the body, each path
+    // judged by its own answer.
+    let base = format!("http://{}", server.addr);
+    let out = harness(&[
+        "run",
+        &base,
+        "--path",
+        "/hello:3",
+        "--path",
+        "POST /echo:1",
+        "--body",
+        "hello",
+        "-c",
+        "2",
+        "-n",
+        "400",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    let value: Value = serde_json::from_str(&text).unwrap();
+    if let Err(e) = crate::cli::validate(&schema, &schema, &value, "$") {
+        panic!("the mix does not match run.schema.json: {e}\n{text}");
+    }
+    assert_eq!(value["requests"]["ok"], 400, "{text}");
+    assert_eq!(value["target"]["path"], "/hello:3 POST /echo:1");
+    let paths = value["paths"].as_array().unwrap();
+    assert_eq!(
+        (&paths[0]["method"], &paths[0]["body"]),
+        (&Value::from("GET"), &Value::Null)
+    );
+    assert_eq!(paths[1]["label"], "POST /echo");
+    assert_eq!(paths[1]["body"]["bytes"], 5);
+    assert_eq!(paths[1]["requests"]["ok"], 100);
+
+    // A body no request carries, and a body flag without a body: one-line errors.
+    let out = harness(&["run", &url, "-m", "GET", "--body", "x", "-n", "1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the body goes with no request"), "{err}");
     let out = harness(&["run", &url, "--chunked", "-n", "1"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -110,6 +110,12 @@ pub struct PathDoc {
     pub label: String,
     /// Path and query, as sent.
     pub path: String,
+    /// Its method; absent in documents written before a mix could mix them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// The body its requests carried; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<BodyDoc>,
     pub weight: u32,
     /// `weight` over the sum of the weights: the share asked for.
     pub weight_share: f64,
@@ -143,6 +149,8 @@ impl PathDoc {
         PathDoc {
             label: p.route.label.clone(),
             path: p.route.request.target.clone(),
+            method: Some(p.route.request.method.clone()),
+            body: BodyDoc::of(&p.route.request),
             weight: p.route.weight,
             weight_share: p.weight_share,
             share: p.share,
