@@ -4,7 +4,8 @@
 //! requires (MUST: a deviation fails; SHOULD: a deviation warns) and what
 //! was found.
 //!
-//! The rows ask only for `/hello` (every server here serves it). What a
+//! The rows ask for `/hello` (every server here serves it), and the
+//! body-framing rows of [`crate::framing`] post to `/echo`. What a
 //! benchmark origin may answer: a 404/405/501 for a route or method it does
 //! not serve is fine (a `POST /hello` with a body may get 405, as long as
 //! the body was framed right: the request pipelined after it is answered);
