@@ -54,11 +54,10 @@ duration. `harness merge` adds their .hlog or JSON files exactly.
 Bodies: --body STRING or --body-file FILE sends that body with every
 request whose method carries one (not GET or HEAD; in a mix, see Mixes),
 framed by Content-Length, or chunked with --chunked; the method becomes
-POST unless -m says otherwise. The flag is
---body, not -d: -d is the duration, as in wrk (oha and h2load use -d for
-the body). The request is still encoded once. Responses to the contract's
-POST /echo are verified byte for byte against the body sent (over 1 MiB:
-its 413).
+POST unless -m says otherwise. The flag is --body, not -d: -d is the
+duration, as in wrk (oha and h2load use -d for the body). The request is
+still encoded once. Responses to the contract's POST /echo are verified
+byte for byte against the body sent (over 1 MiB: its 413).
 
 Mixes: --path [METHOD ]TARGET[:WEIGHT] (repeatable) loads the URL's server with
 several paths in one run instead of the URL's path (give the URL without
