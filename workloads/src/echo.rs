@@ -23,6 +23,8 @@ use crate::verify::{Expected, ExpectedBody};
 pub const PATH: &str = "/echo";
 /// The largest body echoed: 1 MiB. One byte more: 413.
 pub const MAX_BYTES: usize = 1 << 20;
+/// The `Allow` value of its 405.
+pub const ALLOW: &str = "POST";
 /// The content type of an echoed body.
 pub const CONTENT_TYPE: &str = "application/octet-stream";
 
@@ -312,6 +314,9 @@ mod tests {
             crate::route("POST", "/echo?x=1").map(|r| r.endpoint),
             Ok(Endpoint::Echo)
         );
+        assert_eq!(crate::allow("/echo?x"), "POST");
+        assert_eq!(crate::allow("http://h/echo"), "POST");
+        assert_eq!(crate::allow("/hello"), crate::ALLOW);
         for m in ["GET", "HEAD", "PUT"] {
             assert_eq!(
                 crate::route(m, "/echo").map(|r| r.endpoint),

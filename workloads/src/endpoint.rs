@@ -144,6 +144,17 @@ pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
     Ok(Route { endpoint, head })
 }
 
+/// The `Allow` value of a 405 for `target`: the methods its path serves
+/// (`POST` for `/echo`, [`crate::ALLOW`] for the others).
+pub fn allow(target: &str) -> &'static str {
+    let path = origin_form(target).split('?').next().unwrap_or("");
+    if path == crate::echo::PATH {
+        crate::echo::ALLOW
+    } else {
+        crate::ALLOW
+    }
+}
+
 /// The path and query of a target in absolute-form (`http://host/hello`),
 /// which a server MUST accept (RFC 9112 §3.2.2); any other target as it is.
 fn origin_form(target: &str) -> &str {

@@ -497,6 +497,19 @@ fn status_line(status: u16) -> &'static [u8] {
 /// `Content-Type`, `Content-Length`, `Connection` when needed, `Allow` on
 /// 405, then the body unless `head_only`.
 pub fn encode(out: &mut Vec<u8>, server: &str, resp: &Response, head_only: bool, conn: Connection) {
+    encode_allowing(out, server, resp, head_only, conn, ALLOW);
+}
+
+/// As [`encode`], with this `Allow` value on a 405 (the methods of the
+/// request's target: [`workloads::allow`]).
+pub fn encode_allowing(
+    out: &mut Vec<u8>,
+    server: &str,
+    resp: &Response,
+    head_only: bool,
+    conn: Connection,
+    allow: &str,
+) {
     let body = resp.body.as_bytes();
     out.reserve(160 + body.len());
     out.extend_from_slice(status_line(resp.status));
@@ -515,7 +528,7 @@ pub fn encode(out: &mut Vec<u8>, server: &str, resp: &Response, head_only: bool,
         Connection::Close => out.extend_from_slice(b"Connection: close\r\n"),
     }
     if resp.status == 405 {
-        let _ = write!(out, "Allow: {ALLOW}\r\n");
+        let _ = write!(out, "Allow: {allow}\r\n");
     }
     out.extend_from_slice(b"\r\n");
     if !head_only {

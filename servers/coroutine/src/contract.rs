@@ -213,7 +213,15 @@ fn connection(mut stream: TcpStream, app: &'static App) {
                 Connection::for_request(&req)
             };
             let resp = app.respond(req.method, req.target, req.body);
-            http1::encode(&mut out, app.server, &resp, req.method == "HEAD", conn);
+            let allow = workloads::allow(req.target);
+            http1::encode_allowing(
+                &mut out,
+                app.server,
+                &resp,
+                req.method == "HEAD",
+                conn,
+                allow,
+            );
             let len = req.len;
             input.consume(len);
             incomplete_since = None;

@@ -103,6 +103,8 @@ const SERVER: &str = "M";
 
 /// The `Allow` header line of a 405 (`workloads::ALLOW`).
 const ALLOW_HEADER: &str = "Allow: GET, HEAD";
+/// The `Allow` header line of a 405 for `/echo` (`workloads::echo::ALLOW`).
+const ECHO_ALLOW_HEADER: &str = "Allow: POST";
 
 /// The running may_minihttp server.
 pub struct Server {
@@ -184,6 +186,7 @@ impl HttpService for Service {
         let http10 = req.version() == 0;
         let head_only = req.method() == "HEAD";
         let upgrade = asks_upgrade(&req);
+        let allow = workloads::allow(req.path());
         let (resp, keep_alive) = match check(&req, http10) {
             Err(refusal) => (
                 workloads::Response::text(refusal.status(), refusal.reason()),
@@ -210,7 +213,7 @@ impl HttpService for Service {
             // Nothing answered before on this connection: answer here and
             // shut the socket, so nothing after this request is processed.
             let mut out = Vec::with_capacity(256 + resp.body.as_bytes().len());
-            http1::encode(&mut out, SERVER, &resp, head_only, Connection::Close);
+            http1::encode_allowing(&mut out, SERVER, &resp, head_only, Connection::Close, allow);
             send_all(self.fd, &out);
             // SAFETY: `fd` is this connection's socket, open while its
             // service runs; may_minihttp's next write then fails and it
@@ -220,7 +223,7 @@ impl HttpService for Service {
             self.answered = Some(in_flight);
             return Ok(());
         }
-        fill(rsp, resp, head_only);
+        fill(rsp, resp, head_only, allow);
         if !keep_alive {
             rsp.header("Connection: close");
             // SAFETY: as above. may_minihttp writes this batch of answers,
@@ -290,14 +293,18 @@ fn asks_upgrade(req: &Request) -> bool {
 
 /// The contract's response as may_minihttp's; without the body for HEAD
 /// (may_minihttp then says `Content-Length: 0`).
-fn fill(rsp: &mut Response, resp: workloads::Response, head_only: bool) {
+fn fill(rsp: &mut Response, resp: workloads::Response, head_only: bool, allow: &str) {
     rsp.status_code(
         usize::from(resp.status),
         workloads::Response::reason(resp.status),
     );
     rsp.header(content_type_header(resp.content_type));
     if resp.status == 405 {
-        rsp.header(ALLOW_HEADER);
+        rsp.header(if allow == workloads::echo::ALLOW {
+            ECHO_ALLOW_HEADER
+        } else {
+            ALLOW_HEADER
+        });
     }
     if head_only {
         rsp.body("");
@@ -368,6 +375,10 @@ mod tests {
     #[test]
     fn allow_header_matches_the_contract() {
         assert_eq!(ALLOW_HEADER, format!("Allow: {}", workloads::ALLOW));
+        assert_eq!(
+            ECHO_ALLOW_HEADER,
+            format!("Allow: {}", workloads::echo::ALLOW)
+        );
     }
 
     #[test]

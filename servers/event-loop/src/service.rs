@@ -31,7 +31,6 @@ pub struct Loop {
 const SERVER_VALUE: HeaderValue = HeaderValue::from_static(SERVER_NAME);
 const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain");
 const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
-const ALLOW_VALUE: HeaderValue = HeaderValue::from_static(workloads::ALLOW);
 
 /// Serves one request. hyper adds `Date` and `Content-Length` (from the
 /// body's exact length, also on HEAD, where it then sends no body).
@@ -41,16 +40,17 @@ pub async fn handle(
     handled: Handled,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if !host_is_valid(&req) {
-        let mut resp = into_hyper(workloads::Response::text(
-            400,
-            b"Host missing, repeated or invalid",
-        ));
+        let mut resp = into_hyper(
+            workloads::Response::text(400, b"Host missing, repeated or invalid"),
+            workloads::ALLOW,
+        );
         resp.headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
         return Ok(resp);
     }
     let target = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let route = workloads::route(req.method().as_str(), target);
+    let allow = workloads::allow(target);
     let body = req.into_body();
     let resp = match route {
         Err(rejection) => rejection.into_response(),
@@ -61,7 +61,7 @@ pub async fn handle(
                 Err(refusal) => {
                     // The rest of the body is left unread: close, gently.
                     handled.linger();
-                    let mut resp = into_hyper(refusal);
+                    let mut resp = into_hyper(refusal, allow);
                     resp.headers_mut()
                         .insert(CONNECTION, HeaderValue::from_static("close"));
                     return Ok(resp);
@@ -76,7 +76,7 @@ pub async fn handle(
             }
         },
     };
-    Ok(into_hyper(resp))
+    Ok(into_hyper(resp, allow))
 }
 
 /// The body of `/echo`, at most [`workloads::echo::MAX_BYTES`]: hyper
@@ -112,7 +112,8 @@ fn host_is_valid<B>(req: &Request<B>) -> bool {
 }
 
 /// The contract's response as hyper's, `Server` first (see [`crate::io`]).
-fn into_hyper(resp: workloads::Response) -> Response<Full<Bytes>> {
+/// `allow`: the `Allow` value of a 405 ([`workloads::allow`] of the target).
+fn into_hyper(resp: workloads::Response, allow: &'static str) -> Response<Full<Bytes>> {
     let body = match resp.body {
         Body::Static(b) => Bytes::from_static(b),
         Body::Owned(v) => Bytes::from(v),
@@ -129,7 +130,7 @@ fn into_hyper(resp: workloads::Response) -> Response<Full<Bytes>> {
     };
     headers.insert(CONTENT_TYPE, content_type);
     if resp.status == 405 {
-        headers.insert(ALLOW, ALLOW_VALUE);
+        headers.insert(ALLOW, HeaderValue::from_static(allow));
     }
     out
 }

@@ -96,6 +96,7 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
                 routed,
                 head,
                 connection,
+                allow,
                 body,
             } = match inbox.next_request() {
                 Ok(Some(parsed)) => parsed,
@@ -124,7 +125,9 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
                 None => Response::busy(),
             };
             let stopping = front.shutdown.is_stopping();
-            if encode_reply(&mut out, front.name, &response, head, connection, stopping) {
+            if encode_reply(
+                &mut out, front.name, &response, head, connection, allow, stopping,
+            ) {
                 let _ = write(&mut stream, &out).await;
                 return;
             }

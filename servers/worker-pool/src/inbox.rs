@@ -20,6 +20,8 @@ pub struct Parsed {
     pub head: bool,
     /// The `Connection` header of the response; `Close` ends the connection.
     pub connection: Connection,
+    /// The `Allow` value of a 405 for its target ([`workloads::allow`]).
+    pub allow: &'static str,
     /// The body, for the route that reads it (`/echo`; empty, unallocated,
     /// for the others): it travels to the worker with the request, as
     /// nginx hands a body to an FPM child.
@@ -41,6 +43,7 @@ pub fn encode_reply(
     response: &Response,
     head: bool,
     connection: Connection,
+    allow: &str,
     stopping: bool,
 ) -> bool {
     let closing = connection == Connection::Close || stopping;
@@ -49,7 +52,7 @@ pub fn encode_reply(
     } else {
         connection
     };
-    http1::encode(out, name, response, head, connection);
+    http1::encode_allowing(out, name, response, head, connection, allow);
     closing
 }
 
@@ -88,6 +91,7 @@ impl Inbox {
         let head = req.method == "HEAD";
         let routed = workloads::route(req.method, req.target).map(|r| r.endpoint);
         let connection = Connection::for_request(&req);
+        let allow = workloads::allow(req.target);
         let body = match routed {
             Ok(Endpoint::Echo) => req.body().into_owned(),
             _ => Vec::new(),
@@ -101,6 +105,7 @@ impl Inbox {
             routed,
             head,
             connection,
+            allow,
             body,
         }))
     }

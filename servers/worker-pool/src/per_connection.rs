@@ -74,6 +74,7 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                 routed,
                 head,
                 connection,
+                allow,
                 body,
             } = match inbox.next_request() {
                 Ok(Some(parsed)) => parsed,
@@ -99,6 +100,7 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                 &response,
                 head,
                 connection,
+                allow,
                 shutdown.is_stopping(),
             ) {
                 let _ = stream.write_all(&out);
