@@ -104,7 +104,9 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
                 Err(e) => {
                     // The front answers what it cannot parse, as nginx does.
                     http1::encode_error(&mut out, front.name, e, inbox.pending_is_head());
-                    let _ = write(&mut stream, &out).await;
+                    if write(&mut stream, &out).await.is_ok() {
+                        linger(stream).await;
+                    }
                     return;
                 }
             };
@@ -155,6 +157,30 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
         }
     }
 }
+
+/// After an error answer (the rest of a refused body, say, left unread):
+/// shut our side, then drain what the client still sends, bounded in time
+/// and size, so that the close does not reset the answer away before the
+/// client reads it (RFC 9112 §9.6).
+pub async fn linger(mut stream: TcpStream) {
+    let _ = timeout(LINGER, async {
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut drained = 0;
+        while drained < LINGER_MAX_BYTES {
+            match stream.read(&mut sink).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<(), io::Error>(())
+    })
+    .await;
+}
+
+/// How long, and for how many bytes, a close after an error answer drains.
+pub const LINGER: Duration = Duration::from_millis(500);
+pub const LINGER_MAX_BYTES: usize = http1::MAX_REQUEST_BYTES;
 
 async fn write(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
     match timeout(WRITE_TIMEOUT, stream.write_all(bytes)).await {
