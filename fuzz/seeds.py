@@ -71,9 +71,22 @@ conformance = [
     "CONNECT verify:443 HTTP/1.1\r\nHost: verify:443\r\n\r\n",
     f"GET /hello HTTP/1.1\r\n{H}X-Pad: {'a' * 8200}\r\n\r\n",
 ]
-for r in contract + conformance:
+# POST /echo: bodies the codec frames (Content-Length, chunked with an
+# extension and a trailer) and the body-framing rows' malformed chunk lines
+# (workloads/src/echo.rs, framing.rs).
+E = f"POST /echo HTTP/1.1\r\n{H}"
+bodies = [
+    f"{E}Content-Length: 11\r\n\r\nhello\r\n\0\xffxx",
+    f"{E}Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nA;ext=1\r\n, world!!!\r\n0\r\nX-Trailer: 1\r\n\r\n{FOLLOW}",
+    f"{E}Content-Length: 44\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n{HIDDEN}",
+    f"{E}Transfer-Encoding: chunked\r\n\r\nzz\r\n{HIDDEN}\r\n0\r\n\r\n",
+    f"{E}Transfer-Encoding: chunked\r\n\r\n0x{len(HIDDEN):x}\r\n{HIDDEN}\r\n0\r\n\r\n",
+    f"{E}Transfer-Encoding: chunked\r\n\r\n3\r\nhello\r\n0\r\n\r\n{FOLLOW}",
+    f"{E}Content-Length: 1048577\r\n\r\n",
+]
+for r in contract + conformance + bodies:
     put("http1_request", r)
-for i, r in enumerate(contract + conformance):
+for i, r in enumerate(contract + conformance + bodies):
     put("http1_pipelined", chr(i % 256) + r + FOLLOW)
 put("http1_pipelined", "\x07" + FOLLOW + f"GET /nope HTTP/1.1\r\n{H}\r\n" + FOLLOW)
 put("http1_pipelined", "\x09" + "".join(contract[:8]))

@@ -189,7 +189,39 @@ function send(req, res, status, type, body, extra) {
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 
-const ROUTES = new Set(['/', '/hello', '/cpu', '/db', '/work', '/sleep', '/config']);
+const ROUTES = new Set(['/', '/hello', '/cpu', '/db', '/work', '/sleep', '/config', '/echo']);
+
+// POST /echo: the body (Content-Length or chunked, framed by node:http)
+// answered back as application/octet-stream; over 1 MiB, 413 and close.
+const ECHO_MAX_BYTES = 1 << 20;
+
+function echo(req, res) {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > ECHO_MAX_BYTES) return echoTooLarge(req, res);
+  const chunks = [];
+  let size = 0;
+  let refused = false;
+  req.on('data', (chunk) => {
+    if (refused) return;
+    size += chunk.length;
+    if (size > ECHO_MAX_BYTES) {
+      refused = true;
+      echoTooLarge(req, res);
+      return;
+    }
+    chunks.push(chunk);
+  });
+  req.on('end', () => {
+    if (!refused) send(req, res, 200, 'application/octet-stream', Buffer.concat(chunks, size));
+  });
+}
+
+function echoTooLarge(req, res) {
+  send(req, res, 413, 'text/plain', 'request body over 1 MiB', { Connection: 'close' });
+  // Read the rest and drop it: a close with input unread resets the
+  // connection, which can destroy the answer before the client reads it.
+  req.resume();
+}
 
 // A target in absolute-form (http://host/hello) routes by its path: a
 // server MUST accept that form (RFC 9112 §3.2.2).
@@ -205,6 +237,10 @@ function handle(req, res) {
   const q = target.indexOf('?');
   const path = q < 0 ? target : target.slice(0, q);
   if (!ROUTES.has(path)) return send(req, res, 404, 'text/plain', 'not found');
+  if (path === '/echo') {
+    if (req.method === 'POST') return echo(req, res);
+    return send(req, res, 405, 'text/plain', 'method not allowed', { Allow: 'POST' });
+  }
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     return send(req, res, 405, 'text/plain', 'method not allowed', { Allow: 'GET, HEAD' });
   }

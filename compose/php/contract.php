@@ -15,6 +15,11 @@
  *             Bench\DbUnavailable when the database cannot answer.
  *   - $facts: array or callable(): array with the stack's own /config facts
  *             (server, model, workers, db_pool), read from the live process.
+ *   - $body:  callable(): string, the request body as the stack has it
+ *             (php://input for php-fpm and FrankenPHP, the PSR-7 body for
+ *             RoadRunner, rawContent() for Swoole); called only by
+ *             `POST /echo`. The server in front frames it (Content-Length
+ *             or chunked) and refuses a body that breaks its framing.
  *
  * handle() is pure apart from the workload itself (sqrt loop, $db, usleep):
  * no globals, no output, no header() calls.
@@ -27,6 +32,8 @@ namespace Bench;
 const CPU_N_DEFAULT = 1000;
 const CPU_N_MAX = 10000000;
 const SLEEP_MS_MAX = 10000;
+/** The largest body `POST /echo` answers back; one byte more: 413. */
+const ECHO_MAX_BYTES = 1048576;
 
 /** The database could not be reached (pool timeout, no connection, ...). */
 final class DbUnavailable extends \RuntimeException
@@ -41,12 +48,13 @@ final class BadRequest extends \InvalidArgumentException
 /**
  * @param callable(string, bool): int $db
  * @param array<string, mixed>|callable(): array<string, mixed> $facts
+ * @param null|callable(): string $body
  * @return array{0: int, 1: string, 2: string, 3: array<string, string>}
  *         [status, content type, body, extra headers]. The body is the GET
  *         body also for HEAD: the adapter sends its length as Content-Length
  *         and omits it.
  */
-function handle(string $method, string $target, callable $db, array|callable $facts = []): array
+function handle(string $method, string $target, callable $db, array|callable $facts = [], ?callable $body = null): array
 {
     // A target in absolute-form (http://host/hello) routes by its path:
     // a server MUST accept that form (RFC 9112 §3.2.2).
@@ -65,10 +73,14 @@ function handle(string $method, string $target, callable $db, array|callable $fa
         '/work' => 'work',
         '/sleep' => 'sleep',
         '/config' => 'config',
+        '/echo' => 'echo',
         default => null,
     };
     if ($route === null) {
         return [404, 'text/plain', 'not found', []];
+    }
+    if ($route === 'echo') {
+        return echo_body($method, $body);
     }
     if ($method !== 'GET' && $method !== 'HEAD') {
         return [405, 'text/plain', 'method not allowed', ['Allow' => 'GET, HEAD']];
@@ -125,6 +137,25 @@ function handle(string $method, string $target, callable $db, array|callable $fa
         return [503, 'text/plain', 'db unavailable', []];
     }
     return [404, 'text/plain', 'not found', []]; // unreachable
+}
+
+/**
+ * `POST /echo`: the body answered back as application/octet-stream; over
+ * ECHO_MAX_BYTES 413 (and the connection closed); other methods 405.
+ *
+ * @param null|callable(): string $body
+ * @return array{0: int, 1: string, 2: string, 3: array<string, string>}
+ */
+function echo_body(string $method, ?callable $body): array
+{
+    if ($method !== 'POST') {
+        return [405, 'text/plain', 'method not allowed', ['Allow' => 'POST']];
+    }
+    $bytes = $body === null ? '' : (string) $body();
+    if (strlen($bytes) > ECHO_MAX_BYTES) {
+        return [413, 'text/plain', 'request body over 1 MiB', ['Connection' => 'close']];
+    }
+    return [200, 'application/octet-stream', $bytes, []];
 }
 
 function sqrt_sum(int $n): float

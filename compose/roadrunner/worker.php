@@ -75,6 +75,7 @@ while (true) {
             $uri->getPath() . ($query !== '' ? '?' . $query : ''),
             $db,
             $facts,
+            static fn (): string => (string) $request->getBody(),
         );
         $headers['Content-Type'] = $type;
         $headers['Content-Length'] = (string) strlen($body);

@@ -268,7 +268,8 @@ $server->on('request', static function (Request $req, Response $res) use ($db, $
     if (isset($req->server['query_string']) && $req->server['query_string'] !== '') {
         $target .= '?' . $req->server['query_string'];
     }
-    [$status, $type, $body, $headers] = Bench\handle($method, $target, $db, $facts);
+    $input = static fn (): string => (string) $req->rawContent();
+    [$status, $type, $body, $headers] = Bench\handle($method, $target, $db, $facts, $input);
     $res->status($status);
     $res->header('Content-Type', $type);
     foreach ($headers as $k => $v) {

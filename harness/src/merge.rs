@@ -354,13 +354,18 @@ fn plan_of(docs: &[&Document], sources: &[Source]) -> anyhow::Result<Plan> {
         .addr
         .parse()
         .unwrap_or_else(|_| "0.0.0.0:0".parse().expect("a literal address"));
-    let request = Request::encode(
+    let mut request = Request::encode(
         &d.target.method,
         &d.target.path,
         &d.target.addr,
         &[],
         d.settings.keepalive,
     );
+    // What the agents sent, for the merged document (nothing is sent here).
+    if let Some(body) = &d.target.body {
+        request.body_bytes = Some(body.bytes as usize);
+        request.chunked = body.framing == "chunked";
+    }
     let check = if d.settings.check == "2xx" {
         Check::Success
     } else {

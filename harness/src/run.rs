@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::engine::{
-    self, Check, Control, End, Io, Pace, Plan, Request, Route, Snapshot, Stop, TlsPlan, TlsVersion,
-    Trust,
+    self, Body, Check, Control, End, Io, Pace, Plan, Request, Route, Snapshot, Stop, TlsPlan,
+    TlsVersion, Trust,
 };
 use crate::report::{self, Format};
 use crate::target::Target;
@@ -69,7 +69,15 @@ share of the connections and of --rate. An agent that starts late says so
 on stderr and in its JSON (recording.late_s) and still runs its whole
 duration. `harness merge` adds their .hlog or JSON files exactly.
 
-Mixes: --path TARGET[:WEIGHT] (repeatable) loads the URL's server with
+Bodies: --body STRING or --body-file FILE sends that body with every
+request whose method carries one (not GET or HEAD; in a mix, see Mixes),
+framed by Content-Length, or chunked with --chunked; the method becomes
+POST unless -m says otherwise. The flag is --body, not -d: -d is the
+duration, as in wrk (oha and h2load use -d for the body). The request is
+still encoded once. Responses to the contract's POST /echo are verified
+byte for byte against the body sent (over 1 MiB: its 413).
+
+Mixes: --path [METHOD ]TARGET[:WEIGHT] (repeatable) loads the URL's server with
 several paths in one run instead of the URL's path (give the URL without
 one). Each path gets WEIGHT parts of the requests (a positive integer,
 default 1), in a fixed interleaved order per connection; each response is
@@ -77,6 +85,9 @@ verified against its own path's answer; the report keeps the totals and
 adds each path's share, rate, latency and failures. The last `:N` is the
 weight only when N is all digits: `/x?a=1:2` is /x?a=1 with weight 2, and a
 target that itself ends in `:N` needs an explicit weight (`/t?at=12:30:1`).
+A path may name its method ('POST /echo:1'); the others use -m (GET when
+some path names one). The body goes with every request whose method is not
+GET or HEAD.
 
 Examples:
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s
@@ -86,6 +97,9 @@ Examples:
   harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 50 -d 10s
   harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem --no-keepalive --tls-no-resume -d 10s
   harness run http://127.0.0.1:8082 --path /hello:99 --path '/cpu?n=200000:1' -d 10s
+  harness run http://127.0.0.1:8082/echo -m POST --body-file 64k.bin -c 50 -d 10s
+  harness run http://127.0.0.1:8082/echo --body 'hello' --chunked -T text/plain -n 1000
+  harness run http://127.0.0.1:8082 --path /hello:9 --path 'POST /echo:1' --body-file 64k.bin -d 10s
   harness run http://example.test/ --no-verify -H 'Accept: text/html'
   harness run http://127.0.0.1:8082/hello -d 30s --hlog run.hlog --series run.csv
   harness run http://10.0.0.5:8082/hello -c 25 -d 60s --start-at 2026-12-01T01:00:00Z --tag agent-1 --hlog agent-1.hlog")]
@@ -146,9 +160,28 @@ pub struct RunArgs {
     #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_duration)]
     pub warmup: Duration,
 
-    /// The request method.
-    #[arg(short = 'm', long, default_value = "GET")]
-    pub method: String,
+    /// The request method (default GET; POST when a body is given).
+    #[arg(short = 'm', long)]
+    pub method: Option<String>,
+
+    /// Send this body with every request (the flag is --body: -d is the
+    /// duration here, as in wrk, not oha's and h2load's body).
+    #[arg(long, value_name = "STRING", conflicts_with = "body_file")]
+    pub body: Option<String>,
+
+    /// Send this file's bytes as the body of every request.
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+
+    /// The body's Content-Type (default application/octet-stream; a
+    /// Content-Type given with -H wins).
+    #[arg(short = 'T', long, value_name = "TYPE")]
+    pub content_type: Option<String>,
+
+    /// Send the body with Transfer-Encoding: chunked (16 KiB chunks)
+    /// rather than Content-Length.
+    #[arg(long)]
+    pub chunked: bool,
 
     /// An extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
@@ -156,7 +189,7 @@ pub struct RunArgs {
 
     /// A path (and query) of a weighted mix, instead of the URL's, e.g.
     /// --path /hello:99 --path '/cpu?n=200000:1' (repeatable; see Mixes).
-    #[arg(long = "path", value_name = "TARGET[:WEIGHT]", value_parser = parse_path)]
+    #[arg(long = "path", value_name = "[METHOD ]TARGET[:WEIGHT]", value_parser = parse_path)]
     pub paths: Vec<PathArg>,
 
     /// How the report is printed on stdout.
@@ -246,17 +279,29 @@ const START_TOLERANCE_S: f64 = 0.1;
 /// The hard bound of a `-n` run without `-d`.
 const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(600);
 
-/// One `--path`: a request target and its weight in the mix.
+/// One `--path`: a request target and its weight in the mix, and its
+/// own method if it names one (`POST /echo:1`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathArg {
+    pub method: Option<String>,
     pub target: String,
     pub weight: u32,
 }
 
-/// Parses `TARGET[:WEIGHT]`: the last `:N` is the weight when N is all
-/// digits; a suffix that looks like a number but is not a positive integer
-/// (`:0`, `:-1`, `:1.5`) is an error rather than part of the target.
+/// Parses `[METHOD ]TARGET[:WEIGHT]`: the last `:N` is the weight when N
+/// is all digits; a suffix that looks like a number but is not a positive
+/// integer (`:0`, `:-1`, `:1.5`) is an error rather than part of the target.
 pub fn parse_path(s: &str) -> Result<PathArg, String> {
+    let (method, s) = match s.split_once(' ') {
+        Some((m, rest))
+            if !m.is_empty()
+                && m.bytes().all(|b| b.is_ascii_alphabetic())
+                && rest.starts_with('/') =>
+        {
+            (Some(m.to_ascii_uppercase()), rest)
+        }
+        _ => (None, s),
+    };
     let (target, weight) = match s.rsplit_once(':') {
         Some((t, w)) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => {
             match w.parse::<u32>() {
@@ -291,6 +336,7 @@ pub fn parse_path(s: &str) -> Result<PathArg, String> {
         ));
     }
     Ok(PathArg {
+        method,
         target: target.to_string(),
         weight,
     })
@@ -309,12 +355,47 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
                 .with_context(|| format!("bad header {h:?}: expected `Name: value`"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let method = args.method.to_ascii_uppercase();
+    let body = body(args)?;
+    // -m, else POST for a body (unless the mix's paths name their own
+    // methods: then the others GET), else GET.
+    let method = match &args.method {
+        Some(m) => m.to_ascii_uppercase(),
+        None if body.is_some() && args.paths.iter().all(|p| p.method.is_none()) => {
+            "POST".to_string()
+        }
+        None => "GET".to_string(),
+    };
+    let named = args.paths.iter().filter_map(|p| p.method.as_ref());
+    for m in std::iter::once(&method).chain(named) {
+        if m.is_empty()
+            || !m
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+        {
+            bail!("bad method {m:?}: a token such as GET or POST");
+        }
+    }
+    // The body goes with every request whose method carries one.
+    let carries = |m: &str| !matches!(m, "GET" | "HEAD");
+    let sent = if args.paths.is_empty() {
+        carries(&method)
+    } else {
+        args.paths
+            .iter()
+            .any(|p| carries(p.method.as_deref().unwrap_or(&method)))
+    };
+    if body.is_some() && !sent {
+        bail!(
+            "the body goes with no request: GET and HEAD send none here; use -m POST (or PUT, \
+             PATCH), or name a path's method in the mix (--path 'POST /echo:1')"
+        );
+    }
     let keepalive = !args.no_keepalive;
-    let route = |path: &str, weight: u32| {
+    let route = |method: &str, path: &str, weight: u32| {
+        let body = body.as_ref().filter(|_| carries(method));
         Route::new(
-            Request::encode(&method, path, &target.authority, &headers, keepalive),
-            Check::for_request(&method, path, !args.no_verify),
+            Request::encode_with_body(method, path, &target.authority, &headers, keepalive, body),
+            Check::for_body(method, path, body, !args.no_verify),
             weight,
         )
     };
@@ -331,12 +412,12 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let base = target.url.trim_end_matches('/');
     let mut plan = match args.paths.as_slice() {
         [] => {
-            let r = route(&target.path, 1);
+            let r = route(&method, &target.path, 1);
             Plan::new(&target.url, target.addr, r.request, r.check)
         }
         // One --path is the URL with that path.
         [one] => {
-            let r = route(&one.target, 1);
+            let r = route(one.method.as_deref().unwrap_or(&method), &one.target, 1);
             Plan::new(
                 &format!("{base}{}", one.target),
                 target.addr,
@@ -345,7 +426,16 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             )
         }
         paths => {
-            let routes = paths.iter().map(|p| route(&p.target, p.weight)).collect();
+            let routes = paths
+                .iter()
+                .map(|p| {
+                    let mut r = route(p.method.as_deref().unwrap_or(&method), &p.target, p.weight);
+                    if let Some(m) = &p.method {
+                        r.label = format!("{m} {}", p.target);
+                    }
+                    r
+                })
+                .collect();
             Plan::mixed(base, target.addr, routes).context("bad --path weights")?
         }
     };
@@ -403,6 +493,29 @@ fn tls_plan(args: &RunArgs, target: &Target) -> anyhow::Result<Option<TlsPlan>> 
     tls.name().map_err(anyhow::Error::msg)?;
     tls.client_config().map_err(anyhow::Error::msg)?;
     Ok(Some(tls))
+}
+
+/// The body of `--body` or `--body-file`, framed as `--chunked` says.
+fn body(args: &RunArgs) -> anyhow::Result<Option<Body>> {
+    let bytes = match (&args.body, &args.body_file) {
+        (Some(s), _) => s.clone().into_bytes(),
+        (None, Some(path)) => std::fs::read(path)
+            .with_context(|| format!("cannot read --body-file {}", path.display()))?,
+        (None, None) => {
+            if args.chunked || args.content_type.is_some() {
+                bail!("--chunked and -T/--content-type describe a body: give one with --body or --body-file");
+            }
+            return Ok(None);
+        }
+    };
+    Ok(Some(Body {
+        bytes,
+        content_type: args
+            .content_type
+            .clone()
+            .unwrap_or_else(|| "application/octet-stream".to_string()),
+        chunked: args.chunked,
+    }))
 }
 
 /// The `run` command.
@@ -588,6 +701,17 @@ mod tests {
         assert_eq!(p("/t?at=12:30:1"), Ok(("/t?at=12:30".into(), 1)));
         assert_eq!(p("/a:b"), Ok(("/a:b".into(), 1)));
         assert_eq!(p("/a:"), Ok(("/a:".into(), 1)));
+        // A method may lead the target.
+        let with = parse_path("post /echo:3").unwrap();
+        assert_eq!(
+            (with.method.as_deref(), with.target.as_str(), with.weight),
+            (Some("POST"), "/echo", 3)
+        );
+        assert_eq!(parse_path("/echo").unwrap().method, None);
+        assert!(
+            parse_path("POST echo").is_err(),
+            "the target still starts with /"
+        );
         for bad in ["/hello:0", "/hello:-1", "/hello:1.5", "/hello:99999999999"] {
             let e = parse_path(bad).unwrap_err();
             assert!(e.contains("positive integer"), "{bad}: {e}");

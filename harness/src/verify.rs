@@ -25,7 +25,9 @@ use crate::units::parse_duration;
 #[command(after_help = "\
 Sends one request per contract row (every endpoint, HEAD, 404, 405, bad
 query values, a malformed request, an oversized header, HTTP/1.0 with and
-without keep-alive, keep-alive reuse, pipelining) and judges each answer
+without keep-alive, keep-alive reuse, pipelining, POST /echo bodies up to
+1 MiB by Content-Length and chunked, 413 beyond, bad chunk framing) and
+judges each answer (an echo byte for byte against the body sent)
 with workloads::verify. Prints PASS or FAIL per row, with what differed.
 /db and /work rows need the server's database to be up.
 
@@ -34,7 +36,10 @@ itself (RFC 9112 and RFC 9110), in four groups — request line, header
 fields, bodies (Content-Length, chunked), connections (pipelining, close,
 Upgrade, CONNECT, half-close). Each row cites its section: a deviation from
 a MUST fails, from a SHOULD warns; every row says what the server did. It
-asks only for /hello, so it runs against any server. Not run by default:
+asks for /hello, and its body-framing rows post to /echo (Content-Length
+with Transfer-Encoding, repeated Content-Length, bad chunk-size lines),
+where the echo shows which framing won; a server without /echo is judged
+by its refusal, so it runs against any server. Not run by default:
 it judges the HTTP layer, not the contract, and a server you did not write
 (Swoole, Node.js) is reported, not patched around.
 

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[path = "util.rs"]
 mod util;
 
-use harness::engine::{Io, Route, Stop};
-use util::{plan_on, run, Behaviour, TestServer};
+use harness::engine::{Body, Check, Io, Request, Route, Stop};
+use util::{plan_on, run, sibling_binary, Behaviour, TestServer};
 
 struct Counting;
 
@@ -65,9 +65,6 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// The count is of every engine thread in the process: one test at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// Allocations on the engine's threads during one run of `requests` on
 /// backend `io`, of `/hello` alone or of a 3:1 mix with another path.
 fn engine_allocations(io: Io, requests: u64, keepalive: bool, mixed: bool) -> u64 {
@@ -89,6 +86,11 @@ fn engine_allocations(io: Io, requests: u64, keepalive: bool, mixed: bool) -> u6
     assert_eq!(r.stats.ok, requests);
     ENGINE_ALLOCS.load(Ordering::Relaxed) - before
 }
+
+/// The tests of this binary run one at a time: the count is of every
+/// engine thread in the process, the allocations of the time series grow
+/// with a run's seconds, and a second test's load beside a run stretches them.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// On each I/O backend.
 #[test]
@@ -159,5 +161,48 @@ fn tls_allocations_per_request_stay_within_the_stated_bound() {
              the stated {}",
             harness::engine::tls::ALLOCS_PER_REQUEST
         );
+    }
+}
+
+/// Allocations on the engine's threads during `requests` of `POST /echo`
+/// with a 4 KiB body to the event-loop server, every echo verified.
+fn echo_allocations(server: &testkit::ServerProcess, io: Io, requests: u64, chunked: bool) -> u64 {
+    let authority = server.addr.to_string();
+    let body = Body {
+        bytes: workloads::echo::pattern(4096),
+        content_type: "application/octet-stream".into(),
+        chunked,
+    };
+    let p = plan_on(io, &format!("http://{authority}/echo"), |p| {
+        p.stop = Stop::Count(requests);
+        p.connections = 8;
+        p.request = Request::encode_with_body("POST", "/echo", &authority, &[], true, Some(&body));
+        p.check = Check::for_body("POST", "/echo", Some(&body), true);
+    });
+    let before = ENGINE_ALLOCS.load(Ordering::Relaxed);
+    let r = run(&p);
+    assert_eq!(r.stats.ok, requests, "{:?}", r.stats.failures);
+    ENGINE_ALLOCS.load(Ordering::Relaxed) - before
+}
+
+/// A body is part of the request encoded once: none per request either,
+/// framed by Content-Length or chunked, on each backend.
+#[test]
+fn no_allocation_per_request_with_a_body() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = sibling_binary("event-loop");
+    let server = testkit::ServerProcess::start(
+        bin.to_str().unwrap(),
+        &["--mysql-url", "mysql://bench:bench@127.0.0.1:1/bench"],
+    );
+    for io in [Io::Epoll, Io::Uring] {
+        for chunked in [false, true] {
+            let small = echo_allocations(&server, io, 500, chunked);
+            let large = echo_allocations(&server, io, 5_000, chunked);
+            assert!(
+                large <= small + 16,
+                "{io:?} chunked={chunked}: {small} allocations for 500 requests, {large} for 5,000"
+            );
+        }
     }
 }

@@ -82,6 +82,8 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
                 "worker-pool,php-fpm",
                 "--workloads",
                 "hello,work",
+                "--gather",
+                "200us",
             ],
             &QUICK[..],
         ]
@@ -105,6 +107,12 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
     let results = Results::from_json(&text).unwrap();
     assert_eq!(results.database.kind, "embedded");
     assert!(!results.header.interrupted);
+    // The engine's I/O as `harness run` records it, --gather passed through.
+    let (io, _, can_gather) = harness::engine::resolve_io(harness::engine::Io::Uring);
+    assert_eq!(results.settings.io.as_deref(), Some(io.name()));
+    let gathers = io == harness::engine::Io::Uring && can_gather;
+    assert_eq!(results.settings.gather_us, gathers.then_some(200.0));
+    assert!(stdout.contains("load: the engine on"), "{stdout}");
     // Both pass every row of harness verify, run before loading.
     for s in &results.servers {
         let c = s.contract.as_ref().expect("a contract check");
@@ -1072,6 +1080,9 @@ fn synthetic() -> Results {
             environment: Some("bare".into()),
             order: Some("sequential".into()),
             seed: None,
+            io: Some("uring".into()),
+            io_note: None,
+            gather_us: Some(400.0),
         },
         machine: Machine {
             cpu_model: "CPU".into(),
@@ -1161,6 +1172,10 @@ fn synthetic_results_match_the_schema_and_render() {
     );
     assert!(!table.contains("a hello c=100: other"), "{table}");
     assert!(table.contains("3.57×"), "{table}");
+    assert!(
+        table.contains("load: the engine on io_uring, gathering 400 µs"),
+        "the engine's I/O under the table: {table}"
+    );
     assert!(
         table.contains("b HTTP/1.1 conformance (RFC 9112/9110): 1 pass, 0 warn, 1 fail"),
         "{table}"

@@ -1,6 +1,7 @@
 //! The harness's integration tests, one binary (as ripgrep's tests/tests.rs):
 //! real sockets everywhere.
 
+mod bodies;
 mod cli;
 mod compare;
 mod compose_stacks;

@@ -4,7 +4,8 @@
 //! requires (MUST: a deviation fails; SHOULD: a deviation warns) and what
 //! was found.
 //!
-//! The rows ask only for `/hello` (every server here serves it). What a
+//! The rows ask for `/hello` (every server here serves it), and the
+//! body-framing rows of [`crate::framing`] post to `/echo`. What a
 //! benchmark origin may answer: a 404/405/501 for a route or method it does
 //! not serve is fine (a `POST /hello` with a body may get 405, as long as
 //! the body was framed right: the request pipelined after it is answered);
@@ -272,19 +273,19 @@ impl Probe {
     }
 }
 
-const HOST: &str = "Host: verify\r\n";
+pub(crate) const HOST: &str = "Host: verify\r\n";
 /// The request pipelined after a body: answered `200 Hello World` if the
 /// body was framed right.
 const FOLLOW: &str = "GET /hello HTTP/1.1\r\nHost: verify\r\n\r\n";
 /// Hidden in a body: answered (404) only by a server that misframes it.
-const HIDDEN: &str = "GET /nope HTTP/1.1\r\nHost: verify\r\n\r\n";
+pub(crate) const HIDDEN: &str = "GET /nope HTTP/1.1\r\nHost: verify\r\n\r\n";
 
-fn section(rfc: u16, number: &'static str, title: &'static str) -> Section {
+pub(crate) fn section(rfc: u16, number: &'static str, title: &'static str) -> Section {
     Section { rfc, number, title }
 }
 
 /// One conformance row.
-fn row(
+pub(crate) fn row(
     group: Group,
     section: Section,
     requirement: Requirement,
@@ -313,7 +314,7 @@ fn one(raw: impl Into<Vec<u8>>, judge: fn(&Seen) -> bool, expected: &'static str
 
 /// A probe read for up to `answers` answers, each within the timeout (a
 /// conforming server that answers fewer closes, which ends the reading).
-fn many(
+pub(crate) fn many(
     raw: impl Into<Vec<u8>>,
     answers: usize,
     judge: fn(&Seen) -> bool,
@@ -332,7 +333,7 @@ fn many(
 /// A probe whose judge needs the close after its last answer: up to
 /// `answers` answers, then whether the server closed (a server that
 /// answers fewer is read to its close or its silence anyway).
-fn closing(
+pub(crate) fn closing(
     raw: impl Into<Vec<u8>>,
     answers: usize,
     judge: fn(&Seen) -> bool,
@@ -362,8 +363,17 @@ fn chunked_hidden(size_line: &str, after_last: &str) -> String {
     )
 }
 
-/// The conformance section, in the order of its groups.
+/// The conformance section, in the order of its groups (the body-framing
+/// rows of `POST /echo`, [`crate::framing`], among the bodies).
 pub fn rows() -> Vec<Row> {
+    let mut rows = own_rows();
+    rows.extend(crate::framing::rows());
+    // Stable: each group's rows keep their order.
+    rows.sort_by_key(|r| r.conformance.map(|c| c.group));
+    rows
+}
+
+fn own_rows() -> Vec<Row> {
     use Group::*;
     use Requirement::*;
     let s2_2 = section(9112, "2.2", "Message Parsing");

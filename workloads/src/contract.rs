@@ -58,6 +58,8 @@ pub enum Exchange {
     Pipelined(Vec<&'static str>),
     /// The `Date` header is within 2 s of this machine's clock.
     DateFresh,
+    /// A `POST /echo` body and its echo ([`crate::echo`]).
+    Echo(crate::echo::EchoProbe),
     /// A conformance row's probe ([`crate::conformance`]).
     Conformance(crate::conformance::Probe),
 }
@@ -125,8 +127,8 @@ pub enum RowError {
     },
     #[error("405 without an Allow header")]
     NoAllow,
-    #[error("Allow: {0:?} does not list GET")]
-    AllowWithoutGet(String),
+    #[error("Allow: {got:?} does not list {method}")]
+    AllowWithout { got: String, method: &'static str },
     #[error("the connection was left open")]
     LeftOpen,
     #[error("answered in {took:?}, before {at_least:?}")]
@@ -340,6 +342,11 @@ fn contract_rows() -> Vec<Row> {
             "another method on a contract path is 405 with Allow listing GET",
         ));
     }
+    rows.push(request(
+        "GET",
+        "/echo",
+        "a method /echo does not serve is 405 with Allow listing POST, its one method",
+    ));
     for t in BAD_QUERY_TARGETS {
         rows.push(request(
             "GET",
@@ -412,6 +419,7 @@ fn contract_rows() -> Vec<Row> {
             "/",
         ]),
     ));
+    rows.extend(crate::echo::rows());
     rows.push(row(
         "Date is fresh (within 2 s)",
         "Date is the current time, as HTTP requires: a stale cache shows here",
@@ -436,6 +444,7 @@ impl Row {
             | Exchange::Http10Close
             | Exchange::Http10KeepAlive
             | Exchange::DateFresh
+            | Exchange::Echo(_)
             | Exchange::Conformance(_) => false,
         }
     }
@@ -450,6 +459,8 @@ impl Row {
             Exchange::Http10Close | Exchange::Http10KeepAlive | Exchange::DateFresh => {
                 vec![("GET", "/hello")]
             }
+            Exchange::Echo(e) if e.then_hello => vec![("POST", "/echo"), ("GET", "/hello")],
+            Exchange::Echo(_) => vec![("POST", "/echo")],
             Exchange::Reject { .. } | Exchange::Conformance(_) => Vec::new(),
         }
     }
@@ -513,6 +524,9 @@ impl Row {
                     expected: probe.expected,
                 })
             };
+        }
+        if let Exchange::Echo(probe) = &self.exchange {
+            return probe.run(addr, timeout);
         }
         let mut c = Client::connect(addr, timeout)?;
         match &self.exchange {
@@ -619,7 +633,7 @@ impl Row {
                 }
                 Ok(())
             }
-            Exchange::Conformance(_) => unreachable!("run above"),
+            Exchange::Conformance(_) | Exchange::Echo(_) => unreachable!("run above"),
         }
     }
 }
@@ -647,6 +661,12 @@ fn same_as_get(head: &RawResponse, get: &RawResponse, fixed_body: bool) -> Resul
 
 /// Whether a response is the contract's answer; a 405 must also list GET in `Allow`.
 fn judge(r: RawResponse, expected: &Expected) -> Result<RawResponse, RowError> {
+    judge_at(r, expected, "/")
+}
+
+/// As [`judge`], for `target`: a 405 must list in `Allow` the method its
+/// path serves (GET, or POST for `/echo`: [`crate::allow`]).
+fn judge_at(r: RawResponse, expected: &Expected, target: &str) -> Result<RawResponse, RowError> {
     if let Err(mismatch) = r.verify(expected) {
         return Err(RowError::Mismatch {
             mismatch,
@@ -654,9 +674,17 @@ fn judge(r: RawResponse, expected: &Expected) -> Result<RawResponse, RowError> {
         });
     }
     if expected.status == 405 {
+        let method = crate::allow(target)
+            .split(',')
+            .next()
+            .unwrap_or("GET")
+            .trim();
         let allow = r.header("allow").ok_or(RowError::NoAllow)?;
-        if !allow.contains("GET") {
-            return Err(RowError::AllowWithoutGet(allow.to_string()));
+        if !allow.split(',').any(|m| m.trim() == method) {
+            return Err(RowError::AllowWithout {
+                got: allow.to_string(),
+                method,
+            });
         }
     }
     Ok(r)
@@ -690,7 +718,7 @@ impl Client {
     /// Sends `method target` and judges the answer against the contract.
     fn exchange(&mut self, method: &str, target: &str) -> Result<RawResponse, RowError> {
         let r = self.exchange_raw(method, target)?;
-        judge(r, &expect(method, target))
+        judge_at(r, &expect(method, target), target)
     }
 
     /// Reads one response; `head`: no body follows.

@@ -37,6 +37,8 @@ pub enum Endpoint {
     Sleep { ms: u32 },
     /// `GET /config`.
     Config,
+    /// `POST /echo`: the request's body, answered back ([`crate::echo`]).
+    Echo,
 }
 
 impl Endpoint {
@@ -58,7 +60,8 @@ pub struct Route {
 pub enum Rejection {
     /// 404: no such path.
     NotFound,
-    /// 405: a known path with a method other than GET or HEAD.
+    /// 405: a known path with a method it does not serve (GET and HEAD;
+    /// POST for `/echo`).
     MethodNotAllowed,
     /// 400: a query value out of range or not a number; the reason is one line.
     BadQuery(String),
@@ -91,7 +94,9 @@ impl Rejection {
 
 /// Every path the router knows. A new route starts here; the contract's unit
 /// tests fail until a row in [`crate::contract`] requests it.
-pub const PATHS: &[&str] = &["/", "/hello", "/cpu", "/db", "/work", "/sleep", "/config"];
+pub const PATHS: &[&str] = &[
+    "/", "/hello", "/cpu", "/db", "/work", "/sleep", "/config", "/echo",
+];
 
 /// Routes a request line's method and target (`/path?query`).
 ///
@@ -105,6 +110,9 @@ pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
     };
     if !PATHS.contains(&path) {
         return Err(Rejection::NotFound);
+    }
+    if path == crate::echo::PATH {
+        return crate::echo::route(method);
     }
     let head = match method {
         "GET" => false,
@@ -134,6 +142,17 @@ pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
         _ => unreachable!("path checked above"),
     };
     Ok(Route { endpoint, head })
+}
+
+/// The `Allow` value of a 405 for `target`: the methods its path serves
+/// (`POST` for `/echo`, [`crate::ALLOW`] for the others).
+pub fn allow(target: &str) -> &'static str {
+    let path = origin_form(target).split('?').next().unwrap_or("");
+    if path == crate::echo::PATH {
+        crate::echo::ALLOW
+    } else {
+        crate::ALLOW
+    }
 }
 
 /// The path and query of a target in absolute-form (`http://host/hello`),

@@ -26,14 +26,17 @@
 mod config;
 pub mod conformance;
 pub mod contract;
+pub mod echo;
 mod endpoint;
+mod framing;
 pub mod probe;
 mod response;
 mod verify;
 
 pub use config::ServerConfig;
 pub use endpoint::{
-    route, ConnMode, Endpoint, Rejection, Route, CPU_N_DEFAULT, CPU_N_MAX, PATHS, SLEEP_MS_MAX,
+    allow, route, ConnMode, Endpoint, Rejection, Route, CPU_N_DEFAULT, CPU_N_MAX, PATHS,
+    SLEEP_MS_MAX,
 };
 pub use response::{finish, slept, start, Action, AfterQuery, Body, Query, Response, ALLOW};
 pub use verify::{expect, verify, verify_headers, Expected, ExpectedBody, Mismatch};

@@ -67,6 +67,8 @@ impl Response {
             400 => "Bad Request",
             404 => "Not Found",
             405 => "Method Not Allowed",
+            411 => "Length Required",
+            413 => "Content Too Large",
             408 => "Request Timeout",
             431 => "Request Header Fields Too Large",
             500 => "Internal Server Error",
@@ -120,6 +122,8 @@ pub enum Action {
         conn: ConnMode,
         then: AfterQuery,
     },
+    /// Answer the request's body back: [`crate::echo::echo`] with it.
+    Echo,
 }
 
 /// Starts serving an endpoint. CPU work (the sqrt loop of `/cpu` and `/work`)
@@ -152,6 +156,7 @@ pub fn start(endpoint: Endpoint, config_json: &'static [u8]) -> Action {
             content_type: "application/json",
             body: Body::Static(config_json),
         }),
+        Endpoint::Echo => Action::Echo,
     }
 }
 

@@ -79,6 +79,7 @@ pub fn expect(method: &str, target: &str) -> Expected {
                 Endpoint::Sleep { ms } => {
                     Expected::ok("text/plain", format!("slept {ms}").into_bytes())
                 }
+                Endpoint::Echo => crate::echo::expect(b""),
                 Endpoint::Config => Expected {
                     status: 200,
                     content_type: "application/json",
@@ -164,10 +165,10 @@ pub fn verify_headers(
         return Err(Mismatch::BadHeader {
             name: "Content-Type",
             value: lossy(ct),
-            problem: if expected.content_type == "application/json" {
-                "is not application/json"
-            } else {
-                "is not text/plain"
+            problem: match expected.content_type {
+                "application/json" => "is not application/json",
+                crate::echo::CONTENT_TYPE => "is not application/octet-stream",
+                _ => "is not text/plain",
             },
         });
     }

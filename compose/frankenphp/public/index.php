@@ -41,7 +41,8 @@ $facts = static fn (): array => [
 
 $handler = static function () use ($db, $facts): void {
     $method = $_SERVER['REQUEST_METHOD'] ?? 'GET';
-    Bench\emit_sapi($method, Bench\handle($method, $_SERVER['REQUEST_URI'] ?? '/', $db, $facts));
+    $body = static fn (): string => (string) file_get_contents('php://input');
+    Bench\emit_sapi($method, Bench\handle($method, $_SERVER['REQUEST_URI'] ?? '/', $db, $facts, $body));
 };
 
 if (!function_exists('frankenphp_handle_request')) {

@@ -77,6 +77,7 @@ impl Ctx<'_> {
             keepalive: true,
             timeout: Duration::from_secs(10),
             io: self.lab.io,
+            gather: self.lab.gather,
         };
         let plan = load::plan(running, path, &shape, length);
         let control = Control {

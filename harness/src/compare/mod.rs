@@ -309,6 +309,16 @@ fn settings(
     baseline: Option<String>,
     environment: Environment,
 ) -> Settings {
+    // What the engine runs on here, as `harness run` records it: resolved
+    // once (every run of the session resolves the same way).
+    let (io, io_note, gather_us) = if args.load_tool == LoadTool::Harness {
+        let (io, note, can_gather) = crate::engine::resolve_io(args.lab.io);
+        let gathers = io == crate::engine::Io::Uring && can_gather && !args.lab.gather.is_zero();
+        let gather_us = gathers.then_some(args.lab.gather.as_secs_f64() * 1e6);
+        (Some(io.name().to_string()), note, gather_us)
+    } else {
+        (None, None, None)
+    };
     Settings {
         workloads: workloads
             .iter()
@@ -329,6 +339,9 @@ fn settings(
         environment: Some(environment.name().into()),
         order: Some(args.order.name().into()),
         seed: args.seed.filter(|_| args.order == Order::Interleaved),
+        io,
+        io_note,
+        gather_us,
     }
 }
 

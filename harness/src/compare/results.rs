@@ -59,9 +59,35 @@ pub struct Settings {
     /// `--seed`: each round's cells shuffled with it (absent: in order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// The load engine's I/O backend (`uring`, `epoll`) when it drove the
+    /// load; absent for ab and wrk, and in results written before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
+    /// Why it is not the one asked for (io_uring refused here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_note: Option<String>,
+    /// How long its io_uring waits gathered (`--gather`), if they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gather_us: Option<f64>,
 }
 
 impl Settings {
+    /// The engine's I/O, in words for the reports (`None` when it did not
+    /// drive the load).
+    pub fn io_phrase(&self) -> Option<String> {
+        let io = self.io.as_deref()?;
+        let mut s = match (io, self.gather_us) {
+            ("uring", Some(g)) => format!("the engine on io_uring, gathering {g:.0} µs"),
+            ("uring", None) => "the engine on io_uring, not gathering".to_string(),
+            (other, _) => format!("the engine on {other}"),
+        };
+        if let Some(note) = &self.io_note {
+            s.push_str(&format!(" ({note})"));
+        }
+        Some(s)
+    }
+
     /// How the runs were ordered, in words for the reports.
     pub fn order_phrase(&self) -> String {
         match (self.order.as_deref(), self.seed) {

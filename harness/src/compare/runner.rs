@@ -109,6 +109,7 @@ fn plan(ctx: &Ctx, running: &Running, w: &Workload, c: usize, length: Duration) 
         keepalive: !ctx.args.no_keepalive,
         timeout: ctx.args.timeout,
         io: ctx.lab.io,
+        gather: ctx.lab.gather,
     };
     load::plan(running, &w.path, &shape, length)
 }

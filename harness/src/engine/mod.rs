@@ -76,8 +76,27 @@ impl Check {
     /// How responses to `method path` are judged: the contract's exact status
     /// and body for its endpoints; any 2xx for other paths or with `--no-verify`.
     pub fn for_request(method: &str, path: &str, verify: bool) -> Check {
-        if !verify || workloads::route(method, path).is_err() {
-            return Check::Success;
+        Check::for_body(method, path, None, verify)
+    }
+
+    /// As [`Check::for_request`], for a request that carries `body`: the
+    /// contract's `POST /echo` answers it back (the expected body is the
+    /// sent one), or 413 when it is over the contract's bound.
+    pub fn for_body(method: &str, path: &str, body: Option<&Body>, verify: bool) -> Check {
+        let route = match workloads::route(method, path) {
+            Ok(route) if verify => route,
+            _ => return Check::Success,
+        };
+        if route.endpoint == workloads::Endpoint::Echo {
+            let sent = body.map_or(&[][..], |b| &b.bytes[..]);
+            let expected = workloads::echo::expect(sent);
+            return match expected.exact_body() {
+                Some(_) => Check::Exact {
+                    status: expected.status,
+                    body: Arc::from(sent),
+                },
+                None => Check::Status(expected.status),
+            };
         }
         let expected = workloads::expect(method, path);
         match expected.exact_body() {
@@ -106,6 +125,21 @@ impl Check {
     }
 }
 
+/// A request body (`harness run --body`, `--body-file`): sent with every
+/// request, inside the bytes encoded once ([`Request::encode_with_body`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Body {
+    pub bytes: Vec<u8>,
+    /// `Content-Type` (unless a header given with the request sets it).
+    pub content_type: String,
+    /// `Transfer-Encoding: chunked` (in chunks of [`CHUNK_BYTES`]) rather
+    /// than `Content-Length`.
+    pub chunked: bool,
+}
+
+/// The chunk size of a chunked body: 16 KiB, a typical client write.
+pub const CHUNK_BYTES: usize = 16 * 1024;
+
 /// One request, encoded once for the whole run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
@@ -113,6 +147,10 @@ pub struct Request {
     /// Path and query, as sent on the request line.
     pub target: String,
     pub bytes: Arc<[u8]>,
+    /// The body's length (decoded), if it carries one.
+    pub body_bytes: Option<usize>,
+    /// The body is sent chunked.
+    pub chunked: bool,
 }
 
 impl Request {
@@ -126,8 +164,24 @@ impl Request {
         headers: &[(String, String)],
         keepalive: bool,
     ) -> Request {
+        Request::encode_with_body(method, target, host, headers, keepalive, None)
+    }
+
+    /// As [`Request::encode`], with `body` after the head, framed by
+    /// `Content-Length` or chunked, and its `Content-Type` unless `headers`
+    /// has one. Still encoded once: every request of the run writes these
+    /// bytes, so a body costs no allocation per request.
+    pub fn encode_with_body(
+        method: &str,
+        target: &str,
+        host: &str,
+        headers: &[(String, String)],
+        keepalive: bool,
+        body: Option<&Body>,
+    ) -> Request {
         let mut s = format!("{method} {target} HTTP/1.1\r\n");
-        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        if !has("host") {
             s.push_str(&format!("Host: {host}\r\n"));
         }
         for (name, value) in headers {
@@ -136,11 +190,36 @@ impl Request {
         if !keepalive {
             s.push_str("Connection: close\r\n");
         }
+        if let Some(b) = body {
+            if !has("content-type") {
+                s.push_str(&format!("Content-Type: {}\r\n", b.content_type));
+            }
+            if b.chunked {
+                s.push_str("Transfer-Encoding: chunked\r\n");
+            } else {
+                s.push_str(&format!("Content-Length: {}\r\n", b.bytes.len()));
+            }
+        }
         s.push_str("\r\n");
+        let mut bytes = s.into_bytes();
+        if let Some(b) = body {
+            if b.chunked {
+                for chunk in b.bytes.chunks(CHUNK_BYTES) {
+                    bytes.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                    bytes.extend_from_slice(chunk);
+                    bytes.extend_from_slice(b"\r\n");
+                }
+                bytes.extend_from_slice(b"0\r\n\r\n");
+            } else {
+                bytes.extend_from_slice(&b.bytes);
+            }
+        }
         Request {
             method: method.to_string(),
             target: target.to_string(),
-            bytes: Arc::from(s.into_bytes()),
+            bytes: Arc::from(bytes),
+            body_bytes: body.map(|b| b.bytes.len()),
+            chunked: body.is_some_and(|b| b.chunked),
         }
     }
 

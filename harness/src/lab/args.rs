@@ -45,6 +45,12 @@ pub struct LabArgs {
     /// why, where refused) or epoll.
     #[arg(long, value_enum, default_value_t = crate::engine::Io::default(), value_name = "BACKEND")]
     pub io: crate::engine::Io,
+
+    /// io_uring, closed loop: how long a wait of the load engine may hold
+    /// out for half the requests in flight (as `harness run --gather`);
+    /// 0 turns it off; needs kernel 6.13 (`min_wait`), else off.
+    #[arg(long, default_value = "400us", value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    pub gather: std::time::Duration,
 }
 
 impl LabArgs {

@@ -17,6 +17,8 @@ pub struct Shape {
     pub timeout: Duration,
     /// The engine's I/O backend (the session's `--io`).
     pub io: Io,
+    /// How long its io_uring waits may gather (the session's `--gather`).
+    pub gather: Duration,
 }
 
 /// `GET path` on `running` for `length`, every response checked against
@@ -34,6 +36,7 @@ pub fn plan(running: &Running, path: &str, shape: &Shape, length: Duration) -> P
     p.threads = shape.threads;
     p.keepalive = shape.keepalive;
     p.io = shape.io;
+    p.gather = shape.gather;
     p.timeout = shape.timeout;
     p.stop = Stop::Duration(length);
     p.max_duration = length;

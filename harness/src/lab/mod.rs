@@ -50,6 +50,8 @@ pub struct Lab {
     pub io: crate::engine::Io,
     /// `--from-image`: servers to run from their compose image.
     pub from_image: Vec<String>,
+    /// How long its io_uring waits may gather (`--gather`).
+    pub gather: std::time::Duration,
 }
 
 pub use crate::env::Started;
@@ -69,6 +71,7 @@ impl Lab {
             php_jit: PhpJit::default(),
             io: args.io,
             from_image: args.from_image.clone(),
+            gather: args.gather,
         })
     }
 

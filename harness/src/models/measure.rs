@@ -61,6 +61,7 @@ pub fn run_path_profiled(
         keepalive,
         timeout: TIMEOUT,
         io: lab.io,
+        gather: lab.gather,
     };
     let plan = load::plan(running, path, &shape, length);
     let control = Control {

@@ -174,6 +174,12 @@ pub struct PathDoc {
     pub label: String,
     /// Path and query, as sent.
     pub path: String,
+    /// Its method; absent in documents written before a mix could mix them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// The body its requests carried; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<BodyDoc>,
     pub weight: u32,
     /// `weight` over the sum of the weights: the share asked for.
     pub weight_share: f64,
@@ -207,6 +213,8 @@ impl PathDoc {
         PathDoc {
             label: p.route.label.clone(),
             path: p.route.request.target.clone(),
+            method: Some(p.route.request.method.clone()),
+            body: BodyDoc::of(&p.route.request),
             weight: p.route.weight,
             weight_share: p.weight_share,
             share: p.share,
@@ -245,6 +253,34 @@ pub struct TargetDoc {
     /// Path and query as sent; for a mix, its paths as `--path` takes them,
     /// space-separated (`/hello:99 /cpu?n=200000:1`).
     pub path: String,
+    /// The body every request carried (`--body`, `--body-file`); absent
+    /// without one, and in documents written before bodies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<BodyDoc>,
+}
+
+/// A request body, as sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BodyDoc {
+    /// Its length, decoded (the chunked framing not counted).
+    pub bytes: u64,
+    /// `content-length` or `chunked`.
+    pub framing: String,
+}
+
+impl BodyDoc {
+    fn of(request: &crate::engine::Request) -> Option<BodyDoc> {
+        request.body_bytes.map(|n| BodyDoc {
+            bytes: n as u64,
+            framing: if request.chunked {
+                "chunked"
+            } else {
+                "content-length"
+            }
+            .to_string(),
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -382,6 +418,7 @@ pub fn document(r: &RunResult) -> Document {
             addr: p.addr.to_string(),
             method: p.request.method.clone(),
             path: mix_spec(r),
+            body: BodyDoc::of(&p.request),
         },
         settings: Settings {
             connections: p.connections as u64,

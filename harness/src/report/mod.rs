@@ -181,7 +181,13 @@ pub fn mix_spec(r: &RunResult) -> String {
         .plan
         .mix
         .iter()
-        .map(|m| format!("{}:{}", m.request.target, m.weight))
+        .map(|m| {
+            if m.request.method == r.plan.request.method {
+                format!("{}:{}", m.request.target, m.weight)
+            } else {
+                format!("{} {}:{}", m.request.method, m.request.target, m.weight)
+            }
+        })
         .collect();
     each.join(" ")
 }

@@ -14,6 +14,14 @@ pub fn render(r: &RunResult) -> String {
     let mut out = String::new();
     let secs = r.duration.as_secs_f64();
     let _ = write!(out, "{} {}", r.plan.request.method, r.plan.url);
+    if let Some(n) = r.plan.request.body_bytes {
+        let framing = if r.plan.request.chunked {
+            "chunked"
+        } else {
+            "Content-Length"
+        };
+        let _ = write!(out, " with a {}-byte body ({framing})", thousands(n as u64));
+    }
     if r.plan.is_mixed() {
         let _ = write!(out, ", a mix of {} paths", r.plan.mix.len());
     }

@@ -101,6 +101,7 @@ pub fn cell(
                 keepalive,
                 timeout: TIMEOUT,
                 io: lab.io,
+                gather: lab.gather,
             };
             let mut plan = load::plan(running, path, &shape, bound);
             if let Some(n) = count {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use server_common::http1::RequestBody;
 use server_common::shutdown::Shutdown;
 use workloads::{finish, route, slept, start, Action, Response};
 
@@ -22,14 +23,16 @@ pub struct App {
 }
 
 impl App {
-    /// The contract's answer to `method target`, computed in this coroutine.
-    pub fn respond(&self, method: &str, target: &str) -> Response {
+    /// The contract's answer to `method target` with `body`, computed in
+    /// this coroutine.
+    pub fn respond(&self, method: &str, target: &str, body: RequestBody<'_>) -> Response {
         let endpoint = match route(method, target) {
             Ok(r) => r.endpoint,
             Err(rejection) => return rejection.into_response(),
         };
         match start(endpoint, self.config_json) {
             Action::Respond(resp) => resp,
+            Action::Echo => workloads::echo::echo(body.bytes().into_owned()),
             Action::Sleep { ms } => {
                 // A may timer: parks the coroutine, the worker thread runs others.
                 may::coroutine::sleep(Duration::from_millis(u64::from(ms)));

@@ -30,7 +30,7 @@ use std::os::fd::{FromRawFd, IntoRawFd};
 use std::time::{Duration, Instant};
 
 use may::net::{TcpListener, TcpStream};
-use server_common::http1::{self, Connection, MAX_BODY_BYTES, MAX_HEAD_BYTES};
+use server_common::http1::{self, Connection, MAX_REQUEST_BYTES};
 
 use crate::app::App;
 
@@ -40,9 +40,10 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Initial size of a connection's read and write buffers.
 const INITIAL_BUF: usize = 4096;
-/// The read buffer never needs more: a head over [`MAX_HEAD_BYTES`] is
-/// refused before its body is read, and a body is at most [`MAX_BODY_BYTES`].
-const MAX_READ_BUF: usize = MAX_HEAD_BYTES + MAX_BODY_BYTES;
+/// The read buffer never needs more: the codec refuses a request before it
+/// occupies more ([`MAX_REQUEST_BYTES`]: a head, a 1 MiB body, its chunked
+/// framing).
+const MAX_READ_BUF: usize = MAX_REQUEST_BYTES;
 /// After an error response, how long to drain what the client still sends
 /// before closing, so that the close does not reset the response away.
 const LINGER: Duration = Duration::from_millis(500);
@@ -250,8 +251,16 @@ fn connection<S: Stream>(mut stream: S, app: &'static App) {
             } else {
                 Connection::for_request(&req)
             };
-            let resp = app.respond(req.method, req.target);
-            http1::encode(&mut out, app.server, &resp, req.method == "HEAD", conn);
+            let resp = app.respond(req.method, req.target, req.body);
+            let allow = workloads::allow(req.target);
+            http1::encode_allowing(
+                &mut out,
+                app.server,
+                &resp,
+                req.method == "HEAD",
+                conn,
+                allow,
+            );
             let len = req.len;
             input.consume(len);
             incomplete_since = None;

@@ -10,8 +10,10 @@
 //! this module adds a small check around it (RFC 9112):
 //! - every parsed request's fields go through the shared codec's
 //!   [`check_fields`] (Host, Content-Length, Transfer-Encoding) and a head
-//!   size bound (431), and a body with Content-Length is read and dropped,
-//!   so a request hidden in a body is never answered;
+//!   size bound (431), and a body with Content-Length is read (echoed by
+//!   `POST /echo`, dropped by the other routes), so a request hidden in a
+//!   body is never answered; a chunked body is refused with 411, as RFC
+//!   9112 §6.3 allows: may_minihttp cannot frame it;
 //! - a request that ends its connection (refused, `Connection: close`,
 //!   HTTP/1.0 without keep-alive) and comes first on its connection is
 //!   answered by the shared codec's encoder on the socket, which is then
@@ -52,7 +54,9 @@
 //!   behind it, among them); and the 400 of a connection's first request
 //!   that may_minihttp cannot parse carries its reason even to a HEAD (the
 //!   request's bytes are in may_minihttp's buffer, out of our sight);
-//! - it has no read timeout: a slowloris client holds its coroutine forever.
+//! - it has no read timeout: a slowloris client holds its coroutine forever;
+//! - a chunked body is refused (411), so `POST /echo` takes Content-Length
+//!   bodies only.
 //!
 //! A request stays in flight until its answer is written: may_minihttp
 //! writes a batch of answers after `call` returns, so the guard of the last
@@ -74,7 +78,7 @@ use std::os::fd::RawFd;
 use may::coroutine::JoinHandle;
 use may_minihttp::{HttpService, HttpServiceFactory, Request, Response};
 use server_common::http1::{
-    self, check_fields, Connection, ParseError, MAX_BODY_BYTES, MAX_HEAD_BYTES,
+    self, check_fields, Connection, ParseError, RequestBody, MAX_HEAD_BYTES,
 };
 use server_common::shutdown::InFlight;
 use workloads::Body;
@@ -90,6 +94,7 @@ pub const HTTP_LIMITS: &[&str] = &[
     "a request followed at once by the client's half-close gets no answer when both arrive in one read",
     "answers to HEAD on a kept-alive connection say Content-Length: 0, not the GET's length (RFC 9110 §8.6)",
     "no read timeout: a stalled request holds its coroutine",
+    "a chunked request body is refused with 411: may_minihttp knows no Transfer-Encoding (RFC 9112 §6.3 allows the refusal); POST /echo takes Content-Length bodies only",
 ];
 
 /// The `Server` value may_minihttp sends, used on the answers this module
@@ -98,6 +103,8 @@ const SERVER: &str = "M";
 
 /// The `Allow` header line of a 405 (`workloads::ALLOW`).
 const ALLOW_HEADER: &str = "Allow: GET, HEAD";
+/// The `Allow` header line of a 405 for `/echo` (`workloads::echo::ALLOW`).
+const ECHO_ALLOW_HEADER: &str = "Allow: POST";
 
 /// The running may_minihttp server.
 pub struct Server {
@@ -179,21 +186,26 @@ impl HttpService for Service {
         let http10 = req.version() == 0;
         let head_only = req.method() == "HEAD";
         let upgrade = asks_upgrade(&req);
+        let allow = workloads::allow(req.path());
         let (resp, keep_alive) = match check(&req, http10) {
             Err(refusal) => (
                 workloads::Response::text(refusal.status(), refusal.reason()),
                 false,
             ),
             Ok(fields) => {
-                let resp = app.respond(req.method(), req.path());
-                if fields.body_len > 0 {
-                    // Read and drop the body, so nothing in it is parsed
-                    // as a request.
-                    io::copy(
-                        &mut req.body().take(fields.body_len as u64),
-                        &mut io::sink(),
-                    )?;
-                }
+                // Read the body, so nothing in it is parsed as a request;
+                // `/echo` answers it back, the other routes drop it.
+                let resp = if fields.body_len == 0 {
+                    app.respond(req.method(), req.path(), RequestBody::Plain(b""))
+                } else {
+                    // `body()` takes the request: its method and target first.
+                    let (method, target) = (req.method().to_owned(), req.path().to_owned());
+                    let mut body = Vec::with_capacity(fields.body_len);
+                    req.body()
+                        .take(fields.body_len as u64)
+                        .read_to_end(&mut body)?;
+                    app.respond(&method, &target, RequestBody::Plain(&body))
+                };
                 (resp, fields.keep_alive(http10) && !upgrade)
             }
         };
@@ -201,7 +213,7 @@ impl HttpService for Service {
             // Nothing answered before on this connection: answer here and
             // shut the socket, so nothing after this request is processed.
             let mut out = Vec::with_capacity(256 + resp.body.as_bytes().len());
-            http1::encode(&mut out, SERVER, &resp, head_only, Connection::Close);
+            http1::encode_allowing(&mut out, SERVER, &resp, head_only, Connection::Close, allow);
             send_all(self.fd, &out);
             // SAFETY: `fd` is this connection's socket, open while its
             // service runs; may_minihttp's next write then fails and it
@@ -211,7 +223,7 @@ impl HttpService for Service {
             self.answered = Some(in_flight);
             return Ok(());
         }
-        fill(rsp, resp, head_only);
+        fill(rsp, resp, head_only, allow);
         if !keep_alive {
             rsp.header("Connection: close");
             // SAFETY: as above. may_minihttp writes this batch of answers,
@@ -261,8 +273,8 @@ fn check(req: &Request, http10: bool) -> Result<http1::Fields, ParseError> {
         return Err(ParseError::Malformed);
     }
     let fields = check_fields(http10, headers.iter().map(|h| (h.name, h.value)))?;
-    if fields.body_len > MAX_BODY_BYTES {
-        return Err(ParseError::Malformed);
+    if fields.chunked {
+        return Err(ParseError::LengthRequired);
     }
     Ok(fields)
 }
@@ -281,14 +293,18 @@ fn asks_upgrade(req: &Request) -> bool {
 
 /// The contract's response as may_minihttp's; without the body for HEAD
 /// (may_minihttp then says `Content-Length: 0`).
-fn fill(rsp: &mut Response, resp: workloads::Response, head_only: bool) {
+fn fill(rsp: &mut Response, resp: workloads::Response, head_only: bool, allow: &str) {
     rsp.status_code(
         usize::from(resp.status),
         workloads::Response::reason(resp.status),
     );
     rsp.header(content_type_header(resp.content_type));
     if resp.status == 405 {
-        rsp.header(ALLOW_HEADER);
+        rsp.header(if allow == workloads::echo::ALLOW {
+            ECHO_ALLOW_HEADER
+        } else {
+            ALLOW_HEADER
+        });
     }
     if head_only {
         rsp.body("");
@@ -359,6 +375,10 @@ mod tests {
     #[test]
     fn allow_header_matches_the_contract() {
         assert_eq!(ALLOW_HEADER, format!("Allow: {}", workloads::ALLOW));
+        assert_eq!(
+            ECHO_ALLOW_HEADER,
+            format!("Allow: {}", workloads::echo::ALLOW)
+        );
     }
 
     #[test]

@@ -315,7 +315,7 @@ fn minihttp_engine_limits_are_as_listed_in_config() {
     let server = ServerProcess::start(BIN, &["--engine", "minihttp"]);
     let config = get(server.addr, "/config").unwrap();
     let config = workloads::ServerConfig::from_json(&config.body).unwrap();
-    assert_eq!(config.http_limits.len(), 5, "{:?}", config.http_limits);
+    assert_eq!(config.http_limits.len(), 6, "{:?}", config.http_limits);
 
     // A malformed request after an answered one: dropped without an answer.
     let mut c = connect(server.addr);
@@ -372,6 +372,56 @@ fn minihttp_engine_limits_are_as_listed_in_config() {
     assert!(
         c.is_closed(Duration::from_secs(10)),
         "nothing after the close"
+    );
+}
+
+/// `POST /echo` on the minihttp engine: every contract row with a
+/// Content-Length body passes (1 MiB echoed, 413 beyond, the framing
+/// refusals); a chunked body is refused with 411 and the connection closed,
+/// the limit /config lists (may_minihttp knows no Transfer-Encoding).
+#[test]
+fn minihttp_engine_echoes_content_length_bodies_and_refuses_chunked_ones() {
+    use workloads::contract::{Exchange, Outcome};
+    use workloads::echo::Framing;
+    let server = ServerProcess::start(BIN, &["--engine", "minihttp"]);
+    let config = get(server.addr, "/config").unwrap();
+    let config = workloads::ServerConfig::from_json(&config.body).unwrap();
+    assert!(
+        config
+            .http_limits
+            .iter()
+            .any(|l| l.contains("chunked request body is refused with 411")),
+        "{:?}",
+        config.http_limits
+    );
+    let mut wrong = Vec::new();
+    let mut echo_rows = 0;
+    for row in workloads::contract::rows() {
+        let chunked = match &row.exchange {
+            Exchange::Echo(probe) => matches!(probe.framing, Framing::Chunked { .. }),
+            Exchange::Reject { raw, .. } if raw.starts_with(b"POST /echo") => true,
+            _ => continue,
+        };
+        echo_rows += 1;
+        let checked = row.check(server.addr, Duration::from_secs(10));
+        match (chunked, checked.outcome) {
+            (false, Outcome::Pass) => {}
+            (true, Outcome::Fail) if checked.response.as_ref().is_some_and(|r| r.status == 411) => {
+            }
+            (true, Outcome::Fail) if checked.found.contains("411") => {}
+            (_, outcome) => wrong.push(format!(
+                "{} {}: {}",
+                outcome.name(),
+                row.name,
+                checked.found
+            )),
+        }
+    }
+    assert!(echo_rows >= 8, "{echo_rows} /echo rows");
+    assert!(
+        wrong.is_empty(),
+        "minihttp engine on /echo:\n{}",
+        wrong.join("\n")
     );
 }
 

@@ -29,7 +29,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -65,18 +65,30 @@ pub struct ConnIo<S: Stream = TcpStream> {
 }
 
 /// The number of requests of one connection that hyper handed to the
-/// service: counted by the service, read by [`ConnIo`].
+/// service: counted by the service, read by [`ConnIo`]; and whether the
+/// service refused a body it did not read (then the close lingers too).
 #[derive(Clone, Default, Debug)]
-pub struct Handled(Arc<AtomicU64>);
+pub struct Handled(Arc<(AtomicU64, AtomicBool)>);
 
 impl Handled {
     /// One more request reached the service.
     pub fn count(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        self.0 .0.fetch_add(1, Ordering::Relaxed);
     }
 
     fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.0 .0.load(Ordering::Relaxed)
+    }
+
+    /// The service answered with a close and left input unread (a body
+    /// over the bound, or one that broke its framing): close gently, or
+    /// the kernel's reset may destroy the answer before the client reads it.
+    pub fn linger(&self) {
+        self.0 .1.store(true, Ordering::Relaxed);
+    }
+
+    fn lingers(&self) -> bool {
+        self.0 .1.load(Ordering::Relaxed)
     }
 }
 
@@ -300,7 +312,7 @@ impl<S: Stream> Write for ConnIo<S> {
 
 impl<S: Stream> Drop for ConnIo<S> {
     fn drop(&mut self) {
-        if !self.linger {
+        if !self.linger && !self.handled.lingers() {
             return;
         }
         if let (Some(stream), Ok(rt)) = (self.stream.take(), tokio::runtime::Handle::try_current())

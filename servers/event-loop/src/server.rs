@@ -162,7 +162,7 @@ fn connection<S: crate::io::Stream>(
     let counted = handled.clone();
     let service = service_fn(move |req| {
         counted.count();
-        service::handle(Arc::clone(&state), req)
+        service::handle(Arc::clone(&state), req, counted.clone())
     });
     http.serve_connection(ConnIo::new(stream, handled), service)
 }

@@ -11,13 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::{Body as _, Incoming};
 use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, HOST, SERVER};
 use hyper::{Request, Response, StatusCode, Version};
 use workloads::{Action, Body};
 
 use crate::db::Db;
+use crate::io::Handled;
 use crate::SERVER_NAME;
 
 /// What every connection of one loop shares.
@@ -30,30 +31,42 @@ pub struct Loop {
 const SERVER_VALUE: HeaderValue = HeaderValue::from_static(SERVER_NAME);
 const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain");
 const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
-const ALLOW_VALUE: HeaderValue = HeaderValue::from_static(workloads::ALLOW);
 
 /// Serves one request. hyper adds `Date` and `Content-Length` (from the
 /// body's exact length, also on HEAD, where it then sends no body).
 pub async fn handle(
     state: Arc<Loop>,
     req: Request<Incoming>,
+    handled: Handled,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if !host_is_valid(&req) {
-        let mut resp = into_hyper(workloads::Response::text(
-            400,
-            b"Host missing, repeated or invalid",
-        ));
+        let mut resp = into_hyper(
+            workloads::Response::text(400, b"Host missing, repeated or invalid"),
+            workloads::ALLOW,
+        );
         resp.headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
         return Ok(resp);
     }
     let target = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let route = workloads::route(req.method().as_str(), target);
-    drop(req);
+    let allow = workloads::allow(target);
+    let body = req.into_body();
     let resp = match route {
         Err(rejection) => rejection.into_response(),
         Ok(route) => match workloads::start(route.endpoint, state.config_json) {
             Action::Respond(resp) => resp,
+            Action::Echo => match read_body(body).await {
+                Ok(bytes) => workloads::echo::echo(bytes),
+                Err(refusal) => {
+                    // The rest of the body is left unread: close, gently.
+                    handled.linger();
+                    let mut resp = into_hyper(refusal, allow);
+                    resp.headers_mut()
+                        .insert(CONNECTION, HeaderValue::from_static("close"));
+                    return Ok(resp);
+                }
+            },
             Action::Sleep { ms } => {
                 tokio::time::sleep(Duration::from_millis(u64::from(ms))).await;
                 workloads::slept(ms)
@@ -63,7 +76,28 @@ pub async fn handle(
             }
         },
     };
-    Ok(into_hyper(resp))
+    Ok(into_hyper(resp, allow))
+}
+
+/// The body of `/echo`, at most [`workloads::echo::MAX_BYTES`]: hyper
+/// frames it (Content-Length, or chunked; Transfer-Encoding wins over a
+/// Content-Length beside it, and hyper then closes the connection after
+/// the answer, as RFC 9112 §6.1 requires). `Err`: the refusal, 413 for a
+/// body over the bound (before reading it, when Content-Length says so),
+/// 400 for one that breaks its framing (a bad chunk size).
+async fn read_body(body: Incoming) -> Result<Vec<u8>, workloads::Response> {
+    let max = workloads::echo::MAX_BYTES;
+    if body.size_hint().lower() > max as u64 {
+        return Err(workloads::echo::too_large());
+    }
+    match Limited::new(body, max).collect().await {
+        Ok(collected) => Ok(collected.to_bytes().to_vec()),
+        Err(e) if e.is::<LengthLimitError>() => Err(workloads::echo::too_large()),
+        Err(_) => Err(workloads::Response::text(
+            400,
+            b"request body does not match its framing",
+        )),
+    }
 }
 
 /// RFC 9112 §3.2: Host exactly once in HTTP/1.1 (at most once in 1.0), with
@@ -78,7 +112,8 @@ fn host_is_valid<B>(req: &Request<B>) -> bool {
 }
 
 /// The contract's response as hyper's, `Server` first (see [`crate::io`]).
-fn into_hyper(resp: workloads::Response) -> Response<Full<Bytes>> {
+/// `allow`: the `Allow` value of a 405 ([`workloads::allow`] of the target).
+fn into_hyper(resp: workloads::Response, allow: &'static str) -> Response<Full<Bytes>> {
     let body = match resp.body {
         Body::Static(b) => Bytes::from_static(b),
         Body::Owned(v) => Bytes::from(v),
@@ -95,7 +130,7 @@ fn into_hyper(resp: workloads::Response) -> Response<Full<Bytes>> {
     };
     headers.insert(CONTENT_TYPE, content_type);
     if resp.status == 405 {
-        headers.insert(ALLOW, ALLOW_VALUE);
+        headers.insert(ALLOW, HeaderValue::from_static(allow));
     }
     out
 }

@@ -111,18 +111,22 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, front: Arc<Fron
                 routed,
                 head,
                 connection,
+                allow,
+                body,
             } = match inbox.next_request() {
                 Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
                 Err(e) => {
                     // The front answers what it cannot parse, as nginx does.
                     http1::encode_error(&mut out, front.name, e, inbox.pending_is_head());
-                    let _ = write(&mut stream, &out).await;
+                    if write(&mut stream, &out).await.is_ok() {
+                        linger(stream).await;
+                    }
                     return;
                 }
             };
             let in_flight = front.shutdown.request();
-            let response = match front.queue.submit(routed) {
+            let response = match front.queue.submit(routed, body) {
                 Some(reply) => {
                     // Earlier pipelined answers go out while this one is worked on.
                     if !out.is_empty() {
@@ -138,7 +142,9 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, front: Arc<Fron
                 None => Response::busy(),
             };
             let stopping = front.shutdown.is_stopping();
-            if encode_reply(&mut out, front.name, &response, head, connection, stopping) {
+            if encode_reply(
+                &mut out, front.name, &response, head, connection, allow, stopping,
+            ) {
                 let _ = write(&mut stream, &out).await;
                 return;
             }
@@ -166,6 +172,30 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, front: Arc<Fron
         }
     }
 }
+
+/// After an error answer (the rest of a refused body, say, left unread):
+/// shut our side, then drain what the client still sends, bounded in time
+/// and size, so that the close does not reset the answer away before the
+/// client reads it (RFC 9112 §9.6).
+pub async fn linger<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
+    let _ = timeout(LINGER, async {
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut drained = 0;
+        while drained < LINGER_MAX_BYTES {
+            match stream.read(&mut sink).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<(), io::Error>(())
+    })
+    .await;
+}
+
+/// How long, and for how many bytes, a close after an error answer drains.
+pub const LINGER: Duration = Duration::from_millis(500);
+pub const LINGER_MAX_BYTES: usize = http1::MAX_REQUEST_BYTES;
 
 async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> io::Result<()> {
     // The flush matters over TLS: a record sealed while the socket was full

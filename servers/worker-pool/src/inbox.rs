@@ -1,14 +1,15 @@
 //! A connection's read buffer and the requests framed in it, shared by the
 //! event-loop front and the per-connection workers.
 
-use server_common::http1::{self, Connection, ParseError, MAX_BODY_BYTES, MAX_HEAD_BYTES};
+use server_common::http1::{self, Connection, ParseError, MAX_REQUEST_BYTES};
 use workloads::{Endpoint, Rejection, Response};
 
 /// Initial read buffer: many pipelined benchmark requests fit.
 const INITIAL_CAPACITY: usize = 4096;
-/// The largest request the codec accepts (head and skipped body), plus one
-/// byte so that an over-long head is seen as such.
-const MAX_CAPACITY: usize = MAX_HEAD_BYTES + MAX_BODY_BYTES + 1;
+/// The most a request occupies before the codec accepts or refuses it
+/// (head, body, chunked framing), plus one byte so that an over-long head
+/// is seen as such.
+const MAX_CAPACITY: usize = MAX_REQUEST_BYTES + 1;
 
 /// A request taken out of the buffer, owning what the rest of its life needs.
 #[derive(Debug)]
@@ -19,6 +20,12 @@ pub struct Parsed {
     pub head: bool,
     /// The `Connection` header of the response; `Close` ends the connection.
     pub connection: Connection,
+    /// The `Allow` value of a 405 for its target ([`workloads::allow`]).
+    pub allow: &'static str,
+    /// The body, for the route that reads it (`/echo`; empty, unallocated,
+    /// for the others): it travels to the worker with the request, as
+    /// nginx hands a body to an FPM child.
+    pub body: Vec<u8>,
 }
 
 impl Parsed {
@@ -36,6 +43,7 @@ pub fn encode_reply(
     response: &Response,
     head: bool,
     connection: Connection,
+    allow: &str,
     stopping: bool,
 ) -> bool {
     let closing = connection == Connection::Close || stopping;
@@ -44,7 +52,7 @@ pub fn encode_reply(
     } else {
         connection
     };
-    http1::encode(out, name, response, head, connection);
+    http1::encode_allowing(out, name, response, head, connection, allow);
     closing
 }
 
@@ -83,6 +91,11 @@ impl Inbox {
         let head = req.method == "HEAD";
         let routed = workloads::route(req.method, req.target).map(|r| r.endpoint);
         let connection = Connection::for_request(&req);
+        let allow = workloads::allow(req.target);
+        let body = match routed {
+            Ok(Endpoint::Echo) => req.body().into_owned(),
+            _ => Vec::new(),
+        };
         self.start += req.len;
         if self.start == self.end {
             self.start = 0;
@@ -92,6 +105,8 @@ impl Inbox {
             routed,
             head,
             connection,
+            allow,
+            body,
         }))
     }
 
@@ -127,6 +142,7 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use server_common::http1::MAX_HEAD_BYTES;
 
     fn feed(inbox: &mut Inbox, bytes: &[u8]) {
         let mut rest = bytes;

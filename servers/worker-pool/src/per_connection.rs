@@ -16,6 +16,25 @@ use crate::inbox::{encode_reply, Inbox, Parsed};
 use crate::worker::Worker;
 use crate::{READ_TIMEOUT, WRITE_TIMEOUT};
 
+/// After an error answer: shut our side, then drain what the client still
+/// sends (as the front does, [`crate::front::LINGER`]), so that the close
+/// does not reset the answer away. It holds this worker, as Apache's
+/// lingering close holds its child.
+fn linger(mut stream: TcpStream) {
+    use crate::front::{LINGER, LINGER_MAX_BYTES};
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(LINGER));
+    let deadline = Instant::now() + LINGER;
+    let mut sink = [0u8; 4096];
+    let mut drained = 0;
+    while drained < LINGER_MAX_BYTES && Instant::now() < deadline {
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => drained += n,
+        }
+    }
+}
+
 /// Starts `workers` threads accepting on `listener`, each with its own
 /// [`Worker`] made by `make`.
 pub fn start(
@@ -74,12 +93,16 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                 routed,
                 head,
                 connection,
+                allow,
+                body,
             } = match inbox.next_request() {
                 Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
                 Err(e) => {
                     http1::encode_error(&mut out, name, e, inbox.pending_is_head());
-                    let _ = stream.write_all(&out);
+                    if stream.write_all(&out).is_ok() {
+                        linger(stream);
+                    }
                     return;
                 }
             };
@@ -91,13 +114,14 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                 }
                 out.clear();
             }
-            let response = worker.serve(routed);
+            let response = worker.serve(routed, body);
             if encode_reply(
                 &mut out,
                 name,
                 &response,
                 head,
                 connection,
+                allow,
                 shutdown.is_stopping(),
             ) {
                 let _ = stream.write_all(&out);

@@ -19,6 +19,8 @@ use crate::worker::Worker;
 /// A request handed to a worker, and where its response goes.
 pub struct Job {
     pub routed: Result<Endpoint, Rejection>,
+    /// The request's body (`/echo`'s; empty for the other routes).
+    pub body: Vec<u8>,
     pub reply: oneshot::Sender<Response>,
 }
 
@@ -34,9 +36,14 @@ impl Queue {
     pub fn submit(
         &self,
         routed: Result<Endpoint, Rejection>,
+        body: Vec<u8>,
     ) -> Option<oneshot::Receiver<Response>> {
         let (reply, rx) = oneshot::channel();
-        match self.tx.try_send(Job { routed, reply }) {
+        match self.tx.try_send(Job {
+            routed,
+            body,
+            reply,
+        }) {
             Ok(()) => Some(rx),
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => None,
         }
@@ -70,7 +77,7 @@ fn work(mut worker: Worker, rx: Receiver<Job>) {
         if job.reply.is_closed() {
             continue;
         }
-        let response = worker.serve(job.routed);
+        let response = worker.serve(job.routed, job.body);
         let _ = job.reply.send(response);
     }
 }
@@ -91,10 +98,10 @@ mod tests {
     #[test]
     fn answers_through_the_workers() {
         let q = queue(2, 4);
-        let rx = q.submit(Ok(Endpoint::Cpu { n: 4 })).unwrap();
+        let rx = q.submit(Ok(Endpoint::Cpu { n: 4 }), Vec::new()).unwrap();
         let resp = rx.blocking_recv().unwrap();
         assert_eq!(resp.body.as_bytes(), b"6.146264");
-        let rx = q.submit(Err(Rejection::NotFound)).unwrap();
+        let rx = q.submit(Err(Rejection::NotFound), Vec::new()).unwrap();
         assert_eq!(rx.blocking_recv().unwrap().status, 404);
     }
 
@@ -103,12 +110,20 @@ mod tests {
         let q = queue(1, 1);
         // Let the worker fall asleep, then occupy it.
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let busy = q.submit(Ok(Endpoint::Sleep { ms: 300 })).unwrap();
+        let busy = q
+            .submit(Ok(Endpoint::Sleep { ms: 300 }), Vec::new())
+            .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let queued = q.submit(Ok(Endpoint::Hello)).unwrap();
-        assert!(q.submit(Ok(Endpoint::Hello)).is_none(), "queue full");
+        let queued = q.submit(Ok(Endpoint::Hello), Vec::new()).unwrap();
+        assert!(
+            q.submit(Ok(Endpoint::Hello), Vec::new()).is_none(),
+            "queue full"
+        );
         assert_eq!(busy.blocking_recv().unwrap().status, 200);
         assert_eq!(queued.blocking_recv().unwrap().status, 200);
-        assert!(q.submit(Ok(Endpoint::Hello)).is_some(), "room again");
+        assert!(
+            q.submit(Ok(Endpoint::Hello), Vec::new()).is_some(),
+            "room again"
+        );
     }
 }

@@ -24,13 +24,14 @@ impl Worker {
     /// FPM child), the database round trip. Requests the router refused
     /// (404, 405, a bad query value) are answered here too, as nginx hands
     /// every request under `location /` to PHP.
-    pub fn serve(&mut self, routed: Result<Endpoint, Rejection>) -> Response {
+    pub fn serve(&mut self, routed: Result<Endpoint, Rejection>, body: Vec<u8>) -> Response {
         let endpoint = match routed {
             Ok(endpoint) => endpoint,
             Err(rejection) => return rejection.into_response(),
         };
         match workloads::start(endpoint, self.config_json) {
             Action::Respond(response) => response,
+            Action::Echo => workloads::echo::echo(body),
             Action::Sleep { ms } => {
                 std::thread::sleep(Duration::from_millis(u64::from(ms)));
                 slept(ms)

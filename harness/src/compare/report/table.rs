@@ -113,6 +113,9 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
         results.settings.warmup_s,
         baseline_note(results)
     ));
+    if let Some(io) = results.settings.io_phrase() {
+        line(&format!("load: {io}"));
+    }
     if results.rows.iter().any(|r| !r.bodies_verified) {
         line("ab and wrk do not check bodies (ab compares lengths, wrk only statuses): their rows cannot catch a server answering 200 with an error");
     }
@@ -226,8 +229,9 @@ pub fn markdown(results: &Results) -> String {
     );
     let s = &results.settings;
     out.push_str(&format!(
-        "Load: {} (`{}`), c = {}, {} × {:.0}s runs after {:.0}s warm-up, {}, {}, {} threads. Database: {} {}{}.\n\n",
+        "Load: {}{} (`{}`), c = {}, {} × {:.0}s runs after {:.0}s warm-up, {}, {}, {} threads. Database: {} {}{}.\n\n",
         s.load_tool,
+        s.io_phrase().map_or(String::new(), |io| format!(", {io}")),
         results.header.command.join(" "),
         s.connections.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
         s.runs,
