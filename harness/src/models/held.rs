@@ -146,8 +146,35 @@ fn limit_lines(log: &str) -> Vec<String> {
         .map(|l| l.trim().to_string())
         .collect();
     out.dedup();
-    out.truncate(2);
+    if out.len() > 1 {
+        let n = out.len();
+        out.truncate(1);
+        out[0] = format!("{} (and {} more such lines)", out[0], n - 1);
+    }
     out
+}
+
+/// Its children's logs and the end of every `*.log` in its run dir (where
+/// nginx writes its error log).
+fn server_logs(running: &Running) -> String {
+    let mut text = running.logs();
+    let files = running
+        .run_dir()
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"));
+    for f in files {
+        let Ok(bytes) = std::fs::read(&f) else {
+            continue;
+        };
+        let tail = &bytes[bytes.len().saturating_sub(64 << 10)..];
+        text.push('\n');
+        text.push_str(&String::from_utf8_lossy(tail));
+    }
+    text
 }
 
 /// Why a server that left connections in its accept queue stopped
@@ -157,7 +184,7 @@ fn why_not_accepted(running: &Running, accepted: u64) -> String {
         .iter()
         .filter_map(|s| Some((s.pid, descriptors(s.pid)?)))
         .find(|(_, (open, soft))| *open + 8 >= *soft);
-    let lines = limit_lines(&running.logs());
+    let lines = limit_lines(&server_logs(running));
     let log = if lines.is_empty() {
         String::new()
     } else {
@@ -332,10 +359,19 @@ fn short_of_target(
         ));
     }
     if top.closed_by_server > 0 {
-        why.push(format!(
-            "it closed {} of the idle connections (an idle or header timeout)",
-            top.closed_by_server
-        ));
+        let lines = limit_lines(&server_logs(running));
+        why.push(if lines.is_empty() {
+            format!(
+                "it closed {} of the idle connections (an idle or header timeout)",
+                top.closed_by_server
+            )
+        } else {
+            format!(
+                "it closed {} of the connections it accepted; its log: {}",
+                top.closed_by_server,
+                lines.join(" | ")
+            )
+        });
     }
     if why.is_empty() {
         why.push("connects timed out with its accept queue empty".into());
