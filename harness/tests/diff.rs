@@ -52,6 +52,8 @@ fn server(name: &str, jit: Option<&str>, failing_rows: &[&str]) -> ServerDoc {
             jit: jit.map(String::from),
             debug: false,
             http_limits: Vec::new(),
+            websocket: None,
+            websocket_unsupported: None,
         }),
         versions: Vec::new(),
         same_autogroup: Some(true),

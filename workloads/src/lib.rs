@@ -30,8 +30,9 @@ mod endpoint;
 pub mod probe;
 mod response;
 mod verify;
+pub mod ws;
 
-pub use config::ServerConfig;
+pub use config::{RoomScope, ServerConfig, WebSocketHolding};
 pub use endpoint::{
     route, ConnMode, Endpoint, Rejection, Route, CPU_N_DEFAULT, CPU_N_MAX, PATHS, SLEEP_MS_MAX,
 };

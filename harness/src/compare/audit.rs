@@ -135,6 +135,8 @@ mod tests {
                 jit: jit.map(String::from),
                 debug: false,
                 http_limits: Vec::new(),
+                websocket: None,
+                websocket_unsupported: None,
             }),
             versions: vec![],
             same_autogroup: Some(true),

@@ -296,6 +296,8 @@ mod tests {
             jit: None,
             debug: false,
             http_limits: Vec::new(),
+            websocket: None,
+            websocket_unsupported: None,
         };
         assert_eq!(in_flight("worker-pool", Some(&cfg), false).0, Some(20));
         assert_eq!(in_flight("worker-pool", Some(&cfg), true).0, Some(10));

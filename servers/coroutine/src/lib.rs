@@ -125,6 +125,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map(|s| s.to_string())
                 .collect(),
         },
+        websocket: None,
+        websocket_unsupported: Some(match args.engine {
+            Engine::Contract => "not yet: a coroutine per connection on may's sockets is the \
+                                 model's way, not built in this server yet"
+                .into(),
+            Engine::Minihttp => "may_minihttp has no upgrade: it owns the connection and \
+                                 answers every request itself"
+                .into(),
+        }),
     };
     let db = Db::new(&args.common.mysql_url, args.common.db_pool as usize)
         .context("cannot configure the database")?;

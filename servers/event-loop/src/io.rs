@@ -57,6 +57,8 @@ pub struct ConnIo {
     starts: RequestStarts,
     /// How many requests hyper handed to the service.
     handled: Handled,
+    /// A `101` went out: what follows is WebSocket frames, never a head.
+    upgraded: bool,
 }
 
 /// The number of requests of one connection that hyper handed to the
@@ -194,6 +196,7 @@ impl ConnIo {
             linger: false,
             starts: RequestStarts::default(),
             handled,
+            upgraded: false,
         }
     }
 
@@ -264,6 +267,12 @@ impl Write for ConnIo {
         if this.replacement.is_some() {
             // hyper retries with the same buffer after `Pending`.
             return this.poll_replacement(cx);
+        }
+        // Frames after a `101` are echoed data: a message that ends like a
+        // head must not read as hyper's error answer.
+        this.upgraded |= buf.starts_with(b"HTTP/1.1 101 ");
+        if this.upgraded {
+            return this.stream().poll_write(cx, buf);
         }
         if let Some((start, error)) = find_automatic_error(buf) {
             if start > 0 {

@@ -25,6 +25,7 @@ pub mod db;
 pub mod io;
 pub mod server;
 pub mod service;
+pub mod ws;
 
 use std::sync::Arc;
 use std::thread;
@@ -64,6 +65,8 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32) -> ServerConfig {
         jit: None,
         debug: cfg!(debug_assertions),
         http_limits: Vec::new(),
+        websocket: Some(ws::holding()),
+        websocket_unsupported: None,
     }
 }
 
@@ -88,6 +91,7 @@ pub fn run(args: Args) -> Result<()> {
     let shared = Arc::new(server::Shared {
         config_json,
         db_opts,
+        rooms: Arc::new(workloads::ws::Rooms::new()),
     });
     let mut loops = Vec::with_capacity(listeners.len());
     for (i, listener) in listeners.into_iter().enumerate() {

@@ -11,7 +11,6 @@ use anyhow::{Context, Result};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioTimer;
-use hyper_util::server::graceful::GracefulShutdown;
 use mysql_async::Opts;
 use server_common::http1::MAX_HEAD_BYTES;
 use server_common::shutdown::GRACE;
@@ -36,6 +35,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 pub struct Shared {
     pub config_json: &'static [u8],
     pub db_opts: Opts,
+    /// One map of WebSocket rooms for every loop: a room spans them.
+    pub rooms: Arc<workloads::ws::Rooms>,
 }
 
 /// Runs one event loop on the calling thread until `stop` turns true.
@@ -63,16 +64,21 @@ async fn serve(
     let state = Arc::new(Loop {
         config_json: shared.config_json,
         db: Db::new(shared.db_opts.clone()),
+        rooms: Arc::clone(&shared.rooms),
     });
     let http = builder();
-    let graceful = GracefulShutdown::new();
+    // Every connection task holds a clone; all dropped: all finished.
+    let (open_tx, mut open_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let stop_each = stop.clone();
 
     loop {
         tokio::select! {
             biased;
             _ = stop.wait_for(|stopping| *stopping) => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => serve_connection(&http, &graceful, &state, stream),
+                Ok((stream, _)) => {
+                    serve_connection(&http, &state, stream, stop_each.clone(), open_tx.clone())
+                }
                 // A client error never reaches further than this.
                 Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
             },
@@ -80,7 +86,8 @@ async fn serve(
     }
 
     drop(listener);
-    let _ = tokio::time::timeout(GRACE, graceful.shutdown()).await;
+    drop(open_tx);
+    let _ = tokio::time::timeout(GRACE, open_rx.recv()).await;
     if let Ok(state) = Arc::try_unwrap(state) {
         state.db.close().await;
     }
@@ -114,11 +121,17 @@ fn builder() -> http1::Builder {
     http
 }
 
+/// Serves one connection as a task of this loop. On `stop`, hyper's
+/// graceful shutdown: the request in flight finishes, an idle keep-alive
+/// connection closes. (hyper-util's `GracefulShutdown` cannot watch a
+/// connection that may upgrade, hence this.) A WebSocket it upgraded to
+/// runs as a task of its own ([`crate::ws`]), ended with the runtime.
 fn serve_connection(
     http: &http1::Builder,
-    graceful: &GracefulShutdown,
     state: &Arc<Loop>,
     stream: TcpStream,
+    mut stop: watch::Receiver<bool>,
+    open: tokio::sync::mpsc::Sender<()>,
 ) {
     let _ = stream.set_nodelay(true);
     let state = Arc::clone(state);
@@ -128,10 +141,19 @@ fn serve_connection(
         counted.count();
         service::handle(Arc::clone(&state), req)
     });
-    let conn = graceful.watch(http.serve_connection(ConnIo::new(stream, handled), service));
+    let conn = http
+        .serve_connection(ConnIo::new(stream, handled), service)
+        .with_upgrades();
     tokio::spawn(async move {
+        let _open = open;
+        let mut conn = std::pin::pin!(conn);
         // Client errors (resets, timeouts, bad requests) end the connection
         // and nothing else; they are not logged.
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = stop.wait_for(|stopping| *stopping) => {}
+        }
+        conn.as_mut().graceful_shutdown();
         let _ = conn.await;
     });
 }

@@ -214,6 +214,8 @@ mod tests {
             jit: None,
             debug: false,
             http_limits: vec!["no read timeout".into()],
+            websocket: None,
+            websocket_unsupported: None,
         });
         assert_eq!(
             limits(&servers),
