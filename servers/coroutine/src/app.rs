@@ -17,6 +17,8 @@ pub struct App {
     pub config_json: &'static [u8],
     pub db: Db,
     pub shutdown: Shutdown,
+    /// The WebSocket rooms of the process, for every coroutine.
+    pub rooms: workloads::ws::Rooms,
 }
 
 impl App {

@@ -27,6 +27,7 @@ pub mod contract;
 pub mod db;
 pub mod fatal;
 pub mod minihttp;
+pub mod ws;
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
@@ -125,15 +126,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map(|s| s.to_string())
                 .collect(),
         },
-        websocket: None,
-        websocket_unsupported: Some(match args.engine {
-            Engine::Contract => "not yet: a coroutine per connection on may's sockets is the \
-                                 model's way, not built in this server yet"
-                .into(),
-            Engine::Minihttp => "may_minihttp has no upgrade: it owns the connection and \
-                                 answers every request itself"
-                .into(),
-        }),
+        websocket: match args.engine {
+            Engine::Contract => Some(ws::holding()),
+            Engine::Minihttp => None,
+        },
+        websocket_unsupported: match args.engine {
+            Engine::Contract => None,
+            Engine::Minihttp => Some(
+                "may_minihttp has no upgrade: it owns the connection and answers every \
+                 request itself"
+                    .into(),
+            ),
+        },
     };
     let db = Db::new(&args.common.mysql_url, args.common.db_pool as usize)
         .context("cannot configure the database")?;
@@ -142,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config_json: config.leak_json(),
         db,
         shutdown: Shutdown::new(),
+        rooms: workloads::ws::Rooms::new(),
     }));
 
     let (signalled, signal) = mpsc::channel();
