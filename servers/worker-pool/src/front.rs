@@ -96,6 +96,7 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
                 routed,
                 head,
                 connection,
+                upgrade,
             } = match inbox.next_request() {
                 Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
@@ -106,6 +107,26 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
                     return;
                 }
             };
+            match upgrade {
+                None => {}
+                Some(Ok((route, accept))) => {
+                    return hand_over(stream, out, inbox.take_pending(), route, accept, &front)
+                        .await
+                }
+                Some(Err(why)) => {
+                    let resp = workloads::ws::bad_handshake(why);
+                    encode_reply(
+                        &mut out,
+                        front.name,
+                        &resp,
+                        false,
+                        http1::Connection::Close,
+                        true,
+                    );
+                    let _ = write(&mut stream, &out).await;
+                    return;
+                }
+            }
             let in_flight = front.shutdown.request();
             let response = match front.queue.submit(routed) {
                 Some(reply) => {
@@ -149,6 +170,46 @@ async fn serve(mut stream: TcpStream, front: Arc<Front>) {
             // Idle too long, or a request stalled half-way (slowloris).
             () = &mut deadline => return,
         }
+    }
+}
+
+/// A WebSocket handshake: earlier answers out, then the connection to the
+/// next free worker ([`crate::ws`]), which sends the `101`; a full queue
+/// answers `503 server busy`.
+async fn hand_over(
+    mut stream: TcpStream,
+    mut out: Vec<u8>,
+    leftover: Vec<u8>,
+    route: workloads::ws::WsRoute,
+    accept: String,
+    front: &Front,
+) {
+    if !out.is_empty() && write(&mut stream, &out).await.is_err() {
+        return;
+    }
+    let Ok(std) = stream.into_std() else {
+        return;
+    };
+    let up = crate::ws::Upgrade {
+        stream: std,
+        leftover,
+        route,
+        accept,
+    };
+    if let Err(up) = front.queue.submit_websocket(up) {
+        out.clear();
+        encode_reply(
+            &mut out,
+            front.name,
+            &Response::busy(),
+            false,
+            http1::Connection::Close,
+            true,
+        );
+        let mut s = up.stream;
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
+        let _ = std::io::Write::write_all(&mut s, &out);
     }
 }
 

@@ -19,6 +19,9 @@ pub struct Parsed {
     pub head: bool,
     /// The `Connection` header of the response; `Close` ends the connection.
     pub connection: Connection,
+    /// A WebSocket route (`/ws`, `/ws/room`): its handshake's route and
+    /// `Sec-WebSocket-Accept`, or why it is refused (400).
+    pub upgrade: Option<Result<(workloads::ws::WsRoute, String), String>>,
 }
 
 impl Parsed {
@@ -46,6 +49,22 @@ pub fn encode_reply(
     };
     http1::encode(out, name, response, head, connection);
     closing
+}
+
+/// A WebSocket handshake's route and `Sec-WebSocket-Accept`, from the
+/// request's head (the codec keeps no headers; httparse reads them again
+/// for this one request), or the reason for the 400.
+fn handshake(
+    method: &str,
+    head: &[u8],
+    route: Result<workloads::ws::WsRoute, String>,
+) -> Result<(workloads::ws::WsRoute, String), String> {
+    let route = route?;
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    req.parse(head).map_err(|e| format!("bad head: {e}"))?;
+    let pairs = req.headers.iter().map(|h| (h.name, h.value));
+    workloads::ws::accept(method, pairs).map(|key| (route, key))
 }
 
 /// Bytes read from a connection and not yet consumed: `buf[start..end]`.
@@ -82,6 +101,13 @@ impl Inbox {
         };
         let head = req.method == "HEAD";
         let routed = workloads::route(req.method, req.target).map(|r| r.endpoint);
+        let upgrade = workloads::ws::route(req.target).map(|route| {
+            handshake(
+                req.method,
+                &self.buf[self.start..self.start + req.len],
+                route,
+            )
+        });
         let connection = Connection::for_request(&req);
         self.start += req.len;
         if self.start == self.end {
@@ -92,7 +118,16 @@ impl Inbox {
             routed,
             head,
             connection,
+            upgrade,
         }))
+    }
+
+    /// Takes every unconsumed byte (what followed a WebSocket handshake).
+    pub fn take_pending(&mut self) -> Vec<u8> {
+        let rest = self.buf[self.start..self.end].to_vec();
+        self.start = 0;
+        self.end = 0;
+        rest
     }
 
     /// The unconsumed bytes start a HEAD request: the answer to a refused

@@ -102,12 +102,8 @@ impl Settings {
             jit: None,
             debug: cfg!(debug_assertions),
             http_limits: Vec::new(),
-            websocket: None,
-            websocket_unsupported: Some(
-                "not yet: a worker held per connection for its lifetime is the model's way, \
-                 not built in this server yet"
-                    .into(),
-            ),
+            websocket: Some(crate::ws::holding()),
+            websocket_unsupported: None,
         };
         Settings {
             name,
