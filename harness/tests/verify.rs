@@ -115,9 +115,10 @@ fn verify_conformance_prints_each_row_with_its_section_and_the_table() {
 }
 
 /// The WebSocket rows through `harness verify`'s own section, on the real
-/// stacks: Node.js (`ws`) passes every one; php-fpm is reported as not
-/// serving WebSocket with its /config's reason (a worker per request),
-/// its `/ws` not upgraded, and that is no failure.
+/// stacks: Node.js (`ws`) passes every one; php-fpm (a worker per
+/// request) and nginx-static (static files) are reported as not serving
+/// WebSocket with their /config's reason, `/ws` not upgraded, and that is
+/// no failure.
 #[test]
 fn verify_runs_the_websocket_rows_or_says_why_a_server_cannot() {
     let env = harness::catalog::Env::discover(None);
@@ -128,7 +129,7 @@ fn verify_runs_the_websocket_rows_or_says_why_a_server_cannot() {
         interrupt: &interrupt,
         php_jit: Default::default(),
     };
-    for name in ["node", "php-fpm"] {
+    for name in ["node", "php-fpm", "nginx-static"] {
         let entry = harness::catalog::catalog()
             .into_iter()
             .find(|e| e.name == name)
@@ -146,13 +147,20 @@ fn verify_runs_the_websocket_rows_or_says_why_a_server_cannot() {
                 assert_eq!(failed, 0, "{text}");
                 assert!(text.contains("9 WebSocket rows: 9 passed"), "{text}");
             }
-            _ => {
+            "php-fpm" => {
                 assert_eq!(failed, 0, "{text}");
                 assert!(
                     text.contains("NOT SERVED  php-fpm: a php-fpm worker serves one request"),
                     "{text}"
                 );
                 assert!(text.contains("not upgraded"), "{text}");
+            }
+            _ => {
+                assert_eq!(failed, 0, "{text}");
+                assert!(
+                    text.contains("NOT SERVED  nginx-static: nginx-static serves static files"),
+                    "{text}"
+                );
             }
         }
     }
