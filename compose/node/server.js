@@ -19,6 +19,7 @@ const http = require('node:http');
 const inspector = require('node:inspector');
 const workerThreads = require('node:worker_threads');
 const mysql = require('mysql2');
+const { WebSocketServer } = require('ws');
 
 const HOST = process.env.HOST || '127.0.0.1';
 const PORT = envInt('PORT', 3000);
@@ -171,6 +172,12 @@ function configJson() {
       'node.uv_threadpool_size': 'configured: UV_THREADPOOL_SIZE (default 4); libuv has no getter',
     },
     configured: ['node.uv_threadpool_size'],
+    websocket: {
+      connection: "a ws WebSocket on the process's one event loop (npm ws, noServer, upgraded from node:http)",
+      rooms: 'per-process',
+      // one process holds every member; cluster workers would each hold their own
+      room_spans_workers: !cluster.isWorker,
+    },
   });
 }
 
@@ -321,6 +328,72 @@ server.on('clientError', (err, socket) => {
   );
 });
 
+// ---------------------------------------------------------------------------
+// WebSocket (docs/ARCHITECTURE.md §2): GET /ws echoes, GET /ws/room?name=R
+// fans every member's message out to every member. npm `ws` does the
+// handshake (400 for a bad one), framing, ping/pong, the close handshake and
+// the 64 KiB limit (close 1009). One process, one loop: a room is one Set,
+// and a message is sent to every member before the next is read.
+
+const WS_MAX_MESSAGE = 64 * 1024;
+const ROOM_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_MESSAGE, perMessageDeflate: false });
+const rooms = new Map();
+
+function wsRoute(target) {
+  const q = target.indexOf('?');
+  const path = q < 0 ? target : target.slice(0, q);
+  if (path === '/ws') return { echo: true };
+  if (path !== '/ws/room') return null;
+  const name = parseQuery(q < 0 ? '' : target.slice(q + 1)).get('name');
+  if (name === undefined || !ROOM_NAME.test(name)) return { error: "name must be 1 to 64 letters, digits, '-' or '_'" };
+  return { room: name };
+}
+
+function refuse(socket, status, reason) {
+  socket.end(
+    `HTTP/1.1 ${status} Bad Request\r\nDate: ${new Date().toUTCString()}\r\nServer: ${SERVER}\r\n` +
+      `Content-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(reason)}\r\nConnection: close\r\n\r\n${reason}`,
+  );
+}
+
+server.on('upgrade', (req, socket, head) => {
+  socket.on('error', () => {});
+  const route = wsRoute(originForm(req.url));
+  if (route === null) {
+    // Upgrade on another path is ignored (RFC 9110 §7.8): answered as a
+    // plain request, then closed (what follows is not HTTP).
+    const res = new http.ServerResponse(req);
+    res.shouldKeepAlive = false;
+    res.assignSocket(socket);
+    res.on('finish', () => {
+      res.detachSocket(socket);
+      socket.end();
+    });
+    return handle(req, res);
+  }
+  if (route.error) return refuse(socket, 400, route.error);
+  wss.handleUpgrade(req, socket, head, (ws) => {
+    ws.on('error', () => {});
+    if (route.echo) {
+      ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
+      return;
+    }
+    // Joined before anything else runs: the 101 is out, and every message
+    // from now on reaches this member.
+    let members = rooms.get(route.room);
+    if (!members) rooms.set(route.room, (members = new Set()));
+    members.add(ws);
+    ws.on('message', (data, isBinary) => {
+      for (const m of members) m.send(data, { binary: isBinary });
+    });
+    ws.on('close', () => {
+      members.delete(ws);
+      if (members.size === 0 && rooms.get(route.room) === members) rooms.delete(route.room);
+    });
+  });
+});
+
 server.listen(PORT, HOST, () => {
   const a = server.address();
   process.stdout.write(`listening on ${a.address}:${a.port}\n`);
@@ -337,6 +410,7 @@ function shutdown() {
     pool.end(() => process.exit(0));
   });
   server.closeIdleConnections();
+  for (const c of wss.clients) c.close(1001, 'server shutting down');
   // in-flight requests get 10 s; then exit anyway
   setTimeout(() => process.exit(0), 10000).unref();
 }

@@ -34,6 +34,11 @@ Bench\emit_sapi($method, Bench\handle(
             'workers' => $workers,
             // one persistent connection per worker process
             'db_pool' => $workers,
+            // A worker per request: a request ends, its worker is handed the
+            // next; nginx's FastCGI hands PHP a request, never a connection.
+            'websocket' => null,
+            'websocket_unsupported' => 'a php-fpm worker serves one request and returns: '
+                . 'FastCGI hands PHP a request, never the connection a WebSocket lives on',
         ];
     },
     // nginx has read and framed the body, and refused one over its

@@ -54,8 +54,13 @@ Swoole's reactor; roadrunner, frankenphp: Go's net/http) has the rows
 that core is known to fail marked CORE, with the core's reason: reported,
 not counted as failures of the server's code.
 
-Exits non-zero if any contract row or MUST row fails (warnings and CORE
-rows do not).
+Then the WebSocket rows (/ws echo: text, binary, fragmented, ping/pong,
+close handshake, 64 KiB, over 64 KiB -> close 1009, a bad handshake -> 400;
+/ws/room: two members, both messages, one order) where the server's /config
+says it serves WebSocket; where it does not, the reason its /config gives.
+
+Exits non-zero if any contract, WebSocket or MUST row fails (warnings and
+CORE rows do not).
 
 Examples:
   harness verify http://127.0.0.1:8082
@@ -165,6 +170,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             _ => String::new(),
         }
     );
+    let (text, ws_failed) = websocket(addr, args.timeout);
+    print!("{text}");
+    failed += ws_failed;
     if args.conformance {
         println!(
             "\nconformance of {scheme}://{} to HTTP/1.1 (RFC 9112, RFC 9110)",
@@ -190,6 +198,60 @@ fn server_core(addr: std::net::SocketAddr) -> Option<&'static deviations::Core> 
     let r = workloads::probe::get(addr, "/config").ok()?;
     let config = workloads::ServerConfig::from_json(&r.body).ok()?;
     deviations::core_of(&config.server)
+}
+
+/// The WebSocket rows ([`workloads::ws::rows`]) where the server's
+/// `/config` says it serves WebSocket; where it does not, the reason it
+/// gives, and a check that `/ws` is not upgraded. The text and how many
+/// rows failed.
+pub fn websocket(addr: std::net::SocketAddr, timeout: Duration) -> (String, usize) {
+    use workloads::ws::rows;
+    let mut out = String::from("\nWebSocket (/ws, /ws/room, RFC 6455)\n");
+    let config = workloads::probe::get(addr, "/config")
+        .map_err(|e| format!("GET /config: {e}"))
+        .and_then(|r| {
+            workloads::ServerConfig::from_json(&r.body).map_err(|e| format!("/config: {e}"))
+        });
+    let config = match config {
+        Ok(c) => c,
+        Err(why) => {
+            out += &format!("FAIL  not judged: {why}\n");
+            return (out, 1);
+        }
+    };
+    if let Err(why) = rows::served(&config) {
+        return match rows::not_upgraded(addr, timeout) {
+            Ok(status) => {
+                out += &format!(
+                    "NOT SERVED  {}: {why} (its /config); GET /ws answered {status}, not upgraded\n",
+                    config.server
+                );
+                (out, 0)
+            }
+            Err(e) => {
+                out += &format!("FAIL  GET /ws: {e}\n");
+                (out, 1)
+            }
+        };
+    }
+    let all = rows::rows();
+    let width = all.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let mut failed = 0;
+    for r in &all {
+        match r.run(addr, timeout) {
+            Ok(()) => out += &format!("PASS  {}\n", r.name),
+            Err(e) => {
+                failed += 1;
+                out += &format!("FAIL  {:<width$}  {e}\n", r.name);
+            }
+        }
+    }
+    out += &format!(
+        "{} WebSocket rows: {} passed, {failed} failed\n",
+        all.len(),
+        all.len() - failed
+    );
+    (out, failed)
 }
 
 /// Each conformance row (verdict, group, name, section and requirement,

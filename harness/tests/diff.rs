@@ -53,6 +53,8 @@ fn server(name: &str, jit: Option<&str>, failing_rows: &[&str]) -> ServerDoc {
             debug: false,
             http_limits: Vec::new(),
             tls: None,
+            websocket: None,
+            websocket_unsupported: None,
         }),
         versions: Vec::new(),
         same_autogroup: Some(true),

@@ -209,3 +209,104 @@ fn models_profile_records_the_runs_and_explains_a_miss() {
     }
     eprintln!("{} of {} findings missed", misses.len(), doc.findings.len());
 }
+
+/// The connections-held experiment is held back by nothing of the lab's:
+/// under an open-files limit of 12,000 (10,000 held and room to spare),
+/// with the waiting experiment asked for first, the event loop accepts all
+/// 10,000 and every RSS is read. The waiting runs' sockets once stayed open
+/// in the harness (~2,400 of them) and the holding ran out of descriptors,
+/// reading RSS 0 and printing a cost per connection from it.
+#[test]
+fn models_holds_its_connections_whatever_ran_before() {
+    let out = tmp("models-held");
+    let mut cmd = Command::new(harness_bin());
+    cmd.args([
+        "models",
+        "--quick",
+        "--experiments",
+        "waiting,memory",
+        "--servers",
+        "event-loop",
+        "-d",
+        "200ms",
+        "--out",
+    ])
+    .arg(out.path());
+    open_files_limit(&mut cmd, 12_000);
+    let output = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a results directory");
+    let doc =
+        Models::from_json(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert!(!doc.waiting.is_empty(), "{stderr}");
+    let m = doc.memory.first().expect("a memory entry");
+    let top = m.points.last().unwrap();
+    assert_eq!((top.requested, top.accepted()), (10_000, 10_000), "{m:?}");
+    assert!(m.points.iter().all(|p| p.rss_bytes.is_some()), "{m:?}");
+    assert!(m.kib_per_connection.is_some_and(|k| k > 0.0), "{m:?}");
+    assert_eq!(m.short_of_target, None, "{m:?}");
+    assert_eq!(m.hello_answered_at_most, Some(true), "{m:?}");
+}
+
+/// Runs `cmd` with an open-files limit of `n` (soft and hard).
+fn open_files_limit(cmd: &mut Command, n: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: one async-signal-safe syscall between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A harness that cannot open 10,000 descriptors says the limit is its
+/// own (with the limit), and still reads the server's RSS and asks for
+/// /hello: no figure from an unreadable /proc.
+#[test]
+fn models_says_when_the_limit_is_the_harnesss_own() {
+    let out = tmp("models-own-limit");
+    let mut cmd = Command::new(harness_bin());
+    cmd.args([
+        "models",
+        "--quick",
+        "--experiments",
+        "memory",
+        "--servers",
+        "event-loop",
+        "--out",
+    ])
+    .arg(out.path());
+    open_files_limit(&mut cmd, 3_000);
+    let output = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a results directory");
+    let doc =
+        Models::from_json(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let m = doc.memory.first().expect("a memory entry");
+    let why = m.short_of_target.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("the harness ran out of descriptors (its RLIMIT_NOFILE is 3000"),
+        "{m:?}"
+    );
+    assert!(m.points.iter().all(|p| p.rss_bytes.is_some()), "{m:?}");
+    assert!(m.kib_per_connection.is_some_and(|k| k > 0.0), "{m:?}");
+    assert_eq!(m.hello_answered_at_most, Some(true), "{m:?}");
+}

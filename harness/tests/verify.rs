@@ -113,3 +113,55 @@ fn verify_conformance_prints_each_row_with_its_section_and_the_table() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("conformance"), "not by default:\n{text}");
 }
+
+/// The WebSocket rows through `harness verify`'s own section, on the real
+/// stacks: Node.js (`ws`) passes every one; php-fpm (a worker per
+/// request) and nginx-static (static files) are reported as not serving
+/// WebSocket with their /config's reason, `/ws` not upgraded, and that is
+/// no failure.
+#[test]
+fn verify_runs_the_websocket_rows_or_says_why_a_server_cannot() {
+    let env = harness::catalog::Env::discover(None);
+    let interrupt = std::sync::atomic::AtomicBool::new(false);
+    let ctx = harness::catalog::StartCtx {
+        env: &env,
+        db: None,
+        interrupt: &interrupt,
+        php_jit: Default::default(),
+    };
+    for name in ["node", "php-fpm", "nginx-static"] {
+        let entry = harness::catalog::catalog()
+            .into_iter()
+            .find(|e| e.name == name)
+            .unwrap();
+        if let harness::catalog::Availability::Missing { reason, .. } = entry.availability(&env) {
+            assert!(crate::util::skip_without(&format!("{name}: {reason}")));
+            continue;
+        }
+        let mut running = entry.start(&ctx).unwrap();
+        let (text, failed) =
+            harness::verify::websocket(running.addr, std::time::Duration::from_secs(10));
+        running.stop();
+        match name {
+            "node" => {
+                assert_eq!(failed, 0, "{text}");
+                assert!(text.contains("9 WebSocket rows: 9 passed"), "{text}");
+            }
+            "php-fpm" => {
+                assert_eq!(failed, 0, "{text}");
+                assert!(
+                    text.contains("NOT SERVED  php-fpm: a php-fpm worker serves one request"),
+                    "{text}"
+                );
+                assert!(text.contains("not upgraded"), "{text}");
+            }
+            _ => {
+                assert_eq!(failed, 0, "{text}");
+                assert!(
+                    text.contains("NOT SERVED  nginx-static: nginx-static serves static files"),
+                    "{text}"
+                );
+            }
+        }
+    }
+}

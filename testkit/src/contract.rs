@@ -149,6 +149,39 @@ pub fn config_reports_workers_and_db_pool(s: &Subject) {
     );
 }
 
+/// The WebSocket rows ([`workloads::ws::rows`]) on a server whose
+/// `/config` says it serves WebSocket, every one passing; a server that
+/// does not must say why in its `/config` and must not upgrade `/ws`.
+pub fn websocket_rows(s: &Subject) {
+    let resp = check(s.addr, "GET", "/config");
+    let cfg = workloads::ServerConfig::from_json(&resp.body).expect("verified /config parses");
+    if let Err(why) = workloads::ws::rows::served(&cfg) {
+        assert!(
+            cfg.websocket_unsupported.is_some(),
+            "neither serves WebSocket nor says why in /config: {why}"
+        );
+        workloads::ws::rows::not_upgraded(s.addr, ROW_TIMEOUT)
+            .unwrap_or_else(|e| panic!("GET /ws on a server without WebSocket: {e}"));
+        return;
+    }
+    let rows = workloads::ws::rows::rows();
+    let failures: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            r.run(s.addr, ROW_TIMEOUT)
+                .err()
+                .map(|e| format!("{}: {e}\n    why:  {}", r.name, r.why))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} WebSocket rows fail:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
+}
+
 /// Requests `method target` on a fresh connection and verifies the answer.
 fn check(addr: SocketAddr, method: &str, target: &str) -> RawResponse {
     let resp = client::request(addr, method, target)
@@ -467,7 +500,8 @@ macro_rules! contract_tests {
             $crate::__contract_cases!(
                 every_row, config_reports_workers_and_db_pool, stalled_request_is_dropped,
                 database_down_is_503_then_recovers, sigterm_finishes_in_flight_and_exits_0,
-                head_error_answers_have_no_content, upgrade_request_then_other_bytes_is_answered
+                head_error_answers_have_no_content, upgrade_request_then_other_bytes_is_answered,
+                websocket_rows
             );
         }
     };

@@ -28,6 +28,39 @@ pub struct ServerConfig {
     /// serves plain HTTP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<String>,
+    /// How it holds WebSocket connections (`/ws`, `/ws/room`); `null`
+    /// where it does not serve WebSocket.
+    #[serde(default)]
+    pub websocket: Option<WebSocketHolding>,
+    /// Why it does not serve WebSocket, where it does not (from its model:
+    /// php-fpm runs a worker per request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub websocket_unsupported: Option<String>,
+}
+
+/// How a server holds its WebSocket connections and its rooms.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebSocketHolding {
+    /// What holds one connection, e.g. `a tokio task on its worker's loop`,
+    /// `a worker thread for the connection's lifetime`.
+    pub connection: String,
+    /// Where a room's members are kept.
+    pub rooms: RoomScope,
+    /// Whether one room holds members on every worker (false: only those
+    /// that one worker accepted share it).
+    pub room_spans_workers: bool,
+}
+
+/// Where a server keeps its rooms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoomScope {
+    /// One process, one loop: every member is in it (Node.js).
+    PerProcess,
+    /// Each worker its own rooms.
+    PerWorker,
+    /// One map shared by every worker (a lock, a shared table).
+    SharedAcrossWorkers,
 }
 
 impl ServerConfig {
@@ -65,6 +98,8 @@ mod tests {
             debug: false,
             http_limits: Vec::new(),
             tls: None,
+            websocket: None,
+            websocket_unsupported: None,
         };
         let v: serde_json::Value = serde_json::from_slice(&c.to_json()).unwrap();
         assert_eq!(v["workers"], 1);
@@ -73,5 +108,16 @@ mod tests {
         let back: ServerConfig = serde_json::from_slice(&c.to_json()).unwrap();
         assert_eq!(back, c);
         assert!(v.get("http_limits").is_none(), "absent when empty");
+        assert!(v["websocket"].is_null(), "null where not served");
+        // A /config from before WebSocket still parses.
+        let old = br#"{"server":"s","model":"m","runtime":"r","workers":null,"db_pool":null,"opcache":null,"jit":null,"debug":false}"#;
+        assert_eq!(ServerConfig::from_json(old).unwrap().websocket, None);
+        let ws = WebSocketHolding {
+            connection: "a task".into(),
+            rooms: RoomScope::SharedAcrossWorkers,
+            room_spans_workers: true,
+        };
+        let j = serde_json::to_value(&ws).unwrap();
+        assert_eq!(j["rooms"], "shared-across-workers");
     }
 }

@@ -32,8 +32,9 @@ mod framing;
 pub mod probe;
 mod response;
 mod verify;
+pub mod ws;
 
-pub use config::ServerConfig;
+pub use config::{RoomScope, ServerConfig, WebSocketHolding};
 pub use endpoint::{
     allow, route, ConnMode, Endpoint, Rejection, Route, CPU_N_DEFAULT, CPU_N_MAX, PATHS,
     SLEEP_MS_MAX,

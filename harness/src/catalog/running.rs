@@ -116,6 +116,12 @@ impl Running {
         Ok(())
     }
 
+    /// Its run dir (configs and logs it writes there, nginx's error log),
+    /// for a server the harness started.
+    pub fn run_dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_ref().map(TempDir::path)
+    }
+
     /// The last lines of every child's log.
     pub fn logs(&self) -> String {
         self.children

@@ -153,6 +153,8 @@ mod tests {
                 debug: false,
                 http_limits: Vec::new(),
                 tls: None,
+                websocket: None,
+                websocket_unsupported: None,
             }),
             versions: vec![],
             same_autogroup: Some(true),

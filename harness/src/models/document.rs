@@ -109,8 +109,19 @@ pub struct Memory {
     pub server: String,
     pub model: String,
     pub points: Vec<MemoryPoint>,
-    /// (RSS at the most connections − RSS at none) / connections held.
+    /// (RSS at the most connections − RSS at none) / connections accepted;
+    /// `None` where that is not a measurement (see `kib_not_measured`).
     pub kib_per_connection: Option<f64>,
+    /// Why `kib_per_connection` is `None`: an RSS not read (the server's
+    /// processes gone), nothing accepted, or RSS that fell as connections
+    /// were opened (a negative delta is no per-connection cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kib_not_measured: Option<String>,
+    /// Why fewer connections than requested were accepted: the server's own
+    /// limit (with its setting where its log or /proc names it), a crash,
+    /// or a limit of the harness's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_of_target: Option<String>,
     /// A `/hello` on a new connection answered with every connection held.
     pub hello_answered_at_most: Option<bool>,
     pub error: Option<String>,
@@ -125,8 +136,21 @@ pub struct MemoryPoint {
     /// Of those, still waiting in the listening socket's accept queue when
     /// RSS was read: a server at its connection limit leaves them there.
     pub not_accepted: u64,
-    /// The server's process tree, summed.
-    pub rss_bytes: u64,
+    /// Of those, closed by the server while idle (an idle timeout).
+    #[serde(default)]
+    pub closed_by_server: u64,
+    /// The server's process tree, summed; `None` when it could not be read
+    /// (the processes are gone): never a 0 that reads as a measurement.
+    pub rss_bytes: Option<u64>,
+}
+
+impl MemoryPoint {
+    /// Connections the server accepted and still holds.
+    pub fn accepted(&self) -> u64 {
+        self.held
+            .saturating_sub(self.not_accepted)
+            .saturating_sub(self.closed_by_server)
+    }
 }
 
 /// A sentence computed from the measurements, and whether the measurement

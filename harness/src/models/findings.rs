@@ -293,23 +293,32 @@ pub fn connection_cost(costs: &[ConnectionCost]) -> Vec<Finding> {
         .collect()
 }
 
-/// Experiment 4: what one idle connection costs each model.
+/// Experiment 4: what one idle connection costs each model, and why a
+/// server holds fewer than asked; a figure that is not a measurement says
+/// so instead of printing.
 pub fn memory(memory: &[Memory]) -> Vec<Finding> {
     memory
         .iter()
         .filter(|m| m.error.is_none())
         .filter_map(|m| {
             let top = m.points.iter().max_by_key(|p| p.requested)?;
-            let kib = m.kib_per_connection?;
+            let cost = match (m.kib_per_connection, &m.kib_not_measured) {
+                (Some(kib), _) => format!("{kib:.1} KiB per idle connection"),
+                (None, Some(why)) => format!("KiB per idle connection not measured: {why}"),
+                (None, None) => "KiB per idle connection not measured".to_string(),
+            };
             Some(finding(
                 "memory",
                 &m.server,
                 format!(
-                    "{} ({}): {kib:.1} KiB per idle connection, {} of {} connections accepted{}",
+                    "{} ({}): {cost}, {} of {} connections accepted{}{}",
                     m.server,
                     m.model,
-                    thousands(top.held.saturating_sub(top.not_accepted) as f64),
+                    thousands(top.accepted() as f64),
                     thousands(top.requested as f64),
+                    m.short_of_target
+                        .as_deref()
+                        .map_or(String::new(), |why| format!(" ({why})")),
                     match m.hello_answered_at_most {
                         Some(true) => ", /hello still answered".to_string(),
                         Some(false) => ", /hello NOT answered with them held".to_string(),

@@ -1,19 +1,17 @@
 //! The measurements of `harness models`, each on a server the lab started:
 //! closed-loop runs of one path ([`run_path`]), the waiting curve, the
-//! connection cost, and the memory of idle connections held open.
+//! connection cost (the connections held are [`super::held`]'s).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::document::{ConnectionCost, Memory, MemoryPoint, WaitCurve, WaitPoint};
+use super::document::{ConnectionCost, WaitCurve, WaitPoint};
 use crate::catalog::Running;
 use crate::engine::{self, Control, RunResult};
 use crate::lab::profile::{Profile, Profiler};
 use crate::lab::{load, Lab};
 use crate::stats::Percentiles;
 
-const TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Waits until the server is idle again: a `/hello` answered within 100 ms
 /// (at most 15 s). A run that ends closes its connections, but a server may
@@ -283,117 +281,6 @@ fn failures(r: &RunResult) -> String {
     )
 }
 
-/// The accept queue of the listening socket on `port` (`/proc/net/tcp`,
-/// LISTEN state): connections the kernel completed that the server has
-/// not accepted yet.
-fn accept_queue(port: u16) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    text.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let local_port = u16::from_str_radix(f.get(1)?.rsplit(':').next()?, 16).ok()?;
-        if local_port != port || *f.get(3)? != "0A" {
-            return None;
-        }
-        let rx = f.get(4)?.split(':').nth(1)?;
-        u64::from_str_radix(rx, 16).ok()
-    })
-}
-
-fn rss_bytes(running: &Running) -> u64 {
-    crate::procfs::tree(&running.pids())
-        .iter()
-        .map(|s| s.rss_pages)
-        .sum::<u64>()
-        * crate::procfs::page_size()
-}
-
-/// Opens connections to `addr` until `held` has `target` of them, giving up
-/// after a run of failures (a server that stops accepting).
-fn hold(addr: SocketAddr, held: &mut Vec<TcpStream>, target: usize) {
-    let mut failures = 0;
-    while held.len() < target && failures < 20 {
-        match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
-            Ok(s) => {
-                failures = 0;
-                held.push(s)
-            }
-            Err(_) => failures += 1,
-        }
-    }
-}
-
-/// `GET /hello` on a new connection, within `timeout`.
-fn hello_answers(addr: SocketAddr, timeout: Duration) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, timeout) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(timeout));
-    if s.write_all(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut buf = Vec::new();
-    let _ = s.read_to_end(&mut buf);
-    buf.starts_with(b"HTTP/1.1 200") && buf.ends_with(b"Hello World")
-}
-
-/// Experiment 4: RSS with 0 and each of `levels` idle connections held.
-pub fn memory(lab: &Lab, running: &Running, model: &str, levels: &[usize]) -> Memory {
-    let mut out = Memory {
-        server: running.name.clone(),
-        model: model.into(),
-        ..Memory::default()
-    };
-    let addr = running.addr;
-    let mut held: Vec<TcpStream> = Vec::new();
-    // Every completed connection accepted by the server (or 10 s); then
-    // the server's RSS, and what is still in the accept queue.
-    let settle = || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while accept_queue(addr.port()).unwrap_or(0) > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        (rss_bytes(running), accept_queue(addr.port()).unwrap_or(0))
-    };
-    let (rss, _) = settle();
-    out.points.push(MemoryPoint {
-        requested: 0,
-        held: 0,
-        not_accepted: 0,
-        rss_bytes: rss,
-    });
-    for &n in levels {
-        if lab.interrupted() {
-            break;
-        }
-        hold(addr, &mut held, n);
-        let (rss, not_accepted) = settle();
-        super::say(&format!(
-            "  {}: {} idle connections held, RSS {:.1} MiB",
-            running.name,
-            held.len(),
-            rss as f64 / 1048576.0
-        ));
-        out.points.push(MemoryPoint {
-            requested: n as u64,
-            held: held.len() as u64,
-            not_accepted,
-            rss_bytes: rss,
-        });
-    }
-    out.hello_answered_at_most = Some(hello_answers(addr, TIMEOUT));
-    drop(held);
-    if let (Some(first), Some(last)) = (out.points.first(), out.points.last()) {
-        let accepted = last.held.saturating_sub(last.not_accepted);
-        if accepted > 0 {
-            out.kib_per_connection =
-                Some((last.rss_bytes as f64 - first.rss_bytes as f64) / 1024.0 / accepted as f64);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,23 +298,12 @@ mod tests {
             debug: false,
             http_limits: Vec::new(),
             tls: None,
+            websocket: None,
+            websocket_unsupported: None,
         };
         assert_eq!(in_flight("worker-pool", Some(&cfg), false).0, Some(20));
         assert_eq!(in_flight("worker-pool", Some(&cfg), true).0, Some(10));
         assert_eq!(in_flight("event-loop", Some(&cfg), false).0, None);
         assert_eq!(in_flight("coroutine", Some(&cfg), true).0, Some(10));
-    }
-
-    #[test]
-    fn a_listening_socket_shows_its_accept_queue() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        assert_eq!(accept_queue(port), Some(0));
-        let _a = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let _b = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        // Completed by the kernel, not accepted: both wait in the queue.
-        assert_eq!(accept_queue(port), Some(2));
-        let _accepted = l.accept().unwrap();
-        assert_eq!(accept_queue(port), Some(1));
     }
 }

@@ -150,17 +150,14 @@ fn memory_rows(doc: &Models) -> Vec<Vec<String>> {
             m.server.clone(),
             m.model.clone(),
             top.map_or("—".into(), |p| {
-                format!(
-                    "{} of {}",
-                    p.held.saturating_sub(p.not_accepted),
-                    p.requested
-                )
+                format!("{} of {}", p.accepted(), p.requested)
             }),
-            top.map_or("—".into(), |p| {
-                format!("{:.1}", p.rss_bytes as f64 / 1048576.0)
-            }),
+            top.and_then(|p| p.rss_bytes)
+                .map_or("not measured".into(), |b| {
+                    format!("{:.1}", b as f64 / 1048576.0)
+                }),
             m.kib_per_connection
-                .map_or("—".into(), |k| format!("{k:.1}")),
+                .map_or("not measured".into(), |k| format!("{k:.1}")),
             match m.hello_answered_at_most {
                 Some(true) => "answered".into(),
                 Some(false) => "NOT answered".into(),
@@ -395,7 +392,7 @@ pub fn html(doc: &Models) -> String {
                 "KiB",
                 doc.memory
                     .iter()
-                    .filter_map(|m| Some((m.server.clone(), m.kib_per_connection?.max(0.0))))
+                    .filter_map(|m| Some((m.server.clone(), m.kib_per_connection?)))
                     .collect(),
             )],
             _ => Vec::new(),

@@ -20,6 +20,8 @@ pub struct App {
     pub shutdown: Shutdown,
     /// `--tls-cert`: every connection of the contract engine is TLS.
     pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// The WebSocket rooms of the process, for every coroutine.
+    pub rooms: workloads::ws::Rooms,
 }
 
 impl App {

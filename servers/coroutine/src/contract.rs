@@ -188,7 +188,7 @@ enum Close {
 }
 
 /// A connection's byte stream: the socket, or a TLS session over it.
-trait Stream: Read + Write {
+trait Stream: Read + Write + crate::ws::Socket {
     /// Closes after an error answer without resetting it away.
     fn linger(self);
 }
@@ -234,6 +234,7 @@ fn connection<S: Stream>(mut stream: S, app: &'static App) {
     loop {
         let mut close = Close::No;
         let mut in_flight = None;
+        let mut upgrade = None;
         loop {
             let req = match http1::parse(input.pending()) {
                 Ok(Some(req)) => req,
@@ -245,6 +246,21 @@ fn connection<S: Stream>(mut stream: S, app: &'static App) {
                     break;
                 }
             };
+            if let Some(route) = workloads::ws::route(req.target) {
+                let head = &input.pending()[..req.len];
+                match handshake(req.method, head, route) {
+                    Ok(accepted) => {
+                        input.consume(req.len);
+                        upgrade = Some(accepted);
+                    }
+                    Err(why) => {
+                        let resp = workloads::ws::bad_handshake(why);
+                        http1::encode(&mut out, app.server, &resp, false, Connection::Close);
+                        close = Close::Linger;
+                    }
+                }
+                break;
+            }
             in_flight.get_or_insert_with(|| app.shutdown.request());
             let conn = if app.shutdown.is_stopping() {
                 Connection::Close
@@ -280,6 +296,19 @@ fn connection<S: Stream>(mut stream: S, app: &'static App) {
             out.clear();
         }
         drop(in_flight);
+        if let Some((route, accept)) = upgrade {
+            // Joined before the 101 goes out: every message sent from then
+            // on reaches this member.
+            let member = match &route {
+                workloads::ws::WsRoute::Room(name) => Some(crate::ws::join(&app.rooms, name)),
+                workloads::ws::WsRoute::Echo => None,
+            };
+            let head = workloads::ws::switching_protocols(&accept);
+            if stream.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            return crate::ws::serve(stream, input.pending().to_vec(), route, member);
+        }
         match close {
             Close::No => {}
             Close::Now => return,
@@ -299,6 +328,22 @@ fn connection<S: Stream>(mut stream: S, app: &'static App) {
             Ok(n) => input.filled(n),
         }
     }
+}
+
+/// A WebSocket handshake's route and `Sec-WebSocket-Accept`, from the
+/// request's head (`server_common::http1` keeps no headers; httparse reads
+/// them again here, for this one request), or the reason for the 400.
+fn handshake(
+    method: &str,
+    head: &[u8],
+    route: Result<workloads::ws::WsRoute, String>,
+) -> Result<(workloads::ws::WsRoute, String), String> {
+    let route = route?;
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    req.parse(head).map_err(|e| format!("bad head: {e}"))?;
+    let pairs = req.headers.iter().map(|h| (h.name, h.value));
+    workloads::ws::accept(method, pairs).map(|key| (route, key))
 }
 
 /// Closes after an error answer without resetting it away: shut down our

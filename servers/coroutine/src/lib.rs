@@ -27,6 +27,7 @@ pub mod contract;
 pub mod db;
 pub mod fatal;
 pub mod minihttp;
+pub mod ws;
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
@@ -139,6 +140,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         tls: tls
             .is_some()
             .then(|| server_common::tls::DESCRIPTION.to_string()),
+        websocket: match args.engine {
+            Engine::Contract => Some(ws::holding()),
+            Engine::Minihttp => None,
+        },
+        websocket_unsupported: match args.engine {
+            Engine::Contract => None,
+            Engine::Minihttp => Some(
+                "may_minihttp has no upgrade: it owns the connection and answers every \
+                 request itself"
+                    .into(),
+            ),
+        },
     };
     let db = Db::new(&args.common.mysql_url, args.common.db_pool as usize)
         .context("cannot configure the database")?;
@@ -148,6 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         db,
         shutdown: Shutdown::new(),
         tls,
+        rooms: workloads::ws::Rooms::new(),
     }));
 
     let (signalled, signal) = mpsc::channel();

@@ -484,3 +484,18 @@ fn minihttp_engine_answers_an_upgrade_request_followed_by_other_bytes() {
     };
     testkit::contract::upgrade_request_then_other_bytes_is_answered(&subject);
 }
+
+/// `--engine minihttp` cannot serve WebSocket (may_minihttp owns the
+/// connection and has no upgrade): its /config says so, and `/ws` with a
+/// valid handshake is not upgraded.
+#[test]
+fn minihttp_engine_says_it_cannot_serve_websocket() {
+    let server = ServerProcess::start(BIN, &["--engine", "minihttp"]);
+    let config = get(server.addr, "/config").unwrap();
+    let config = workloads::ServerConfig::from_json(&config.body).unwrap();
+    assert_eq!(config.websocket, None);
+    let why = workloads::ws::rows::served(&config).unwrap_err();
+    assert!(why.contains("may_minihttp has no upgrade"), "{why}");
+    let status = workloads::ws::rows::not_upgraded(server.addr, Duration::from_secs(10)).unwrap();
+    assert_ne!(status, 101);
+}

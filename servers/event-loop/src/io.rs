@@ -62,6 +62,8 @@ pub struct ConnIo<S: Stream = TcpStream> {
     starts: RequestStarts,
     /// How many requests hyper handed to the service.
     handled: Handled,
+    /// A `101` went out: what follows is WebSocket frames, never a head.
+    upgraded: bool,
 }
 
 /// The number of requests of one connection that hyper handed to the
@@ -211,6 +213,7 @@ impl<S: Stream> ConnIo<S> {
             linger: false,
             starts: RequestStarts::default(),
             handled,
+            upgraded: false,
         }
     }
 
@@ -281,6 +284,12 @@ impl<S: Stream> Write for ConnIo<S> {
         if this.replacement.is_some() {
             // hyper retries with the same buffer after `Pending`.
             return this.poll_replacement(cx);
+        }
+        // Frames after a `101` are echoed data: a message that ends like a
+        // head must not read as hyper's error answer.
+        this.upgraded |= buf.starts_with(b"HTTP/1.1 101 ");
+        if this.upgraded {
+            return this.stream().poll_write(cx, buf);
         }
         if let Some((start, error)) = find_automatic_error(buf) {
             if start > 0 {

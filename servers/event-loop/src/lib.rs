@@ -26,6 +26,7 @@ pub mod io;
 pub mod server;
 pub mod service;
 pub mod tls;
+pub mod ws;
 
 use std::sync::Arc;
 use std::thread;
@@ -69,6 +70,8 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32, tls: bool) -> ServerCo
         debug: cfg!(debug_assertions),
         http_limits: Vec::new(),
         tls: tls.then(|| server_common::tls::DESCRIPTION.to_string()),
+        websocket: Some(ws::holding()),
+        websocket_unsupported: None,
     }
 }
 
@@ -95,6 +98,7 @@ pub fn run(args: Args) -> Result<()> {
         config_json,
         db_opts,
         tls,
+        rooms: Arc::new(workloads::ws::Rooms::new()),
     });
     let mut loops = Vec::with_capacity(listeners.len());
     for (i, listener) in listeners.into_iter().enumerate() {

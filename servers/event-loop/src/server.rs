@@ -11,7 +11,6 @@ use anyhow::{Context, Result};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioTimer;
-use hyper_util::server::graceful::GracefulShutdown;
 use mysql_async::Opts;
 use server_common::http1::MAX_HEAD_BYTES;
 use server_common::shutdown::GRACE;
@@ -38,6 +37,8 @@ pub struct Shared {
     pub db_opts: Opts,
     /// `--tls-cert`: every connection is TLS, terminated here.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// One map of WebSocket rooms for every loop: a room spans them.
+    pub rooms: Arc<workloads::ws::Rooms>,
 }
 
 /// Runs one event loop on the calling thread until `stop` turns true.
@@ -65,19 +66,26 @@ async fn serve(
     let state = Arc::new(Loop {
         config_json: shared.config_json,
         db: Db::new(shared.db_opts.clone()),
+        rooms: Arc::clone(&shared.rooms),
     });
     let http = builder();
-    let graceful = GracefulShutdown::new();
+    // Every connection task holds a clone; all dropped: all finished.
+    let (open_tx, mut open_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let stop_each = stop.clone();
 
     loop {
         tokio::select! {
             biased;
             _ = stop.wait_for(|stopping| *stopping) => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match &shared.tls {
-                    None => serve_connection(&http, &graceful, &state, stream),
-                    Some(tls) => serve_tls(&http, &graceful, &state, tls, stream),
-                },
+                Ok((stream, _)) => serve_connection(
+                    &http,
+                    &state,
+                    shared.tls.as_ref(),
+                    stream,
+                    stop_each.clone(),
+                    open_tx.clone(),
+                ),
                 // A client error never reaches further than this.
                 Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
             },
@@ -85,7 +93,8 @@ async fn serve(
     }
 
     drop(listener);
-    let _ = tokio::time::timeout(GRACE, graceful.shutdown()).await;
+    drop(open_tx);
+    let _ = tokio::time::timeout(GRACE, open_rx.recv()).await;
     if let Ok(state) = Arc::try_unwrap(state) {
         state.db.close().await;
     }
@@ -119,29 +128,6 @@ fn builder() -> http1::Builder {
     http
 }
 
-/// A TLS connection: its handshake is a task of the loop (bounded by
-/// [`crate::tls::HANDSHAKE_TIMEOUT`]); then hyper serves it as any other.
-fn serve_tls(
-    http: &http1::Builder,
-    graceful: &GracefulShutdown,
-    state: &Arc<Loop>,
-    tls: &tokio_rustls::TlsAcceptor,
-    stream: TcpStream,
-) {
-    let _ = stream.set_nodelay(true);
-    let (http, state, tls) = (http.clone(), Arc::clone(state), tls.clone());
-    let watcher = graceful.watcher();
-    tokio::spawn(async move {
-        let accepted = tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, tls.accept(stream));
-        // A failed handshake (a client refusing our certificate) ends the
-        // connection and nothing else.
-        if let Ok(Ok(stream)) = accepted.await {
-            let conn = watcher.watch(connection(&http, &state, stream));
-            let _ = conn.await;
-        }
-    });
-}
-
 /// hyper's connection over `stream`, its service counting what it gets.
 fn connection<S: crate::io::Stream>(
     http: &http1::Builder,
@@ -167,17 +153,54 @@ fn connection<S: crate::io::Stream>(
     http.serve_connection(ConnIo::new(stream, handled), service)
 }
 
+/// Serves one connection as a task of this loop: plain, or TLS once its
+/// handshake (bounded by [`crate::tls::HANDSHAKE_TIMEOUT`]) is done; a
+/// failed handshake (a client refusing our certificate) ends the connection
+/// and nothing else. `open` is held until the connection ends.
 fn serve_connection(
     http: &http1::Builder,
-    graceful: &GracefulShutdown,
     state: &Arc<Loop>,
+    tls: Option<&tokio_rustls::TlsAcceptor>,
     stream: TcpStream,
+    stop: watch::Receiver<bool>,
+    open: tokio::sync::mpsc::Sender<()>,
 ) {
     let _ = stream.set_nodelay(true);
-    let conn = graceful.watch(connection(http, state, stream));
+    let (http, state, tls) = (http.clone(), Arc::clone(state), tls.cloned());
     tokio::spawn(async move {
-        // Client errors (resets, timeouts, bad requests) end the connection
-        // and nothing else; they are not logged.
-        let _ = conn.await;
+        let _open = open;
+        match tls {
+            None => drive(&http, &state, stream, stop).await,
+            Some(tls) => {
+                let accepted =
+                    tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, tls.accept(stream));
+                if let Ok(Ok(stream)) = accepted.await {
+                    drive(&http, &state, stream, stop).await;
+                }
+            }
+        }
     });
+}
+
+/// hyper over `stream` until the client is done. On `stop`, hyper's
+/// graceful shutdown: the request in flight finishes, an idle keep-alive
+/// connection closes. (hyper-util's `GracefulShutdown` cannot watch a
+/// connection that may upgrade, hence this.) A WebSocket it upgraded to
+/// runs as a task of its own ([`crate::ws`]), ended with the runtime.
+async fn drive<S: crate::io::Stream>(
+    http: &http1::Builder,
+    state: &Arc<Loop>,
+    stream: S,
+    mut stop: watch::Receiver<bool>,
+) {
+    let conn = connection(http, state, stream).with_upgrades();
+    let mut conn = std::pin::pin!(conn);
+    // Client errors (resets, timeouts, bad requests) end the connection
+    // and nothing else; they are not logged.
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = stop.wait_for(|stopping| *stopping) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
 }

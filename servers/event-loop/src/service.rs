@@ -13,7 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Body as _, Incoming};
-use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, HOST, SERVER};
+use hyper::header::{
+    HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, HOST, SEC_WEBSOCKET_ACCEPT, SERVER, UPGRADE,
+};
 use hyper::{Request, Response, StatusCode, Version};
 use workloads::{Action, Body};
 
@@ -26,6 +28,8 @@ pub struct Loop {
     /// The `/config` body, rendered once.
     pub config_json: &'static [u8],
     pub db: Db,
+    /// The WebSocket rooms, shared by every loop.
+    pub rooms: Arc<workloads::ws::Rooms>,
 }
 
 const SERVER_VALUE: HeaderValue = HeaderValue::from_static(SERVER_NAME);
@@ -49,6 +53,9 @@ pub async fn handle(
         return Ok(resp);
     }
     let target = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    if let Some(ws) = workloads::ws::route(target) {
+        return Ok(upgrade(&state, req, ws));
+    }
     let route = workloads::route(req.method().as_str(), target);
     let allow = workloads::allow(target);
     let body = req.into_body();
@@ -98,6 +105,40 @@ async fn read_body(body: Incoming) -> Result<Vec<u8>, workloads::Response> {
             b"request body does not match its framing",
         )),
     }
+}
+
+/// `/ws` and `/ws/room`: the `101` once the handshake is valid (the
+/// connection is then [`crate::ws`]'s), else 400 with the reason.
+fn upgrade(
+    state: &Loop,
+    mut req: Request<Incoming>,
+    route: Result<workloads::ws::WsRoute, String>,
+) -> Response<Full<Bytes>> {
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()));
+    let accepted = route
+        .and_then(|r| workloads::ws::accept(req.method().as_str(), headers).map(|key| (r, key)));
+    let (route, key) = match accepted {
+        Ok(ok) => ok,
+        Err(why) => return into_hyper(workloads::ws::bad_handshake(why), workloads::ALLOW),
+    };
+    let Ok(accept) = HeaderValue::from_str(&key) else {
+        return into_hyper(
+            workloads::Response::text(500, b"bad accept key"),
+            workloads::ALLOW,
+        );
+    };
+    crate::ws::spawn(hyper::upgrade::on(&mut req), route, &state.rooms);
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(SERVER, SERVER_VALUE);
+    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(SEC_WEBSOCKET_ACCEPT, accept);
+    resp
 }
 
 /// RFC 9112 §3.2: Host exactly once in HTTP/1.1 (at most once in 1.0), with

@@ -261,3 +261,31 @@ fn pipelined_answers_before_a_close_are_all_sent() {
     let reply = read_reply(&mut s);
     assert_eq!(reply.header("connection"), Some("keep-alive"));
 }
+
+/// A room spans the loops (`/config`: shared-across-workers): with two
+/// loops on SO_REUSEPORT, eight members land on both (all on one loop:
+/// 1 in 128), and a message from one reaches every member, itself too.
+#[test]
+fn a_websocket_room_spans_the_loops() {
+    use tungstenite::Message;
+    let server = ServerProcess::start(BIN, &["--workers", "2"]);
+    let url = format!("ws://{}/ws/room?name=span", server.addr);
+    let mut members: Vec<_> = (0..8)
+        .map(|_| {
+            let s = std::net::TcpStream::connect(server.addr).unwrap();
+            s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+            tungstenite::client(url.as_str(), s).unwrap().0
+        })
+        .collect();
+    members[3]
+        .send(Message::text("to everyone, on every loop"))
+        .unwrap();
+    for (i, m) in members.iter_mut().enumerate() {
+        let got = m.read().unwrap_or_else(|e| panic!("member {i}: {e}"));
+        assert_eq!(
+            got,
+            Message::text("to everyone, on every loop"),
+            "member {i}"
+        );
+    }
+}

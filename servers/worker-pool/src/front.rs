@@ -12,7 +12,7 @@ use std::time::Duration;
 use server_common::http1;
 use server_common::shutdown::{InFlight, Shutdown, GRACE};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::time::{sleep, timeout, Instant};
 use workloads::Response;
@@ -98,7 +98,7 @@ async fn drain(shutdown: &Shutdown) {
 
 /// One client connection: requests answered one at a time and in order, as
 /// nginx does with pipelined requests.
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, front: Arc<Front>) {
+async fn serve<S: Client>(mut stream: S, front: Arc<Front>) {
     let mut inbox = Inbox::new();
     let mut out = Vec::with_capacity(256);
     // Keeps shutdown waiting while a response is encoded but not yet written.
@@ -113,6 +113,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, front: Arc<Fron
                 connection,
                 allow,
                 body,
+                upgrade,
             } = match inbox.next_request() {
                 Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
@@ -125,6 +126,27 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, front: Arc<Fron
                     return;
                 }
             };
+            match upgrade {
+                None => {}
+                Some(Ok((route, accept))) => {
+                    return hand_over(stream, out, inbox.take_pending(), route, accept, &front)
+                        .await
+                }
+                Some(Err(why)) => {
+                    let resp = workloads::ws::bad_handshake(why);
+                    encode_reply(
+                        &mut out,
+                        front.name,
+                        &resp,
+                        false,
+                        http1::Connection::Close,
+                        workloads::ALLOW,
+                        true,
+                    );
+                    let _ = write(&mut stream, &out).await;
+                    return;
+                }
+            }
             let in_flight = front.shutdown.request();
             let response = match front.queue.submit(routed, body) {
                 Some(reply) => {
@@ -207,5 +229,86 @@ async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> io::Resul
     match timeout(WRITE_TIMEOUT, written).await {
         Ok(result) => result,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
+    }
+}
+
+/// A client connection: the socket, or a TLS session over it. A WebSocket
+/// goes to a worker as a plain socket ([`crate::ws`]); over TLS the front
+/// refuses the upgrade (its workers hold std sockets, not sessions).
+pub trait Client: AsyncRead + AsyncWrite + Unpin {
+    fn into_tcp(self) -> Result<TcpStream, Self>
+    where
+        Self: Sized;
+}
+
+impl Client for TcpStream {
+    fn into_tcp(self) -> Result<TcpStream, Self> {
+        Ok(self)
+    }
+}
+
+impl Client for tokio_rustls::server::TlsStream<TcpStream> {
+    fn into_tcp(self) -> Result<TcpStream, Self> {
+        Err(self)
+    }
+}
+
+/// A WebSocket handshake: earlier answers out, then the connection to the
+/// next free worker ([`crate::ws`]), which sends the `101`; a full queue
+/// answers `503 server busy`.
+async fn hand_over<S: Client>(
+    mut stream: S,
+    mut out: Vec<u8>,
+    leftover: Vec<u8>,
+    route: workloads::ws::WsRoute,
+    accept: String,
+    front: &Front,
+) {
+    if !out.is_empty() && write(&mut stream, &out).await.is_err() {
+        return;
+    }
+    let stream = match stream.into_tcp() {
+        Ok(tcp) => tcp,
+        Err(mut tls) => {
+            out.clear();
+            let refusal =
+                Response::text(501, b"WebSocket over TLS is not served by the worker pool");
+            encode_reply(
+                &mut out,
+                front.name,
+                &refusal,
+                false,
+                http1::Connection::Close,
+                workloads::ALLOW,
+                true,
+            );
+            let _ = write(&mut tls, &out).await;
+            return;
+        }
+    };
+    let Ok(std) = stream.into_std() else {
+        return;
+    };
+    let up = crate::ws::Upgrade {
+        stream: std,
+        leftover,
+        route,
+        accept,
+    };
+    if let Err(up) = front.queue.submit_websocket(up) {
+        out.clear();
+        encode_reply(
+            &mut out,
+            front.name,
+            &Response::busy(),
+            false,
+            http1::Connection::Close,
+            workloads::ALLOW,
+            true,
+        );
+        let mut s = up.stream;
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
+        let _ = std::io::Write::write_all(&mut s, &out);
     }
 }

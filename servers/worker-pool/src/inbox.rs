@@ -26,6 +26,9 @@ pub struct Parsed {
     /// for the others): it travels to the worker with the request, as
     /// nginx hands a body to an FPM child.
     pub body: Vec<u8>,
+    /// A WebSocket route (`/ws`, `/ws/room`): its handshake's route and
+    /// `Sec-WebSocket-Accept`, or why it is refused (400).
+    pub upgrade: Option<Result<(workloads::ws::WsRoute, String), String>>,
 }
 
 impl Parsed {
@@ -54,6 +57,22 @@ pub fn encode_reply(
     };
     http1::encode_allowing(out, name, response, head, connection, allow);
     closing
+}
+
+/// A WebSocket handshake's route and `Sec-WebSocket-Accept`, from the
+/// request's head (the codec keeps no headers; httparse reads them again
+/// for this one request), or the reason for the 400.
+fn handshake(
+    method: &str,
+    head: &[u8],
+    route: Result<workloads::ws::WsRoute, String>,
+) -> Result<(workloads::ws::WsRoute, String), String> {
+    let route = route?;
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    req.parse(head).map_err(|e| format!("bad head: {e}"))?;
+    let pairs = req.headers.iter().map(|h| (h.name, h.value));
+    workloads::ws::accept(method, pairs).map(|key| (route, key))
 }
 
 /// Bytes read from a connection and not yet consumed: `buf[start..end]`.
@@ -90,6 +109,13 @@ impl Inbox {
         };
         let head = req.method == "HEAD";
         let routed = workloads::route(req.method, req.target).map(|r| r.endpoint);
+        let upgrade = workloads::ws::route(req.target).map(|route| {
+            handshake(
+                req.method,
+                &self.buf[self.start..self.start + req.len],
+                route,
+            )
+        });
         let connection = Connection::for_request(&req);
         let allow = workloads::allow(req.target);
         let body = match routed {
@@ -107,7 +133,16 @@ impl Inbox {
             connection,
             allow,
             body,
+            upgrade,
         }))
+    }
+
+    /// Takes every unconsumed byte (what followed a WebSocket handshake).
+    pub fn take_pending(&mut self) -> Vec<u8> {
+        let rest = self.buf[self.start..self.end].to_vec();
+        self.start = 0;
+        self.end = 0;
+        rest
     }
 
     /// The unconsumed bytes start a HEAD request: the answer to a refused

@@ -30,6 +30,7 @@ pub mod per_connection;
 pub mod pool;
 pub mod settings;
 pub mod worker;
+pub mod ws;
 
 use std::sync::Arc;
 use std::time::Duration;

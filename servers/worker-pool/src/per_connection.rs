@@ -95,6 +95,7 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                 connection,
                 allow,
                 body,
+                upgrade,
             } = match inbox.next_request() {
                 Ok(Some(parsed)) => parsed,
                 Ok(None) => break,
@@ -106,6 +107,36 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                     return;
                 }
             };
+            match upgrade {
+                None => {}
+                Some(Ok((route, accept))) => {
+                    // This worker is the connection's for the rest of its life.
+                    if !out.is_empty() && stream.write_all(&out).is_err() {
+                        return;
+                    }
+                    let leftover = inbox.take_pending();
+                    return crate::ws::run(crate::ws::Upgrade {
+                        stream,
+                        leftover,
+                        route,
+                        accept,
+                    });
+                }
+                Some(Err(why)) => {
+                    let resp = workloads::ws::bad_handshake(why);
+                    encode_reply(
+                        &mut out,
+                        name,
+                        &resp,
+                        false,
+                        http1::Connection::Close,
+                        workloads::ALLOW,
+                        true,
+                    );
+                    let _ = stream.write_all(&out);
+                    return;
+                }
+            }
             let in_flight = shutdown.request();
             // Earlier pipelined answers go out before this one is worked on.
             if !out.is_empty() {

@@ -16,12 +16,17 @@ use workloads::{Endpoint, Rejection, Response};
 
 use crate::worker::Worker;
 
-/// A request handed to a worker, and where its response goes.
-pub struct Job {
-    pub routed: Result<Endpoint, Rejection>,
-    /// The request's body (`/echo`'s; empty for the other routes).
-    pub body: Vec<u8>,
-    pub reply: oneshot::Sender<Response>,
+/// What a worker is handed.
+pub enum Job {
+    /// A request, its body (`/echo`'s; empty for the other routes), and
+    /// where its response goes.
+    Request {
+        routed: Result<Endpoint, Rejection>,
+        body: Vec<u8>,
+        reply: oneshot::Sender<Response>,
+    },
+    /// A WebSocket connection, the worker's until it ends.
+    WebSocket(crate::ws::Upgrade),
 }
 
 /// The front's end of the queue.
@@ -39,13 +44,26 @@ impl Queue {
         body: Vec<u8>,
     ) -> Option<oneshot::Receiver<Response>> {
         let (reply, rx) = oneshot::channel();
-        match self.tx.try_send(Job {
+        match self.tx.try_send(Job::Request {
             routed,
             body,
             reply,
         }) {
             Ok(()) => Some(rx),
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => None,
+        }
+    }
+
+    /// Queues a WebSocket connection for the next free worker; gives it
+    /// back if the queue is full (the caller answers `503 server busy`).
+    pub fn submit_websocket(&self, up: crate::ws::Upgrade) -> Result<(), crate::ws::Upgrade> {
+        match self.tx.try_send(Job::WebSocket(up)) {
+            Ok(()) => Ok(()),
+            Err(
+                TrySendError::Full(Job::WebSocket(up))
+                | TrySendError::Disconnected(Job::WebSocket(up)),
+            ) => Err(up),
+            Err(_) => unreachable!("a WebSocket job comes back as one"),
         }
     }
 }
@@ -71,14 +89,21 @@ pub fn start(
 
 fn work(mut worker: Worker, rx: Receiver<Job>) {
     while let Ok(job) = rx.recv() {
-        // Its connection was dropped while it waited (the front went away):
-        // nothing to answer, as an FPM child that reads a FastCGI request
-        // nginx already abandoned.
-        if job.reply.is_closed() {
-            continue;
+        match job {
+            // Its connection was dropped while it waited (the front went
+            // away): nothing to answer, as an FPM child that reads a
+            // FastCGI request nginx already abandoned.
+            Job::Request { reply, .. } if reply.is_closed() => {}
+            Job::Request {
+                routed,
+                body,
+                reply,
+            } => {
+                let response = worker.serve(routed, body);
+                let _ = reply.send(response);
+            }
+            Job::WebSocket(up) => crate::ws::run(up),
         }
-        let response = worker.serve(job.routed, job.body);
-        let _ = job.reply.send(response);
     }
 }
 

@@ -111,6 +111,8 @@ impl Settings {
                 .tls_cert
                 .is_some()
                 .then(|| server_common::tls::DESCRIPTION.to_string()),
+            websocket: Some(crate::ws::holding()),
+            websocket_unsupported: None,
         };
         Settings {
             name,

@@ -244,3 +244,61 @@ fn each_worker_holds_one_persistent_connection_and_conn_new_closes_its_own() {
         status("Threads_connected") == connected
     });
 }
+
+/// The model's limit on WebSocket, shown: each held connection is a
+/// worker's for its lifetime, so with 2 workers a 3rd handshake gets no
+/// `101` while both are held, and gets it (and its echo) once one closes.
+#[test]
+fn websockets_beyond_the_workers_wait_for_a_free_one() {
+    use std::net::TcpStream;
+    use tungstenite::Message;
+    let server = ServerProcess::start(BIN, &["--workers", "2", "--mysql-url", NO_DB]);
+    let url = format!("ws://{}/ws", server.addr);
+    let open = || {
+        let s = TcpStream::connect(server.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        tungstenite::client(url.as_str(), s).unwrap().0
+    };
+    let mut a = open();
+    let mut b = open();
+    for ws in [&mut a, &mut b] {
+        ws.send(Message::text("held")).unwrap();
+        assert_eq!(ws.read().unwrap(), Message::text("held"));
+    }
+    // The 3rd: its handshake sent, no 101 while both workers are held.
+    let mut third = TcpStream::connect(server.addr).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut third,
+        b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let mut byte = [0u8; 1];
+    let waited = std::io::Read::read(&mut third, &mut byte);
+    assert!(
+        matches!(&waited, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+        "answered while both workers were held: {waited:?}"
+    );
+    // A worker freed: the waiting handshake is answered.
+    a.close(None).unwrap();
+    while a.read().is_ok() {}
+    third
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = std::io::Read::read(&mut third, &mut byte).unwrap();
+        assert_eq!(n, 1, "closed before its 101");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+    assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
+    let mut c =
+        tungstenite::WebSocket::from_raw_socket(third, tungstenite::protocol::Role::Client, None);
+    c.send(Message::text("my turn")).unwrap();
+    assert_eq!(c.read().unwrap(), Message::text("my turn"));
+}

@@ -216,6 +216,8 @@ mod tests {
             debug: false,
             http_limits: vec!["no read timeout".into()],
             tls: None,
+            websocket: None,
+            websocket_unsupported: None,
         });
         assert_eq!(
             limits(&servers),
