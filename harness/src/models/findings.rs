@@ -211,10 +211,14 @@ fn bounded(
     };
     let mut f = finding("waiting", &curve.server, sentence, Some(misses == 0));
     if misses > 0 {
-        let worst = on
+        // The worst point that has evidence: a short run of an idle server
+        // (a worker pool sleeping at low c) may hold no sample of it at all,
+        // and its neighbour's profile still says where the CPU went.
+        f.evidence = on
             .iter()
-            .max_by(|a, b| off(a.rps).abs().total_cmp(&off(b.rps).abs()));
-        f.evidence = worst.and_then(|p| evidence::of_point(p, cores));
+            .filter_map(|p| evidence::of_point(p, cores).map(|e| (off(p.rps).abs(), e)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, e)| e);
     }
     f
 }
@@ -468,9 +472,19 @@ mod tests {
         for p in &mut swoole.points {
             p.rps = p.rps.max(980.0);
         }
-        let f = &waiting(&[swoole], 2)[0];
+        let f = &waiting(&[swoole.clone()], 2)[0];
         assert_eq!(f.matches_prediction, Some(true), "{}", f.sentence);
         assert!(f.evidence.is_none());
+        // A worst point whose profile caught no sample of the server (an
+        // idle server's short run): the next worst one's evidence.
+        for p in &mut swoole.points {
+            p.rps = if p.connections == 20 { 336.0 } else { 700.0 };
+        }
+        swoole.points[1].profile.as_mut().unwrap().server.cpu_ns = 0;
+        let f = &waiting(&[swoole], 2)[0];
+        assert_eq!(f.matches_prediction, Some(false), "{}", f.sentence);
+        let e = f.evidence.as_ref().expect("the next point's evidence");
+        assert_ne!(e.run, "c = 20");
     }
 
     #[test]
