@@ -248,7 +248,7 @@ fn connection<S: Stream>(mut stream: S, app: &'static App) {
             };
             if let Some(route) = workloads::ws::route(req.target) {
                 let head = &input.pending()[..req.len];
-                match handshake(req.method, head, route) {
+                match workloads::ws::accept_head(req.method, head, route) {
                     Ok(accepted) => {
                         input.consume(req.len);
                         upgrade = Some(accepted);
@@ -328,22 +328,6 @@ fn connection<S: Stream>(mut stream: S, app: &'static App) {
             Ok(n) => input.filled(n),
         }
     }
-}
-
-/// A WebSocket handshake's route and `Sec-WebSocket-Accept`, from the
-/// request's head (`server_common::http1` keeps no headers; httparse reads
-/// them again here, for this one request), or the reason for the 400.
-fn handshake(
-    method: &str,
-    head: &[u8],
-    route: Result<workloads::ws::WsRoute, String>,
-) -> Result<(workloads::ws::WsRoute, String), String> {
-    let route = route?;
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut headers);
-    req.parse(head).map_err(|e| format!("bad head: {e}"))?;
-    let pairs = req.headers.iter().map(|h| (h.name, h.value));
-    workloads::ws::accept(method, pairs).map(|key| (route, key))
 }
 
 /// Closes after an error answer without resetting it away: shut down our

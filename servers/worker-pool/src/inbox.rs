@@ -59,22 +59,6 @@ pub fn encode_reply(
     closing
 }
 
-/// A WebSocket handshake's route and `Sec-WebSocket-Accept`, from the
-/// request's head (the codec keeps no headers; httparse reads them again
-/// for this one request), or the reason for the 400.
-fn handshake(
-    method: &str,
-    head: &[u8],
-    route: Result<workloads::ws::WsRoute, String>,
-) -> Result<(workloads::ws::WsRoute, String), String> {
-    let route = route?;
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut headers);
-    req.parse(head).map_err(|e| format!("bad head: {e}"))?;
-    let pairs = req.headers.iter().map(|h| (h.name, h.value));
-    workloads::ws::accept(method, pairs).map(|key| (route, key))
-}
-
 /// Bytes read from a connection and not yet consumed: `buf[start..end]`.
 pub struct Inbox {
     buf: Vec<u8>,
@@ -110,7 +94,7 @@ impl Inbox {
         let head = req.method == "HEAD";
         let routed = workloads::route(req.method, req.target).map(|r| r.endpoint);
         let upgrade = workloads::ws::route(req.target).map(|route| {
-            handshake(
+            workloads::ws::accept_head(
                 req.method,
                 &self.buf[self.start..self.start + req.len],
                 route,

@@ -78,6 +78,23 @@ fn lists(value: &[u8], token: &str) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
+/// [`accept`] from a request's raw head, for servers whose HTTP/1 codec
+/// keeps no headers (the shared codec of the coroutine and worker-pool
+/// servers): httparse reads them again for this one request. The route and
+/// the `Sec-WebSocket-Accept`, or the reason for the 400.
+pub fn accept_head(
+    method: &str,
+    head: &[u8],
+    route: Result<WsRoute, String>,
+) -> Result<(WsRoute, String), String> {
+    let route = route?;
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    req.parse(head).map_err(|e| format!("bad head: {e}"))?;
+    let pairs = req.headers.iter().map(|h| (h.name, h.value));
+    accept(method, pairs).map(|key| (route, key))
+}
+
 /// Validates an opening handshake (RFC 6455 §4.2.1) from its method and
 /// headers: the `Sec-WebSocket-Accept` to send, or the one-line reason for
 /// the 400.
