@@ -374,6 +374,9 @@ fn plan_of(docs: &[&Document], sources: &[Source]) -> anyhow::Result<Plan> {
     let mut plan = Plan::new(&d.target.url, addr, request, check);
     plan.connections = docs.iter().map(|d| d.settings.connections as usize).sum();
     plan.keepalive = d.settings.keepalive;
+    if let Some(depth) = d.settings.pipeline {
+        plan.framing = crate::engine::Framing::pipelined(depth.min(u64::from(u16::MAX)) as u16);
+    }
     plan.timeout = Duration::from_secs_f64(d.settings.timeout_s.max(0.0));
     plan.warmup = Duration::from_secs_f64(d.settings.warmup_s.max(0.0));
     let rates: Vec<f64> = docs.iter().filter_map(|d| d.settings.rate_per_s).collect();

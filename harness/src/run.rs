@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::engine::{
-    self, Body, Check, Control, End, Io, Pace, Plan, Request, Route, Snapshot, Stop, TlsPlan,
-    TlsVersion, Trust,
+    self, Body, Check, Control, End, Framing, Io, Pace, Plan, Request, Route, Snapshot, Stop,
+    TlsPlan, TlsVersion, Trust,
 };
 use crate::report::{self, Format};
 use crate::target::Target;
@@ -127,6 +127,14 @@ pub struct RunArgs {
     /// A new connection per request, as ab does without -k.
     #[arg(long)]
     pub no_keepalive: bool,
+
+    /// HTTP/1.1 pipelining: up to N requests in flight per connection,
+    /// written back to back; responses are matched to requests in order,
+    /// each verified, each timed from its own send (or, with --rate, its
+    /// intended send). 1: no pipelining.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::engine::MAX_PIPELINE)))]
+    pub pipeline: u16,
 
     /// Engine threads (default: the number of cores).
     #[arg(long, value_name = "N")]
@@ -447,6 +455,10 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         plan.threads = t;
     }
     plan.keepalive = keepalive;
+    if args.pipeline > 1 && !keepalive {
+        bail!("--pipeline needs kept-alive connections: drop --no-keepalive");
+    }
+    plan.framing = Framing::pipelined(args.pipeline);
     plan.tls = tls_plan(args, &target)?;
     plan.io = args.io;
     plan.gather = args.gather;

@@ -13,6 +13,7 @@ use std::os::fd::{AsRawFd, IntoRawFd};
 use mio::net::TcpStream;
 use mio::{Interest, Token};
 
+use super::framing::{Framing, Ring};
 use super::http::{Feed, ResponseReader};
 use super::io::{Backend, TAG_MASK};
 use super::tls::{self, Handshake, Session};
@@ -34,23 +35,23 @@ pub(crate) enum State {
 pub(crate) struct Conn {
     pub stream: Option<TcpStream>,
     pub state: State,
-    /// Bytes of the request written so far.
+    /// Bytes of the request written so far (a buffered framing: of the
+    /// connection's out buffer, since the connect).
     pub written: usize,
-    /// Where the request's latency counts from: its intended send time
-    /// (`--rate`), its connect (a fresh connection per request) or its write.
-    pub origin_ns: u64,
     pub connect_ns: u64,
-    pub sent_ns: u64,
-    /// The request fails with a timeout after this.
-    pub deadline_ns: u64,
-    /// Not a warm-up request.
-    pub measured: bool,
-    /// A byte of the response has been read.
+    /// The requests in flight, oldest first (see `framing`).
+    pub ring: Ring,
+    /// A byte of the response being read has been read.
     pub first_byte: bool,
     /// Next intended send time (`--rate`).
     pub due_ns: u64,
-    /// The path of the request in flight (an index into the plan's paths).
-    pub path: u16,
+    /// A wake-up of this connection is in the worker's queue.
+    pub wake_pending: bool,
+    /// Requests go through `out` (a buffered framing, see `framing`).
+    pub buffered: bool,
+    /// io_uring, buffered: requests started while a send of `out` is out
+    /// (which must not be touched until it completes).
+    pub staged: Vec<u8>,
     /// Where this connection is in the cycle of paths.
     pub cursor: u32,
     pub reader: ResponseReader,
@@ -60,7 +61,8 @@ pub(crate) struct Conn {
     pub seq: u32,
     /// TLS: the session of the open socket (`None`: plaintext).
     pub tls: Option<Box<Session>>,
-    /// TLS on io_uring: ciphertext on its way out.
+    /// TLS on io_uring: ciphertext on its way out; a buffered framing's
+    /// plaintext: its requests on their way out.
     pub out: tls::Out,
     /// TLS: when the handshake began (the connect completed).
     pub handshake_ns: u64,
@@ -104,27 +106,62 @@ impl Received {
 }
 
 impl Conn {
-    pub(crate) fn new() -> Conn {
+    /// A connection of `framing`, whose requests are at most `request_max`
+    /// bytes: its ring and out buffers are allocated here, once.
+    pub(crate) fn new(framing: Framing, request_max: usize) -> Conn {
+        let buffered = framing.buffered();
+        let room = if buffered {
+            framing.capacity() * request_max
+        } else {
+            0
+        };
         Conn {
             stream: None,
             state: State::Idle,
             written: 0,
-            origin_ns: 0,
             connect_ns: 0,
-            sent_ns: 0,
-            deadline_ns: u64::MAX,
-            measured: false,
+            ring: Ring::new(framing.capacity()),
             first_byte: false,
             due_ns: 0,
-            path: 0,
+            wake_pending: false,
+            buffered,
+            staged: Vec::with_capacity(room),
             cursor: 0,
             reader: ResponseReader::new(),
             epoch: 0,
             seq: 0,
             tls: None,
-            out: tls::Out::default(),
+            out: tls::Out {
+                bytes: Vec::with_capacity(room),
+                ..tls::Out::default()
+            },
             handshake_ns: 0,
         }
+    }
+
+    /// A buffered framing: appends a request's bytes to what goes out
+    /// (TLS: hands them to the session). io_uring (`uring`): while a send
+    /// of `out` is out, they wait in `staged`.
+    #[inline]
+    pub(crate) fn queue(&mut self, bytes: &[u8], uring: bool) {
+        if let Some(session) = &mut self.tls {
+            session.queue_more(bytes);
+        } else if uring && self.out.busy {
+            self.staged.extend_from_slice(bytes);
+        } else {
+            self.out.bytes.extend_from_slice(bytes);
+        }
+    }
+
+    /// io_uring, buffered: moves staged requests into `out` once it is
+    /// free. True if `out` has bytes to send.
+    #[inline]
+    pub(crate) fn unstage(&mut self) -> bool {
+        if !self.out.busy && self.out.pending().is_empty() && !self.staged.is_empty() {
+            std::mem::swap(&mut self.out.bytes, &mut self.staged);
+            self.out.at = 0;
+        }
+        !self.out.pending().is_empty()
     }
 
     /// Starts a non-blocking connect. epoll: the socket is registered once
@@ -179,6 +216,21 @@ impl Conn {
             let (n, done) = session.flush(&mut stream)?;
             self.written += n;
             return Ok(done);
+        }
+        if self.buffered {
+            while !self.out.pending().is_empty() {
+                match stream.write(self.out.pending()) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => {
+                        self.written += n;
+                        self.out.advance(n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(true);
         }
         while self.written < request.len() {
             match stream.write(&request[self.written..]) {
@@ -365,6 +417,7 @@ impl Conn {
         self.epoch = self.epoch.wrapping_add(1);
         self.tls = None;
         self.out.drop_pending();
+        self.staged.clear();
         match io {
             Backend::Epoll(_) => drop(stream),
             Backend::Uring(u) => u.close(stream.into_raw_fd()),
@@ -417,7 +470,7 @@ fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
 }
 
 #[inline]
-fn feed_chunk(
+pub(crate) fn feed_chunk(
     reader: &mut ResponseReader,
     first_byte: &mut bool,
     data: &[u8],

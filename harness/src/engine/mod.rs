@@ -21,6 +21,7 @@
 //! result are the engine's one interface, kept in one place.
 
 mod conn;
+pub mod framing;
 pub(crate) mod http;
 mod io;
 mod schedule;
@@ -37,6 +38,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::intervals::{Interval, IntervalSink};
 use crate::stats::{SecondPoint, Stats};
 
+pub use framing::{Framing, MAX_PIPELINE};
 pub use io::{resolve as resolve_io, Io};
 pub use schedule::{MAX_CYCLE, MAX_PATHS};
 pub use tls::{Negotiated, TlsPlan, TlsVersion, Trust};
@@ -292,6 +294,8 @@ pub struct Plan {
     pub keepalive: bool,
     /// Speak TLS (an https:// URL): one handshake per connection.
     pub tls: Option<TlsPlan>,
+    /// How requests are framed on each connection (`--pipeline`).
+    pub framing: Framing,
     /// A request without a complete response after this long fails.
     pub timeout: Duration,
     /// Requests sent during this first stretch are not counted.
@@ -326,6 +330,7 @@ impl Plan {
             pace: Pace::Closed,
             keepalive: true,
             tls: None,
+            framing: Framing::H1,
             timeout: Duration::from_secs(10),
             warmup: Duration::ZERO,
             max_duration: Duration::from_secs(600),
@@ -383,6 +388,12 @@ impl Plan {
             if !(r.is_finite() && r > 0.0) {
                 return bad("the rate must be a positive number of requests per second");
             }
+        }
+        if self.framing.buffered() && !self.keepalive {
+            return bad("pipelining needs kept-alive connections");
+        }
+        if self.framing.capacity() > usize::from(MAX_PIPELINE) {
+            return bad("the pipeline is deeper than 1024");
         }
         if self.timeout.is_zero() {
             return bad("the timeout must be positive");

@@ -239,6 +239,12 @@ impl Session {
         }
     }
 
+    /// A buffered framing: hands one more request's plaintext to rustls.
+    pub(crate) fn queue_more(&mut self, bytes: &[u8]) {
+        self.queued = true;
+        let _ = self.conn.writer().write_all(bytes);
+    }
+
     /// epoll: writes pending ciphertext to `socket`. `Ok((written, true))`
     /// once nothing is left; `false`: the socket would block.
     pub(crate) fn flush(&mut self, mut socket: impl Write) -> io::Result<(usize, bool)> {

@@ -21,7 +21,8 @@ use std::collections::BinaryHeap;
 use std::io;
 use std::sync::atomic::Ordering;
 
-use super::conn::{Conn, Outcome, Received, State};
+use super::conn::{feed_chunk, Conn, Outcome, Received, State};
+use super::framing::{Framing, Slot};
 use super::io::{Backend, Ev, TAG_MASK};
 use super::timer;
 use super::tls::{self, Handshake};
@@ -68,6 +69,13 @@ struct Worker<'s> {
     handshakes_ok: u64,
     conns: Vec<Conn>,
     buf: Box<[u8]>,
+    /// How requests are framed (see `framing`).
+    framing: Framing,
+    /// TLS, a buffered framing: the plaintext of one read.
+    plain: Vec<u8>,
+    /// A buffered framing: requests started while a read is handed out
+    /// are written together after it.
+    deferring: bool,
     /// The plan's paths, and the order each connection sends them in.
     wires: &'s [Wire<'s>],
     cycle: &'s [u16],
@@ -124,7 +132,15 @@ impl<'s> Worker<'s> {
             Pace::Rate(r) => (plan.connections as f64 * 1e9 / r) as u64,
             Pace::Closed => 0,
         };
-        let mut conns: Vec<Conn> = (0..share.conns).map(|_| Conn::new()).collect();
+        let request_max = shared
+            .wires
+            .iter()
+            .map(|w| w.bytes.len())
+            .max()
+            .unwrap_or(0);
+        let mut conns: Vec<Conn> = (0..share.conns)
+            .map(|_| Conn::new(plan.framing, request_max))
+            .collect();
         if let Pace::Rate(r) = plan.pace {
             // Request k of the whole run is due at k / rate; connection j
             // takes requests j, j + c, j + 2c, ...
@@ -151,6 +167,13 @@ impl<'s> Worker<'s> {
             handshakes_ok: 0,
             conns,
             buf: vec![0u8; READ_BUF].into_boxed_slice(),
+            framing: plan.framing,
+            plain: Vec::with_capacity(if plan.framing.buffered() && plan.tls.is_some() {
+                2 * READ_BUF
+            } else {
+                0
+            }),
+            deferring: false,
             wires: &shared.wires,
             cycle: &shared.cycle,
             keepalive: plan.keepalive,
@@ -183,6 +206,7 @@ impl<'s> Worker<'s> {
             Pace::Rate(_) => {
                 // Spread over time by the schedule: no burst to batch.
                 for i in 0..self.conns.len() {
+                    self.conns[i].wake_pending = true;
                     self.wakes.push(Reverse((self.conns[i].due_ns, i)));
                 }
                 self.opened = self.conns.len();
@@ -260,7 +284,7 @@ impl<'s> Worker<'s> {
     fn open_batch(&mut self, now: u64) {
         let end = (self.opened + OPEN_PER_TURN).min(self.conns.len());
         for i in self.opened..end {
-            self.start(i, now, now);
+            self.next(i, now);
         }
         self.opened = end;
     }
@@ -290,6 +314,13 @@ impl<'s> Worker<'s> {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
+        if conn.buffered && matches!(conn.state, State::Reading | State::Writing) {
+            if conn.state == State::Writing {
+                self.flush_out(i);
+            }
+            self.read_buffered(i, closing);
+            return;
+        }
         match conn.state {
             State::Reading => self.read(i, closing),
             State::Connecting => {
@@ -313,7 +344,7 @@ impl<'s> Worker<'s> {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
-        if self.tls.is_some() {
+        if self.tls.is_some() || conn.buffered {
             self.tls_sent(i, res);
             return;
         }
@@ -334,11 +365,11 @@ impl<'s> Worker<'s> {
             }
             return;
         }
-        let request = self.wires[usize::from(conn.path)].bytes;
+        let request = self.wires[usize::from(conn.ring.head().path)].bytes;
         conn.written += res as usize;
         if connecting {
             self.refused = 0;
-            if conn.measured {
+            if conn.ring.head().measured {
                 self.stats.connections += 1;
                 self.stats
                     .connect_us
@@ -350,7 +381,7 @@ impl<'s> Worker<'s> {
             self.submit(i);
         } else {
             conn.state = State::Reading;
-            if conn.measured {
+            if conn.ring.head().measured {
                 self.stats.bytes_sent += request.len() as u64;
             }
         }
@@ -387,8 +418,21 @@ impl<'s> Worker<'s> {
                 return;
             }
             self.tls_pump(i);
+        } else if res > 0 && conn.buffered {
+            let n = res as usize;
+            if let Some(b) = bid {
+                self.buf[..n].copy_from_slice(u.buf(b, n));
+            }
+            u.recycle(bid);
+            let buf = std::mem::take(&mut self.buf);
+            self.deferring = true;
+            let now = self.clock.now();
+            self.absorb(i, &buf[..n], now);
+            self.deferring = false;
+            self.buf = buf;
+            self.flush_out(i);
         } else if res > 0 {
-            let check = self.wires[usize::from(conn.path)].check;
+            let check = self.wires[usize::from(conn.ring.head().path)].check;
             let mut r = Received::new();
             let data = match bid {
                 Some(b) => u.buf(b, res as usize),
@@ -406,8 +450,11 @@ impl<'s> Worker<'s> {
             rearm = false;
             let mut r = Received::new();
             r.now = self.clock.now();
-            r.outcome = if res == 0 {
-                let check = self.wires[usize::from(conn.path)].check;
+            r.outcome = if res == 0 && conn.buffered {
+                self.peer_closed(i, r.now);
+                return;
+            } else if res == 0 {
+                let check = self.wires[usize::from(conn.ring.head().path)].check;
                 conn.end_of_file(check)
             } else if conn.state == State::Reading {
                 Outcome::Failed(Failure::Receive)
@@ -435,20 +482,24 @@ impl<'s> Worker<'s> {
     }
 
     /// Begins a request on connection `i`; `origin` is where its latency
-    /// counts from.
+    /// counts from. False if none may begin (no permit left, stopping).
     #[inline]
-    fn start(&mut self, i: usize, now: u64, origin: u64) {
+    fn start(&mut self, i: usize, now: u64, origin: u64) -> bool {
         let measured = origin >= self.shared.measure_start_ns;
         let conn = &mut self.conns[i];
         if !self.sending || now >= self.shared.end_ns {
-            conn.state = State::Idle;
-            return;
+            if conn.ring.is_empty() {
+                conn.state = State::Idle;
+            }
+            return false;
         }
         if measured {
             if let Some(p) = &mut self.permits {
                 if *p == 0 {
-                    conn.state = State::Idle;
-                    return;
+                    if conn.ring.is_empty() {
+                        conn.state = State::Idle;
+                    }
+                    return false;
                 }
                 *p -= 1;
             }
@@ -459,46 +510,131 @@ impl<'s> Worker<'s> {
         if conn.cursor as usize == self.cycle.len() {
             conn.cursor = 0;
         }
-        conn.path = path;
         if measured && self.interval_ns > 0 {
             self.stats
                 .schedule_lateness_us
                 .saturating_record(us(now.saturating_sub(origin)));
         }
-        conn.origin_ns = origin;
-        conn.measured = measured;
-        conn.deadline_ns = now.saturating_add(self.timeout_ns);
-        conn.first_byte = false;
+        let first = conn.ring.is_empty();
+        conn.ring.push(Slot {
+            path,
+            origin_ns: origin,
+            sent_ns: now,
+            deadline_ns: now.saturating_add(self.timeout_ns),
+            measured,
+            key: 0,
+        });
+        if first {
+            conn.first_byte = false;
+            conn.reader.reset(self.wires[usize::from(path)].head);
+        }
+        self.in_flight += 1;
+        if conn.buffered {
+            return self.start_buffered(i, now, path, measured);
+        }
         conn.written = 0;
-        conn.reader.reset(self.wires[usize::from(path)].head);
         if let Some(session) = &mut conn.tls {
             session.queued = false;
         }
-        self.in_flight += 1;
         if conn.stream.is_some() {
             self.send(i, now);
-            return;
+            return true;
         }
+        self.open(i, now);
+        true
+    }
+
+    /// A buffered framing: the request goes into the connection's out
+    /// buffer, written with the others started in the same turn.
+    fn start_buffered(&mut self, i: usize, now: u64, path: u16, measured: bool) -> bool {
+        let uring = matches!(self.io, Backend::Uring(_));
+        let bytes = self.wires[usize::from(path)].bytes;
+        if measured {
+            self.stats.bytes_sent += bytes.len() as u64;
+        }
+        let conn = &mut self.conns[i];
+        if conn.stream.is_none() {
+            // Queued after the open: over TLS into the new session.
+            conn.written = 0;
+            if !self.open_socket(i, now) {
+                return true;
+            }
+            self.conns[i].queue(bytes, uring);
+            self.kick(i, now);
+            return true;
+        }
+        conn.queue(bytes, uring);
+        if conn.state == State::Idle {
+            conn.state = State::Reading;
+        }
+        if !self.deferring {
+            self.flush_out(i);
+        }
+        true
+    }
+
+    /// Opens connection `i` for the request just started and writes it.
+    fn open(&mut self, i: usize, now: u64) {
+        if self.open_socket(i, now) {
+            self.kick(i, now);
+        }
+    }
+
+    /// Starts connection `i`'s connect; false if it failed (counted).
+    fn open_socket(&mut self, i: usize, now: u64) -> bool {
+        let conn = &mut self.conns[i];
         conn.connect_ns = now;
         let tls = self.tls.as_ref();
         match conn.open(self.shared.plan.addr, &mut self.io, i, self.keepalive, tls) {
             Ok(()) => {
                 conn.state = State::Connecting;
-                conn.sent_ns = now;
-                if let Backend::Uring(_) = self.io {
-                    // Sent once the handshake is done, within this turn's
-                    // submission.
-                    self.submit(i);
-                    return;
-                }
-                // On loopback the handshake is usually complete when
-                // connect() returns: try the write now, not after a poll.
-                let now = self.clock.now();
-                self.connecting(i, now);
+                conn.ring.head_mut().sent_ns = now;
+                true
             }
             Err(e) => {
                 conn.close(&mut self.io);
                 self.fail(i, Failure::Connect, now, refused(&e));
+                false
+            }
+        }
+    }
+
+    /// The first write on a connection being established (its connect
+    /// probe).
+    fn kick(&mut self, i: usize, _now: u64) {
+        if let Backend::Uring(_) = self.io {
+            // Sent once the handshake is done, within this turn's
+            // submission.
+            self.submit(i);
+            return;
+        }
+        // On loopback the handshake is usually complete when connect()
+        // returns: try the write now, not after a poll.
+        let now = self.clock.now();
+        self.connecting(i, now);
+    }
+
+    /// A buffered framing: writes what connection `i` has queued (io_uring:
+    /// sends it, unless a send of it is still out).
+    fn flush_out(&mut self, i: usize) {
+        let conn = &mut self.conns[i];
+        if conn.stream.is_none() || conn.state == State::Connecting {
+            return; // the connect's write takes it
+        }
+        if let Backend::Uring(_) = self.io {
+            self.tls_pump(i);
+            return;
+        }
+        match conn.write(&[]) {
+            Ok(true) => {
+                if !conn.ring.is_empty() {
+                    conn.state = State::Reading;
+                }
+            }
+            Ok(false) => conn.state = State::Writing,
+            Err(_) => {
+                let now = self.clock.now();
+                self.fail(i, Failure::Write, now, false);
             }
         }
     }
@@ -509,12 +645,12 @@ impl<'s> Worker<'s> {
     /// times the connect.
     #[inline]
     fn submit(&mut self, i: usize) {
-        if self.tls.is_some() {
+        if self.tls.is_some() || self.framing.buffered() {
             self.tls_submit(i);
             return;
         }
         let conn = &mut self.conns[i];
-        let request = self.wires[usize::from(conn.path)].bytes;
+        let request = self.wires[usize::from(conn.ring.head().path)].bytes;
         conn.seq = conn.seq.wrapping_add(1);
         let quiet = conn.state == State::Writing && conn.written == 0;
         if let (Backend::Uring(u), Some(fd)) = (&mut self.io, conn.fd()) {
@@ -522,7 +658,7 @@ impl<'s> Worker<'s> {
         }
         if quiet {
             conn.state = State::Reading;
-            if conn.measured {
+            if conn.ring.head().measured {
                 self.stats.bytes_sent += request.len() as u64;
             }
         }
@@ -533,18 +669,20 @@ impl<'s> Worker<'s> {
     /// on; an error is the connect's (refused, unreachable).
     fn connecting(&mut self, i: usize, now: u64) {
         let conn = &mut self.conns[i];
-        conn.sent_ns = now;
-        let request = self.wires[usize::from(conn.path)].bytes;
+        if !conn.buffered {
+            conn.ring.head_mut().sent_ns = now;
+        }
+        let request = self.wires[usize::from(conn.ring.head().path)].bytes;
         match conn.write(request) {
             Ok(false) if conn.written == 0 => return,
             Ok(done) => {
                 conn.handshake_ns = now;
-                if conn.measured {
+                if conn.ring.head().measured {
                     self.stats.connections += 1;
                     self.stats
                         .connect_us
                         .saturating_record(us(now - conn.connect_ns));
-                    if done {
+                    if done && !conn.buffered {
                         self.stats.bytes_sent += request.len() as u64;
                     }
                 }
@@ -563,18 +701,18 @@ impl<'s> Worker<'s> {
     fn send(&mut self, i: usize, now: u64) {
         let conn = &mut self.conns[i];
         if conn.written == 0 {
-            conn.sent_ns = now;
+            conn.ring.head_mut().sent_ns = now;
         }
         if let Backend::Uring(_) = self.io {
             conn.state = State::Writing;
             self.submit(i);
             return;
         }
-        let request = self.wires[usize::from(conn.path)].bytes;
+        let request = self.wires[usize::from(conn.ring.head().path)].bytes;
         match conn.write(request) {
             Ok(true) => {
                 conn.state = State::Reading;
-                if conn.measured {
+                if conn.ring.head().measured {
                     self.stats.bytes_sent += request.len() as u64;
                 }
             }
@@ -586,7 +724,7 @@ impl<'s> Worker<'s> {
     #[inline]
     fn read(&mut self, i: usize, closing: bool) {
         let conn = &mut self.conns[i];
-        let check = self.wires[usize::from(conn.path)].check;
+        let check = self.wires[usize::from(conn.ring.head().path)].check;
         let r = conn.read(&mut self.buf, check, closing, &self.clock);
         self.received(i, r);
     }
@@ -595,12 +733,13 @@ impl<'s> Worker<'s> {
     #[inline]
     fn received(&mut self, i: usize, r: Received) {
         let conn = &mut self.conns[i];
-        if conn.measured {
+        let slot = conn.ring.head();
+        if slot.measured {
             self.stats.bytes_received += r.bytes;
             if let Some(t) = r.first_byte_ns {
                 self.stats
                     .waiting_us
-                    .saturating_record(us(t.saturating_sub(conn.sent_ns)));
+                    .saturating_record(us(t.saturating_sub(slot.sent_ns)));
             }
         }
         if let Some(kind) = r.handshake {
@@ -621,7 +760,7 @@ impl<'s> Worker<'s> {
         self.handshakes_ok += 1;
         self.handshake_fails = 0;
         let conn = &self.conns[i];
-        if conn.measured {
+        if conn.ring.head().measured {
             let s = &mut self.stats;
             match kind {
                 Handshake::Full => s.handshakes_full += 1,
@@ -667,13 +806,13 @@ impl<'s> Worker<'s> {
     /// as written once the session has it.
     fn tls_submit(&mut self, i: usize) {
         let conn = &mut self.conns[i];
-        let request = self.wires[usize::from(conn.path)].bytes;
+        let request = self.wires[usize::from(conn.ring.head().path)].bytes;
         if let Some(session) = &mut conn.tls {
             session.queue(request);
         }
         if conn.state == State::Writing {
             conn.state = State::Reading;
-            if conn.measured {
+            if conn.ring.head().measured && !conn.buffered {
                 self.stats.bytes_sent += request.len() as u64;
             }
         }
@@ -695,6 +834,8 @@ impl<'s> Worker<'s> {
             if conn.out.pending().is_empty() {
                 session.fill(&mut conn.out.bytes);
             }
+        } else {
+            conn.unstage();
         }
         if conn.out.pending().is_empty() {
             return;
@@ -739,52 +880,57 @@ impl<'s> Worker<'s> {
             self.refused = 0;
             conn.handshake_ns = now;
             conn.state = State::Reading;
-            if conn.measured {
+            if conn.ring.head().measured {
                 self.stats.connections += 1;
                 self.stats
                     .connect_us
                     .saturating_record(us(now - conn.connect_ns));
-                let request = self.wires[usize::from(conn.path)].bytes;
-                self.stats.bytes_sent += request.len() as u64;
+                if !conn.buffered {
+                    let request = self.wires[usize::from(conn.ring.head().path)].bytes;
+                    self.stats.bytes_sent += request.len() as u64;
+                }
             }
         }
         self.tls_pump(i);
     }
 
-    /// A complete response: count it, then send the next request.
+    /// A complete response to the oldest request in flight: count it, then
+    /// send the next request.
     #[inline]
     fn complete(&mut self, i: usize, now: u64, leftover: usize) {
         if now >= self.next_interval_ns {
             self.roll(now);
         }
-        self.in_flight -= 1;
         let conn = &mut self.conns[i];
-        // Bytes after a complete response, unasked for: the body was longer
-        // than announced.
-        let verdict = conn
-            .reader
-            .verdict
-            .or((leftover > 0).then_some(Failure::Length));
-        let close = !self.keepalive || conn.reader.close || leftover > 0;
-        if conn.measured && now >= self.shared.end_ns {
+        let Some(slot) = conn.ring.pop() else {
+            return;
+        };
+        self.in_flight -= 1;
+        // One request at a time: bytes after a complete response, unasked
+        // for, mean the body was longer than announced. Pipelined, they are
+        // the next response's.
+        let unasked = leftover > 0 && !conn.buffered;
+        let verdict = conn.reader.verdict.or(unasked.then_some(Failure::Length));
+        let close = !self.keepalive || conn.reader.close || unasked;
+        if slot.measured && now >= self.shared.end_ns {
             // Answered after the end: in flight at the end, as if aborted.
             self.stats.aborted += 1;
-        } else if conn.measured {
+        } else if slot.measured {
             let s = &mut self.stats;
             s.responses += 1;
             s.status.count(conn.reader.status);
             s.body_bytes += conn.reader.body_len;
-            let path = &mut s.paths[usize::from(conn.path)];
+            let path = &mut s.paths[usize::from(slot.path)];
             match verdict {
                 None => {
                     s.ok += 1;
                     path.ok += 1;
-                    let latency = us(now.saturating_sub(conn.origin_ns));
+                    let latency = us(now.saturating_sub(slot.origin_ns));
                     // The run's histogram is the sum of the intervals'.
                     self.interval.ok(latency);
                     path.latency_us.saturating_record(latency);
                     s.service_us
-                        .saturating_record(us(now.saturating_sub(conn.sent_ns)));
+                        .saturating_record(us(now.saturating_sub(slot.sent_ns)));
                     if s.document_length.is_none() {
                         s.document_length = Some(conn.reader.body_len);
                     }
@@ -805,32 +951,49 @@ impl<'s> Worker<'s> {
                 self.stats.server_software = Some(server);
             }
         }
-        conn.state = State::Idle;
+        self.refused = 0;
+        if conn.ring.is_empty() {
+            conn.state = State::Idle;
+        } else {
+            // The next response in line is the next request's.
+            let head = self.wires[usize::from(conn.ring.head().path)].head;
+            conn.reader.reset(head);
+            conn.first_byte = false;
+            if close {
+                // The server closed with requests still in flight.
+                self.fail(i, Failure::Receive, now, false);
+                return;
+            }
+        }
         if close {
             conn.close(&mut self.io);
         }
-        self.refused = 0;
         self.next(i, now);
     }
 
-    /// A failed request: count it, drop the connection, go on.
+    /// A failed request: count it (and every other request in flight on
+    /// the connection, once each), drop the connection, go on.
     fn fail(&mut self, i: usize, failure: Failure, now: u64, refused: bool) {
         if now >= self.next_interval_ns {
             self.roll(now);
         }
-        self.in_flight -= 1;
         let conn = &mut self.conns[i];
         conn.close(&mut self.io);
         conn.state = State::Idle;
-        if conn.measured && now >= self.shared.end_ns {
-            self.stats.aborted += 1;
-        } else if conn.measured {
-            self.stats.failures.count(failure);
-            self.stats.paths[usize::from(conn.path)]
-                .failures
-                .count(failure);
-            self.interval.failed(failure);
-        }
+        let (stats, interval) = (&mut self.stats, &mut self.interval);
+        let end_ns = self.shared.end_ns;
+        let mut failed = 0;
+        conn.ring.drain(|slot| {
+            failed += 1;
+            if slot.measured && now >= end_ns {
+                stats.aborted += 1;
+            } else if slot.measured {
+                stats.failures.count(failure);
+                stats.paths[usize::from(slot.path)].failures.count(failure);
+                interval.failed(failure);
+            }
+        });
+        self.in_flight -= failed;
         if refused {
             self.refused += 1;
             if self.refused >= REFUSED_LIMIT {
@@ -842,25 +1005,45 @@ impl<'s> Worker<'s> {
         }
         if failure == Failure::Connect {
             // Through the wake-up queue: no tight retry loop, no recursion.
-            self.wakes.push(Reverse((now + CONNECT_RETRY_NS, i)));
+            self.wake(i, now + CONNECT_RETRY_NS);
         } else {
             self.next(i, now);
         }
     }
 
-    /// Schedules connection `i`'s next request.
+    /// Queues a wake-up of connection `i` at `at`, unless one is queued.
+    #[inline]
+    fn wake(&mut self, i: usize, at: u64) {
+        let conn = &mut self.conns[i];
+        if !conn.wake_pending {
+            conn.wake_pending = true;
+            self.wakes.push(Reverse((at, i)));
+        }
+    }
+
+    /// Schedules connection `i`'s next requests: closed loop, as many as
+    /// its framing lets be in flight; `--rate`, those whose time has come.
     #[inline]
     fn next(&mut self, i: usize, now: u64) {
-        match self.pace {
-            Pace::Closed => self.start(i, now, now),
-            Pace::Rate(_) => {
-                let due = self.conns[i].due_ns;
-                if due <= now {
-                    self.conns[i].due_ns += self.interval_ns;
-                    self.start(i, now, due);
-                } else {
-                    self.wakes.push(Reverse((due, i)));
+        loop {
+            let conn = &mut self.conns[i];
+            if conn.ring.is_full() {
+                return; // a completion calls again
+            }
+            let started = match self.pace {
+                Pace::Closed => self.start(i, now, now),
+                Pace::Rate(_) => {
+                    let due = conn.due_ns;
+                    if due > now {
+                        self.wake(i, due);
+                        return;
+                    }
+                    conn.due_ns += self.interval_ns;
+                    self.start(i, now, due)
                 }
+            };
+            if !started || self.conns[i].stream.is_none() {
+                return; // no permit, stopping, or a failed connect (retried)
             }
         }
     }
@@ -872,11 +1055,9 @@ impl<'s> Worker<'s> {
                 break;
             }
             self.wakes.pop();
-            match self.pace {
-                Pace::Closed => self.start(i, now, now),
-                // Its slot (or, after a connect retry, the next one).
-                Pace::Rate(_) => self.next(i, now),
-            }
+            self.conns[i].wake_pending = false;
+            // Its slot (or, after a connect retry, the next one).
+            self.next(i, now);
         }
     }
 
@@ -885,7 +1066,7 @@ impl<'s> Worker<'s> {
         self.next_sweep_ns = now + self.sweep_every_ns;
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
-            if c.state != State::Idle && c.deadline_ns <= now {
+            if !c.ring.is_empty() && c.ring.head().deadline_ns <= now {
                 self.fail(i, Failure::Timeout, now, false);
             }
         }
@@ -904,13 +1085,165 @@ impl<'s> Worker<'s> {
     /// Requests in flight when the run stops: dropped, counted as aborted.
     fn abort_in_flight(&mut self) {
         for c in &mut self.conns {
-            if c.state != State::Idle && c.measured {
-                self.stats.aborted += 1;
-            }
+            let aborted = &mut self.stats.aborted;
+            c.ring.drain(|slot| {
+                if slot.measured {
+                    *aborted += 1;
+                }
+            });
             c.state = State::Idle;
             c.close(&mut self.io);
         }
         self.in_flight = 0;
+    }
+
+    /// A buffered framing: reads what is there and hands every response in
+    /// it to its request, then writes the requests that started meanwhile
+    /// in one go.
+    fn read_buffered(&mut self, i: usize, closing: bool) {
+        use std::io::Read;
+        self.deferring = true;
+        loop {
+            let conn = &mut self.conns[i];
+            if conn.tls.as_ref().is_some_and(|s| s.wants_write()) && conn.flush_tls().is_err() {
+                let now = self.clock.now();
+                self.fail(i, Failure::Write, now, false);
+                break;
+            }
+            let Some(mut stream) = conn.stream.as_ref() else {
+                break;
+            };
+            let epoch = conn.epoch;
+            let mut buf = std::mem::take(&mut self.buf);
+            let res = stream.read(&mut buf);
+            let now = self.clock.now();
+            match res {
+                Ok(0) => {
+                    self.buf = buf;
+                    self.peer_closed(i, now);
+                    break;
+                }
+                Ok(n) => {
+                    self.absorb(i, &buf[..n], now);
+                    self.buf = buf;
+                    let conn = &self.conns[i];
+                    if conn.epoch != epoch
+                        || conn.stream.is_none()
+                        || (n < self.buf.len() && !closing)
+                    {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.buf = buf;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.buf = buf,
+                Err(_) => {
+                    self.buf = buf;
+                    self.fail(i, Failure::Receive, now, false);
+                    break;
+                }
+            }
+        }
+        self.deferring = false;
+        self.flush_out(i);
+    }
+
+    /// A buffered framing: bytes received on connection `i` at `now`
+    /// (TLS: ciphertext, whose plaintext is handed on).
+    fn absorb(&mut self, i: usize, data: &[u8], now: u64) {
+        let Some(session) = &mut self.conns[i].tls else {
+            self.dispatch(i, data, now);
+            return;
+        };
+        let mut plain = std::mem::take(&mut self.plain);
+        plain.clear();
+        let handshaking = session.is_handshaking();
+        let t = session.receive(data, |p| plain.extend_from_slice(p));
+        if let Some(kind) = t.handshake {
+            self.handshake_done(i, kind, now);
+        }
+        if let Some(e) = &t.error {
+            if handshaking {
+                self.handshake_failed(e);
+                self.fail(i, Failure::Handshake, now, false);
+            } else {
+                self.fail(i, Failure::Receive, now, false);
+            }
+        } else {
+            self.dispatch(i, &plain, now);
+            if t.closed && self.conns[i].stream.is_some() {
+                self.peer_closed(i, now);
+            }
+        }
+        self.plain = plain;
+    }
+
+    /// A buffered framing, in order: feeds `data` to the response being
+    /// read; each complete response is its request's, and what follows it
+    /// the next one's.
+    fn dispatch(&mut self, i: usize, data: &[u8], now: u64) {
+        let epoch = self.conns[i].epoch;
+        let mut at = 0;
+        while at < data.len() {
+            let conn = &mut self.conns[i];
+            if conn.epoch != epoch {
+                return; // closed and reopened: the rest was the old socket's
+            }
+            if conn.ring.is_empty() || conn.stream.is_none() {
+                // A response nobody asked for: the connection is dropped.
+                if conn.stream.is_some() {
+                    conn.close(&mut self.io);
+                    conn.state = State::Idle;
+                }
+                return;
+            }
+            let check = self.wires[usize::from(conn.ring.head().path)].check;
+            let rest = &data[at..];
+            let mut r = Received::new();
+            let done = feed_chunk(
+                &mut conn.reader,
+                &mut conn.first_byte,
+                rest,
+                check,
+                now,
+                &mut r,
+            );
+            let leftover = match r.outcome {
+                Outcome::Done { leftover } => leftover,
+                Outcome::Failed(_) => {
+                    self.received(i, r);
+                    return;
+                }
+                Outcome::Pending => 0,
+            };
+            r.bytes = (rest.len() - leftover) as u64;
+            self.received(i, r);
+            if !done {
+                return;
+            }
+            at = data.len() - leftover;
+        }
+    }
+
+    /// A buffered framing: the peer closed connection `i`. The response
+    /// being read ends there (if the close delimits it); every other
+    /// request in flight fails.
+    fn peer_closed(&mut self, i: usize, now: u64) {
+        let conn = &mut self.conns[i];
+        if conn.ring.is_empty() {
+            conn.close(&mut self.io);
+            conn.state = State::Idle;
+            return;
+        }
+        let check = self.wires[usize::from(conn.ring.head().path)].check;
+        let mut r = Received::new();
+        r.now = now;
+        r.outcome = conn.end_of_file(check);
+        // Nothing more comes on this connection: the rest fail in `complete`.
+        conn.reader.close = true;
+        self.received(i, r);
     }
 
     fn publish(&self) {

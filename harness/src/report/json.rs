@@ -300,6 +300,13 @@ pub struct Settings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gather_us: Option<f64>,
     pub keepalive: bool,
+    /// How requests were framed: `http/1.1` or `http/1.1-pipelined`;
+    /// absent in documents written before there was a choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// Requests in flight allowed per connection (`--pipeline`; 1 without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<u64>,
     /// `-n`, if the run was stopped by a count.
     pub requests: Option<u64>,
     /// `-d`, if the run was stopped by a duration.
@@ -427,6 +434,8 @@ pub fn document(r: &RunResult) -> Document {
             io_note: r.io_note.clone(),
             gather_us: r.gather.map(|g| g.as_secs_f64() * 1e6),
             keepalive: p.keepalive,
+            protocol: Some(p.framing.protocol().to_string()),
+            pipeline: Some(p.framing.depth() as u64),
             requests: match p.stop {
                 Stop::Count(n) => Some(n),
                 Stop::Duration(_) => None,

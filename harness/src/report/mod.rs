@@ -272,10 +272,12 @@ pub fn describe_load(r: &RunResult) -> String {
         p.connections,
         r.threads,
         if r.threads == 1 { "" } else { "s" },
-        if p.keepalive {
-            "keep-alive"
-        } else {
-            "a connection per request"
+        match (p.keepalive, p.framing) {
+            (true, crate::engine::Framing::Pipelined(n)) => {
+                format!("keep-alive, HTTP/1.1 pipelined {n} deep")
+            }
+            (true, _) => "keep-alive".to_string(),
+            (false, _) => "a connection per request".to_string(),
         },
     )
 }

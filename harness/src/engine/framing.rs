@@ -1,0 +1,270 @@
+//! How requests are framed on a connection — the seam between the one
+//! request loop (`worker`) and a protocol.
+//!
+//! The loop owns connecting, the transport (plain or TLS), pacing, stopping,
+//! timeouts and counting; a framing says what goes on the wire and how what
+//! comes back is matched to requests. Its parts, and where each lives:
+//!
+//! - **capacity** ([`Framing::capacity`]): how many requests a connection
+//!   may have in flight — 1 for HTTP/1.1, N for `--pipeline N`; for HTTP/2
+//!   the smaller of `--streams` and the server's
+//!   `SETTINGS_MAX_CONCURRENT_STREAMS` ([`Ring::set_limit`] lowers it at run
+//!   time without reallocating).
+//! - **per-request state**: a [`Ring`] of [`Slot`]s per connection,
+//!   allocated once with the connection (never per request). A slot holds
+//!   what the loop needs to judge and time one request: its path (which
+//!   names its [`super::Check`]), its latency origin (the intended send time
+//!   under `--rate`), its send time, its deadline, whether it is measured,
+//!   and a `key` — the HTTP/2 stream id, or the order of sending.
+//! - **opening bytes**: what a new connection sends before its first
+//!   request (the HTTP/2 preface and SETTINGS, a WebSocket upgrade), put in
+//!   the connection's out buffer right after it opens.
+//! - **encode**: a request's bytes go either straight from the plan
+//!   ([`Framing::buffered`] false: HTTP/1.1, one request at a time, where
+//!   io_uring's quiet sends rely on bytes the plan owns) or are appended to
+//!   the connection's own out buffer (`tls::Out`, whose io_uring sends are
+//!   seen to complete): pipelined requests, HTTP/2 frames, WebSocket frames.
+//! - **feed**: received plaintext goes to the framing's reader; each
+//!   complete response yields a verdict for one slot: the oldest
+//!   ([`Ring::pop`], HTTP/1.1 and its pipelining, which answer in order) or
+//!   the one with a given key ([`Ring::take`], HTTP/2 by stream id). Bytes
+//!   after a response are the next response's when requests are in flight
+//!   (a pipelined framing), a length failure otherwise.
+//! - **failure**: a connection that dies fails every request in its ring
+//!   once; a reset stream (HTTP/2) fails its own slot only.
+//!
+//! An HTTP/2 codec (`opening() -> bytes`, `encode(request) -> stream id`,
+//! `feed(bytes) -> events`, `max_concurrent_streams()`) plugs in as a new
+//! [`Framing`] variant that is `buffered`, whose opening is the preface,
+//! whose `encode` writes into the out buffer and sets the slot's `key`,
+//! and whose `Response { stream, .. }` events [`Ring::take`] by key;
+//! `Settings { max_concurrent_streams }` calls [`Ring::set_limit`]; `GoAway`
+//! and `Reset` are failures by kind.
+
+/// How requests are framed on each connection (`harness run --pipeline`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Framing {
+    /// HTTP/1.1, one request in flight per connection.
+    #[default]
+    H1,
+    /// HTTP/1.1 pipelining: up to this many requests in flight per
+    /// connection, answered in order.
+    Pipelined(u16),
+}
+
+/// The deepest pipeline a run may ask for.
+pub const MAX_PIPELINE: u16 = 1024;
+
+impl Framing {
+    /// `--pipeline N`: HTTP/1.1 for N = 1, pipelined beyond.
+    pub fn pipelined(depth: u16) -> Framing {
+        if depth <= 1 {
+            Framing::H1
+        } else {
+            Framing::Pipelined(depth)
+        }
+    }
+
+    /// Requests in flight allowed per connection.
+    pub fn capacity(self) -> usize {
+        match self {
+            Framing::H1 => 1,
+            Framing::Pipelined(n) => usize::from(n),
+        }
+    }
+
+    /// The protocol's name in reports.
+    pub fn protocol(self) -> &'static str {
+        match self {
+            Framing::H1 => "http/1.1",
+            Framing::Pipelined(_) => "http/1.1-pipelined",
+        }
+    }
+
+    /// The pipeline depth, for reports (1 without pipelining).
+    pub fn depth(self) -> usize {
+        self.capacity()
+    }
+
+    /// Requests are encoded into the connection's own out buffer rather
+    /// than sent from the plan's bytes.
+    pub(crate) fn buffered(self) -> bool {
+        !matches!(self, Framing::H1)
+    }
+}
+
+/// One request in flight: what the loop needs to time and judge it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Slot {
+    /// The path (an index into the plan's paths; names its check).
+    pub path: u16,
+    /// Where its latency counts from: its intended send time (`--rate`),
+    /// its connect (a fresh connection per request) or its write.
+    pub origin_ns: u64,
+    pub sent_ns: u64,
+    /// It fails with a timeout after this.
+    pub deadline_ns: u64,
+    /// Not a warm-up request.
+    pub measured: bool,
+    /// The order of sending, or an HTTP/2 stream id.
+    pub key: u32,
+}
+
+/// A connection's requests in flight, oldest first: a fixed ring allocated
+/// with the connection.
+#[derive(Debug)]
+pub(crate) struct Ring {
+    slots: Box<[Slot]>,
+    head: usize,
+    len: usize,
+    /// At most this many in flight (≤ the ring's size).
+    limit: usize,
+    next_key: u32,
+}
+
+impl Ring {
+    pub(crate) fn new(capacity: usize) -> Ring {
+        let capacity = capacity.max(1);
+        Ring {
+            slots: vec![Slot::default(); capacity].into_boxed_slice(),
+            head: 0,
+            len: 0,
+            limit: capacity,
+            next_key: 0,
+        }
+    }
+
+    #[inline]
+    #[allow(dead_code)] // for a framing that answers by key (HTTP/2)
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        self.len >= self.limit
+    }
+
+    /// Lowers (or restores, up to the ring's size) how many may be in
+    /// flight: HTTP/2's `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    #[allow(dead_code)]
+    pub(crate) fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.clamp(1, self.slots.len());
+    }
+
+    /// Adds a request; its `key` is set to the order of sending. The caller
+    /// checks [`Ring::is_full`] first.
+    #[inline]
+    pub(crate) fn push(&mut self, mut slot: Slot) -> &mut Slot {
+        debug_assert!(self.len < self.slots.len());
+        slot.key = self.next_key;
+        self.next_key = self.next_key.wrapping_add(1);
+        let at = (self.head + self.len) % self.slots.len();
+        self.len += 1;
+        self.slots[at] = slot;
+        &mut self.slots[at]
+    }
+
+    /// The oldest request in flight (HTTP/1.1: the one being answered). On
+    /// an empty ring, the last one that was (its fields stay readable).
+    #[inline]
+    pub(crate) fn head(&self) -> &Slot {
+        &self.slots[self.head]
+    }
+
+    #[inline]
+    pub(crate) fn head_mut(&mut self) -> &mut Slot {
+        &mut self.slots[self.head]
+    }
+
+    /// Removes the oldest request (answered in order).
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<Slot> {
+        if self.len == 0 {
+            return None;
+        }
+        let slot = self.slots[self.head];
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        Some(slot)
+    }
+
+    /// Removes the request with `key` wherever it is (answered by stream
+    /// id); the ones after it move up one place.
+    #[allow(dead_code)]
+    pub(crate) fn take(&mut self, key: u32) -> Option<Slot> {
+        let n = self.slots.len();
+        let pos = (0..self.len).find(|&k| self.slots[(self.head + k) % n].key == key)?;
+        let slot = self.slots[(self.head + pos) % n];
+        for k in pos..self.len - 1 {
+            self.slots[(self.head + k) % n] = self.slots[(self.head + k + 1) % n];
+        }
+        self.len -= 1;
+        Some(slot)
+    }
+
+    /// Empties the ring (the connection died, or the run ended), handing
+    /// each request to `each` once, oldest first.
+    pub(crate) fn drain(&mut self, mut each: impl FnMut(Slot)) {
+        while let Some(s) = self.pop() {
+            each(s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(path: u16) -> Slot {
+        Slot {
+            path,
+            ..Slot::default()
+        }
+    }
+
+    #[test]
+    fn a_ring_answers_in_order_and_wraps_without_growing() {
+        let mut r = Ring::new(3);
+        for round in 0..5u16 {
+            for p in 0..3 {
+                assert!(!r.is_full());
+                r.push(slot(round * 10 + p));
+            }
+            assert!(r.is_full());
+            for p in 0..3 {
+                assert_eq!(r.head().path, round * 10 + p);
+                assert_eq!(r.pop().unwrap().path, round * 10 + p);
+            }
+            assert!(r.is_empty() && r.pop().is_none());
+        }
+    }
+
+    #[test]
+    fn a_ring_hands_out_by_key_and_drains_each_once() {
+        let mut r = Ring::new(4);
+        let keys: Vec<u32> = (0..4).map(|p| r.push(slot(p)).key).collect();
+        assert_eq!(r.take(keys[1]).unwrap().path, 1);
+        assert!(r.take(keys[1]).is_none());
+        assert_eq!(r.len(), 3);
+        r.set_limit(2);
+        assert!(r.is_full());
+        let mut seen = Vec::new();
+        r.drain(|s| seen.push(s.path));
+        assert_eq!(seen, [0, 2, 3]);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn depth_one_is_plain_http1() {
+        assert_eq!(Framing::pipelined(1), Framing::H1);
+        assert_eq!(Framing::pipelined(16).capacity(), 16);
+        assert!(Framing::pipelined(16).buffered());
+        assert!(!Framing::H1.buffered());
+    }
+}
