@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[path = "util.rs"]
 mod util;
 
-use harness::engine::{Body, Check, Io, Request, Route, Stop};
+use harness::engine::{Body, Check, Framing, Io, Request, Route, Stop};
 use util::{plan_on, run, sibling_binary, Behaviour, TestServer};
 
 struct Counting;
@@ -68,12 +68,24 @@ static GLOBAL: Counting = Counting;
 /// Allocations on the engine's threads during one run of `requests` on
 /// backend `io`, of `/hello` alone or of a 3:1 mix with another path.
 fn engine_allocations(io: Io, requests: u64, keepalive: bool, mixed: bool) -> u64 {
+    engine_allocations_framed(io, requests, keepalive, mixed, Framing::H1)
+}
+
+/// As [`engine_allocations`], with requests framed by `framing`.
+fn engine_allocations_framed(
+    io: Io,
+    requests: u64,
+    keepalive: bool,
+    mixed: bool,
+    framing: Framing,
+) -> u64 {
     let server = TestServer::start(Behaviour::Hello);
     let authority = server.addr.to_string();
     let p = plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(requests);
         p.connections = 8;
         p.keepalive = keepalive;
+        p.framing = framing;
         if mixed {
             p.mix = vec![
                 Route::get("/hello", &authority, 3, keepalive),
@@ -105,6 +117,25 @@ fn no_allocation_per_request() {
                 large <= small + 16,
                 "{io:?} keepalive={keepalive} mixed={mixed}: {small} allocations for \
                  1,000 requests, {large} for 20,000"
+            );
+        }
+    }
+}
+
+/// Pipelined (16 deep), on each backend: the ring of slots and the out
+/// buffers are the connection's, made once.
+#[test]
+fn no_allocation_per_pipelined_request() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for io in [Io::Epoll, Io::Uring] {
+        for mixed in [false, true] {
+            let framing = Framing::pipelined(16);
+            let small = engine_allocations_framed(io, 1_000, true, mixed, framing);
+            let large = engine_allocations_framed(io, 20_000, true, mixed, framing);
+            assert!(
+                large <= small + 16,
+                "{io:?} pipelined mixed={mixed}: {small} allocations for 1,000 requests, \
+                 {large} for 20,000"
             );
         }
     }

@@ -13,6 +13,7 @@ mod faults;
 mod layers;
 mod mix;
 mod models;
+mod pipeline;
 mod reference;
 mod reproduce;
 mod series;
