@@ -186,7 +186,7 @@ fn serve(
             let path = head.split(' ').nth(1).unwrap_or("/").to_string();
             let n = received.fetch_add(1, Ordering::SeqCst) + 1;
             match how {
-                Misbehaviour::CloseAt(every) if n % every == 0 => return,
+                Misbehaviour::CloseAt(every) if n.is_multiple_of(every) => return,
                 Misbehaviour::CloseAt(_) => {
                     if !answer(&mut stream, &path) {
                         return;
