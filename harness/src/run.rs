@@ -89,8 +89,27 @@ A path may name its method ('POST /echo:1'); the others use -m (GET when
 some path names one). The body goes with every request whose method is not
 GET or HEAD.
 
+Pipelining: --pipeline N keeps up to N requests in flight on each
+kept-alive HTTP/1.1 connection (N x -c in all), written back to back and
+answered in order: each response is matched to its request and verified,
+and each request is timed from its own write (with --rate, from its
+intended send time; a request due while N are in flight waits, and its
+wait counts). A connection that closes with requests in flight fails each
+of them once.
+
+WebSocket (ws:// and wss:// URLs): each connection sends the HTTP/1.1
+upgrade (its 101 and Sec-WebSocket-Accept are checked), then echo messages
+of --ws-size bytes (default 64; binary, or --ws-text), each masked with a
+key of its own as RFC 6455 requires, with --pipeline N of them in flight
+per connection (default 1). A request of the report is a message: each echo
+is compared byte for byte with what was sent, counted ok or failed by kind,
+and timed from its send (with --rate R, R messages per second, from their
+intended send times). The contract's servers echo on /ws.
+
 Examples:
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s
+  harness run http://127.0.0.1:8082/hello -c 16 -d 10s --pipeline 16
+  harness run ws://127.0.0.1:8082/ws -c 50 -d 10s --pipeline 8 --ws-size 64
   harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab
   harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000
   harness run http://127.0.0.1:8082/hello -d 5s --format json --hist run.hgrm > run.json
@@ -131,7 +150,8 @@ pub struct RunArgs {
     /// HTTP/1.1 pipelining: up to N requests in flight per connection,
     /// written back to back; responses are matched to requests in order,
     /// each verified, each timed from its own send (or, with --rate, its
-    /// intended send). 1: no pipelining.
+    /// intended send). 1: no pipelining. For ws:// and wss://: messages in
+    /// flight per connection.
     #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::engine::MAX_PIPELINE)))]
     pub pipeline: u16,
@@ -190,6 +210,15 @@ pub struct RunArgs {
     /// rather than Content-Length.
     #[arg(long)]
     pub chunked: bool,
+
+    /// ws:// and wss://: the size of each message, in bytes (default 64,
+    /// at most 65536); each is echoed and compared byte for byte.
+    #[arg(long, value_name = "BYTES")]
+    pub ws_size: Option<usize>,
+
+    /// ws:// and wss://: text messages (opcode 1) rather than binary.
+    #[arg(long)]
+    pub ws_text: bool,
 
     /// An extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
@@ -352,6 +381,9 @@ pub fn parse_path(s: &str) -> Result<PathArg, String> {
 
 /// The plan for `args`.
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
+    if let Some(plan) = ws_plan(args)? {
+        return Ok(plan);
+    }
     let target = Target::parse(&args.url).context("bad URL")?;
     let headers = args
         .headers
@@ -418,7 +450,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         );
     }
     let base = target.url.trim_end_matches('/');
-    let mut plan = match args.paths.as_slice() {
+    let plan = match args.paths.as_slice() {
         [] => {
             let r = route(&method, &target.path, 1);
             Plan::new(&target.url, target.addr, r.request, r.check)
@@ -447,6 +479,74 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             Plan::mixed(base, target.addr, routes).context("bad --path weights")?
         }
     };
+    settings(args, &target, plan)
+}
+
+/// A `ws://` or `wss://` URL: a WebSocket echo run (`None` for others).
+fn ws_plan(args: &RunArgs) -> anyhow::Result<Option<Plan>> {
+    let lower = args.url.to_ascii_lowercase();
+    let http = if let Some(rest) = lower.strip_prefix("ws://").map(|_| &args.url[5..]) {
+        format!("http://{rest}")
+    } else if let Some(rest) = lower.strip_prefix("wss://").map(|_| &args.url[6..]) {
+        format!("https://{rest}")
+    } else {
+        if args.ws_size.is_some() || args.ws_text {
+            bail!("--ws-size and --ws-text are for ws:// and wss:// URLs");
+        }
+        return Ok(None);
+    };
+    let target = Target::parse(&http).context("bad URL")?;
+    if !args.paths.is_empty() || args.body.is_some() || args.body_file.is_some() {
+        bail!("a WebSocket run sends messages to one URL: --path and --body do not apply (--ws-size sets the message)");
+    }
+    if args.no_keepalive {
+        bail!("a WebSocket connection is kept for the whole run: drop --no-keepalive");
+    }
+    if args
+        .method
+        .as_deref()
+        .is_some_and(|m| !m.eq_ignore_ascii_case("GET"))
+    {
+        bail!("a WebSocket upgrade is a GET: drop -m");
+    }
+    let size = args.ws_size.unwrap_or(engine::ws::DEFAULT_MESSAGE);
+    if size > workloads::ws::MAX_MESSAGE {
+        bail!(
+            "--ws-size {size} is over the contract's {} bytes (its servers close with 1009 beyond)",
+            workloads::ws::MAX_MESSAGE
+        );
+    }
+    let payload = engine::ws::message(size);
+    let request = Request {
+        method: "GET".into(),
+        target: target.path.clone(),
+        bytes: Arc::from(payload.clone()),
+        body_bytes: None,
+        chunked: false,
+    };
+    let check = if args.no_verify {
+        Check::Success
+    } else {
+        Check::Exact {
+            status: 101,
+            body: Arc::from(payload),
+        }
+    };
+    let mut plan = Plan::new(&args.url, target.addr, request, check);
+    plan.framing = Framing::Ws(args.pipeline);
+    plan.ws = Some(engine::ws::WsPlan {
+        target: target.path.clone(),
+        host: target.authority.clone(),
+        binary: !args.ws_text,
+    });
+    let mut plan = settings(args, &target, plan)?;
+    plan.framing = Framing::Ws(args.pipeline);
+    Ok(Some(plan))
+}
+
+/// The settings every run takes from its arguments.
+fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<Plan> {
+    let keepalive = !args.no_keepalive;
     plan.connections = args.connections;
     if let Some(t) = args.threads {
         if t == 0 {
@@ -459,7 +559,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         bail!("--pipeline needs kept-alive connections: drop --no-keepalive");
     }
     plan.framing = Framing::pipelined(args.pipeline);
-    plan.tls = tls_plan(args, &target)?;
+    plan.tls = tls_plan(args, target)?;
     plan.io = args.io;
     plan.gather = args.gather;
     plan.timeout = args.timeout;

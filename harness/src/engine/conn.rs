@@ -17,6 +17,7 @@ use super::framing::{Framing, Ring};
 use super::http::{Feed, ResponseReader};
 use super::io::{Backend, TAG_MASK};
 use super::tls::{self, Handshake, Session};
+use super::ws::{WsConn, WsPlan};
 use super::{Check, Clock};
 use crate::stats::Failure;
 
@@ -52,6 +53,8 @@ pub(crate) struct Conn {
     /// io_uring, buffered: requests started while a send of `out` is out
     /// (which must not be touched until it completes).
     pub staged: Vec<u8>,
+    /// A WebSocket framing: the socket's WebSocket state.
+    pub ws: Option<Box<WsConn>>,
     /// Where this connection is in the cycle of paths.
     pub cursor: u32,
     pub reader: ResponseReader,
@@ -126,6 +129,7 @@ impl Conn {
             wake_pending: false,
             buffered,
             staged: Vec::with_capacity(room),
+            ws: None,
             cursor: 0,
             reader: ResponseReader::new(),
             epoch: 0,
@@ -150,6 +154,34 @@ impl Conn {
             self.staged.extend_from_slice(bytes);
         } else {
             self.out.bytes.extend_from_slice(bytes);
+        }
+    }
+
+    /// A WebSocket framing: queues a frame of `payload` (masked; see
+    /// `ws.rs`), built in the connection's scratch buffer.
+    #[inline]
+    pub(crate) fn queue_frame(&mut self, opcode: u8, payload: &[u8], uring: bool) {
+        let Some(ws) = &mut self.ws else {
+            return;
+        };
+        ws.frame(opcode, payload);
+        let scratch = std::mem::take(&mut ws.scratch);
+        self.queue(&scratch, uring);
+        if let Some(ws) = &mut self.ws {
+            ws.scratch = scratch;
+        }
+    }
+
+    /// A WebSocket framing, a new socket: queues the upgrade request.
+    pub(crate) fn queue_opening(&mut self, plan: &WsPlan, uring: bool) {
+        let Some(ws) = &mut self.ws else {
+            return;
+        };
+        ws.opening(plan);
+        let scratch = std::mem::take(&mut ws.scratch);
+        self.queue(&scratch, uring);
+        if let Some(ws) = &mut self.ws {
+            ws.scratch = scratch;
         }
     }
 

@@ -50,6 +50,9 @@ pub enum Framing {
     /// HTTP/1.1 pipelining: up to this many requests in flight per
     /// connection, answered in order.
     Pipelined(u16),
+    /// WebSocket echo (`ws.rs`): after the upgrade, up to this many
+    /// messages in flight per connection, each echoed in order.
+    Ws(u16),
 }
 
 /// The deepest pipeline a run may ask for.
@@ -69,7 +72,7 @@ impl Framing {
     pub fn capacity(self) -> usize {
         match self {
             Framing::H1 => 1,
-            Framing::Pipelined(n) => usize::from(n),
+            Framing::Pipelined(n) | Framing::Ws(n) => usize::from(n),
         }
     }
 
@@ -78,6 +81,7 @@ impl Framing {
         match self {
             Framing::H1 => "http/1.1",
             Framing::Pipelined(_) => "http/1.1-pipelined",
+            Framing::Ws(_) => "websocket",
         }
     }
 
@@ -135,7 +139,6 @@ impl Ring {
     }
 
     #[inline]
-    #[allow(dead_code)] // for a framing that answers by key (HTTP/2)
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -180,6 +183,13 @@ impl Ring {
     #[inline]
     pub(crate) fn head_mut(&mut self) -> &mut Slot {
         &mut self.slots[self.head]
+    }
+
+    /// The `k`th oldest request in flight (`k` < [`Ring::len`]).
+    #[inline]
+    pub(crate) fn nth_mut(&mut self, k: usize) -> &mut Slot {
+        let at = (self.head + k) % self.slots.len();
+        &mut self.slots[at]
     }
 
     /// Removes the oldest request (answered in order).

@@ -28,6 +28,7 @@ mod schedule;
 mod timer;
 pub mod tls;
 mod worker;
+pub mod ws;
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -296,6 +297,10 @@ pub struct Plan {
     pub tls: Option<TlsPlan>,
     /// How requests are framed on each connection (`--pipeline`).
     pub framing: Framing,
+    /// A WebSocket run (`Framing::Ws`): the upgrade to send; each route's
+    /// request bytes are then a message's payload, its check's body the
+    /// echo expected.
+    pub ws: Option<ws::WsPlan>,
     /// A request without a complete response after this long fails.
     pub timeout: Duration,
     /// Requests sent during this first stretch are not counted.
@@ -331,6 +336,7 @@ impl Plan {
             keepalive: true,
             tls: None,
             framing: Framing::H1,
+            ws: None,
             timeout: Duration::from_secs(10),
             warmup: Duration::ZERO,
             max_duration: Duration::from_secs(600),
@@ -388,6 +394,9 @@ impl Plan {
             if !(r.is_finite() && r > 0.0) {
                 return bad("the rate must be a positive number of requests per second");
             }
+        }
+        if matches!(self.framing, Framing::Ws(_)) != self.ws.is_some() {
+            return bad("a WebSocket run needs its upgrade (ws) and framing together");
         }
         if self.framing.buffered() && !self.keepalive {
             return bad("pipelining needs kept-alive connections");

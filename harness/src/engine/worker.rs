@@ -26,6 +26,7 @@ use super::framing::{Framing, Slot};
 use super::io::{Backend, Ev, TAG_MASK};
 use super::timer;
 use super::tls::{self, Handshake};
+use super::ws::{WsConn, WsFeed};
 use super::{ns, schedule, Clock, End, Pace, Share, Shared, Stop, Wire, DRAIN};
 use crate::intervals::IntervalAcc;
 use crate::stats::{Failure, PathStats, Stats};
@@ -138,8 +139,19 @@ impl<'s> Worker<'s> {
             .map(|w| w.bytes.len())
             .max()
             .unwrap_or(0);
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         let mut conns: Vec<Conn> = (0..share.conns)
-            .map(|_| Conn::new(plan.framing, request_max))
+            .map(|j| {
+                let mut c = Conn::new(plan.framing, request_max);
+                if plan.ws.is_some() {
+                    let conn_seed =
+                        seed ^ ((share.first_conn + j) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    c.ws = Some(Box::new(WsConn::new(request_max, conn_seed)));
+                }
+                c
+            })
             .collect();
         if let Pace::Rate(r) = plan.pace {
             // Request k of the whole run is due at k / rate; connection j
@@ -548,6 +560,7 @@ impl<'s> Worker<'s> {
     /// buffer, written with the others started in the same turn.
     fn start_buffered(&mut self, i: usize, now: u64, path: u16, measured: bool) -> bool {
         let uring = matches!(self.io, Backend::Uring(_));
+        let opcode = self.opcode();
         let bytes = self.wires[usize::from(path)].bytes;
         if measured {
             self.stats.bytes_sent += bytes.len() as u64;
@@ -559,11 +572,21 @@ impl<'s> Worker<'s> {
             if !self.open_socket(i, now) {
                 return true;
             }
-            self.conns[i].queue(bytes, uring);
+            let conn = &mut self.conns[i];
+            if let Some(plan) = &self.shared.plan.ws {
+                // Messages wait for the upgrade (`upgraded`).
+                conn.queue_opening(plan, uring);
+            } else {
+                conn.queue(bytes, uring);
+            }
             self.kick(i, now);
             return true;
         }
-        conn.queue(bytes, uring);
+        match &conn.ws {
+            Some(ws) if !ws.upgraded => return true, // sent once upgraded
+            Some(_) => conn.queue_frame(opcode, bytes, uring),
+            None => conn.queue(bytes, uring),
+        }
         if conn.state == State::Idle {
             conn.state = State::Reading;
         }
@@ -571,6 +594,33 @@ impl<'s> Worker<'s> {
             self.flush_out(i);
         }
         true
+    }
+
+    /// The opcode of a WebSocket run's messages: binary or text.
+    fn opcode(&self) -> u8 {
+        match &self.shared.plan.ws {
+            Some(w) if !w.binary => 1,
+            _ => 2,
+        }
+    }
+
+    /// WebSocket: connection `i`'s upgrade completed at `now`: the
+    /// messages started meanwhile are sent, each timed from here (closed
+    /// loop) or from its intended send (`--rate`).
+    fn upgraded(&mut self, i: usize, now: u64) {
+        let uring = matches!(self.io, Backend::Uring(_));
+        let opcode = self.opcode();
+        let closed = matches!(self.pace, Pace::Closed);
+        let conn = &mut self.conns[i];
+        for k in 0..conn.ring.len() {
+            let slot = conn.ring.nth_mut(k);
+            slot.sent_ns = now;
+            if closed {
+                slot.origin_ns = now;
+            }
+            let path = slot.path;
+            conn.queue_frame(opcode, self.wires[usize::from(path)].bytes, uring);
+        }
     }
 
     /// Opens connection `i` for the request just started and writes it.
@@ -918,7 +968,9 @@ impl<'s> Worker<'s> {
         } else if slot.measured {
             let s = &mut self.stats;
             s.responses += 1;
-            s.status.count(conn.reader.status);
+            if conn.ws.is_none() {
+                s.status.count(conn.reader.status);
+            }
             s.body_bytes += conn.reader.body_len;
             let path = &mut s.paths[usize::from(slot.path)];
             match verdict {
@@ -1184,6 +1236,10 @@ impl<'s> Worker<'s> {
     /// read; each complete response is its request's, and what follows it
     /// the next one's.
     fn dispatch(&mut self, i: usize, data: &[u8], now: u64) {
+        if self.conns[i].ws.is_some() {
+            self.dispatch_ws(i, data, now);
+            return;
+        }
         let epoch = self.conns[i].epoch;
         let mut at = 0;
         while at < data.len() {
@@ -1224,6 +1280,77 @@ impl<'s> Worker<'s> {
                 return;
             }
             at = data.len() - leftover;
+        }
+    }
+
+    /// WebSocket: the upgrade's `101`, then echoes, each its message's.
+    fn dispatch_ws(&mut self, i: usize, data: &[u8], now: u64) {
+        let uring = matches!(self.io, Backend::Uring(_));
+        let epoch = self.conns[i].epoch;
+        let mut at = 0;
+        while at < data.len() {
+            let conn = &mut self.conns[i];
+            let Some(ws) = conn.ws.as_mut() else {
+                return;
+            };
+            if conn.epoch != epoch || conn.stream.is_none() {
+                return;
+            }
+            if !ws.upgraded {
+                match ws.handshake(&data[at..]) {
+                    Ok(None) => return,
+                    Ok(Some(used)) => {
+                        at += used;
+                        self.upgraded(i, now);
+                        continue;
+                    }
+                    Err(f) => {
+                        self.fail(i, f, now, false);
+                        return;
+                    }
+                }
+            }
+            if conn.ring.is_empty() {
+                // A message nobody sent: the connection is dropped.
+                conn.close(&mut self.io);
+                conn.state = State::Idle;
+                return;
+            }
+            let want = self.wires[usize::from(conn.ring.head().path)]
+                .check
+                .body()
+                .unwrap_or(&[]);
+            let reader = &mut conn.reader;
+            let feed = ws.feed(&data[at..], want, &mut reader.body_len, &mut reader.verdict);
+            let mut r = Received::new();
+            r.now = now;
+            match feed {
+                WsFeed::More => {
+                    r.bytes = (data.len() - at) as u64;
+                    self.received(i, r);
+                    return;
+                }
+                WsFeed::Control { used } => {
+                    at += used;
+                    if let Some((payload, n)) = ws.ping.take() {
+                        conn.queue_frame(10, &payload[..n], uring);
+                    }
+                }
+                WsFeed::Message { used, .. } => {
+                    at += used;
+                    r.bytes = used as u64;
+                    r.outcome = Outcome::Done { leftover: 0 };
+                    self.received(i, r);
+                }
+                WsFeed::Closed => {
+                    self.fail(i, Failure::Receive, now, false);
+                    return;
+                }
+                WsFeed::Fail(f) => {
+                    self.fail(i, f, now, false);
+                    return;
+                }
+            }
         }
     }
 

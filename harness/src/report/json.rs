@@ -307,6 +307,12 @@ pub struct Settings {
     /// Requests in flight allowed per connection (`--pipeline`; 1 without).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<u64>,
+    /// A WebSocket run: each message's size in bytes (`--ws-size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws_message_bytes: Option<u64>,
+    /// A WebSocket run: `binary` or `text` messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws_messages: Option<String>,
     /// `-n`, if the run was stopped by a count.
     pub requests: Option<u64>,
     /// `-d`, if the run was stopped by a duration.
@@ -436,6 +442,11 @@ pub fn document(r: &RunResult) -> Document {
             keepalive: p.keepalive,
             protocol: Some(p.framing.protocol().to_string()),
             pipeline: Some(p.framing.depth() as u64),
+            ws_message_bytes: p.ws.as_ref().map(|_| p.request.bytes.len() as u64),
+            ws_messages: p
+                .ws
+                .as_ref()
+                .map(|w| if w.binary { "binary" } else { "text" }.to_string()),
             requests: match p.stop {
                 Stop::Count(n) => Some(n),
                 Stop::Duration(_) => None,

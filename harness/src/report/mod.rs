@@ -212,6 +212,16 @@ pub fn describe_check(r: &RunResult) -> String {
                 body for its endpoints, any 2xx for other paths or with --no-verify"
             .to_string();
     }
+    if let Some(ws) = &r.plan.ws {
+        return match &r.plan.check {
+            Check::Exact { body, .. } => format!(
+                "the upgrade's 101 and Sec-WebSocket-Accept, then each echo of a {}-byte {} message byte for byte",
+                body.len(),
+                if ws.binary { "binary" } else { "text" }
+            ),
+            _ => "the upgrade's 101 and Sec-WebSocket-Accept, then that each message is echoed (--no-verify: not its bytes)".to_string(),
+        };
+    }
     let what = format!("{} {}", r.plan.request.method, r.plan.request.target);
     match &r.plan.check {
         Check::Success => "status 2xx (not a contract endpoint, or --no-verify)".to_string(),
@@ -276,6 +286,15 @@ pub fn describe_load(r: &RunResult) -> String {
             (true, crate::engine::Framing::Pipelined(n)) => {
                 format!("keep-alive, HTTP/1.1 pipelined {n} deep")
             }
+            (true, crate::engine::Framing::Ws(n)) => format!(
+                "WebSocket echo of {}-byte {} messages, {n} in flight per connection (a request is a message)",
+                p.request.bytes.len(),
+                if p.ws.as_ref().is_some_and(|w| w.binary) {
+                    "binary"
+                } else {
+                    "text"
+                }
+            ),
             (true, _) => "keep-alive".to_string(),
             (false, _) => "a connection per request".to_string(),
         },

@@ -133,6 +133,12 @@ pub fn accept<'a>(
     }
 }
 
+/// The `Sec-WebSocket-Accept` a server answers to `key` (RFC 6455 §4.2.2):
+/// what a client checks.
+pub fn accept_key(key: &[u8]) -> String {
+    tungstenite::handshake::derive_accept_key(key)
+}
+
 /// The `101` that completes a handshake, without `Date` and `Server`
 /// (whatever the server adds after it is its own).
 pub fn switching_protocols(accept: &str) -> String {

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# HTTP/1.1 pipelining, 16 deep: our engine (`--pipeline 16`, on each I/O
+# backend) against wrk with a pipelining Lua script (its `init` builds 16
+# concatenated requests, its `request` returns them, as TechEmpower's
+# plaintext test does), on the same reference server, the same -c and
+# threads and duration, in interleaved rounds (the order turned each round);
+# medians of the rounds. Per tool and c: requests per second and the
+# generator's own CPU time per request (user + system of its process, from
+# wait4's rusage via /usr/bin/time), each as a ratio to wrk's in the same
+# round, with the range of the rounds' ratios; beside them the server's CPU
+# per request (/proc/PID/stat). The engine verifies every response (status
+# and body, in order); wrk counts them.
+#
+#   harness/bench/pipeline-vs-wrk.sh                       # c = 16, 64; 5 rounds of 3 s
+#   ROUNDS=3 DURATION=5 CONNS="64" harness/bench/pipeline-vs-wrk.sh
+#
+# Environment: ROUNDS (5), DURATION (s, 3), CONNS ("16 64"), DEPTH (16),
+# THREADS (the engine's and wrk's threads, 2), REF_SERVER (event-loop),
+# SERVER_ARGS ("--workers $(nproc)"), BUILD (1; 0: use the release
+# binaries already built). Load goes to 127.0.0.1 only; everything it
+# starts is stopped by PID; each load is bounded by its duration (and
+# `timeout`), so the script ends by itself.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-5}
+DURATION=${DURATION:-3}
+CONNS=${CONNS:-"16 64"}
+DEPTH=${DEPTH:-16}
+THREADS=${THREADS:-2}
+REF_SERVER=${REF_SERVER:-event-loop}
+SERVER_ARGS=${SERVER_ARGS:-"--workers $(nproc)"}
+BUILD=${BUILD:-1}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+WORK=$(mktemp -d /tmp/pipeline-vs-wrk.XXXXXX)
+SERVER_PID=
+
+cleanup() {
+    if [ -n "$SERVER_PID" ]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+need() { command -v "$1" >/dev/null || { echo "missing $1: $2" >&2; exit 1; }; }
+need wrk "apt-get install wrk"
+need jq "apt-get install jq"
+need python3 "apt-get install python3"
+[ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
+
+if [ "$BUILD" = 1 ]; then
+    echo "== building (release)"
+    (cd "$ROOT" && cargo build --release -q -p harness -p "$REF_SERVER")
+fi
+HARNESS=$TARGET_DIR/release/harness
+
+out=$WORK/server.out
+# shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
+"$TARGET_DIR/release/$REF_SERVER" --addr 127.0.0.1:0 $SERVER_ARGS >"$out" 2>&1 &
+SERVER_PID=$!
+ADDR=
+for _ in $(seq 1 100); do
+    ADDR=$(sed -n 's/^listening on //p' "$out")
+    [ -n "$ADDR" ] && break
+    sleep 0.05
+done
+[ -n "$ADDR" ] || { echo "$REF_SERVER did not start:" >&2; cat "$out" >&2; exit 1; }
+URL="http://$ADDR/hello"
+echo "== $REF_SERVER $SERVER_ARGS at $ADDR (pid $SERVER_PID); GET /hello pipelined $DEPTH deep; $ROUNDS rounds of ${DURATION}s per tool and c"
+
+# wrk's pipelining: one write of DEPTH requests, the next once all DEPTH
+# responses are in (wrk counts each response).
+LUA=$WORK/pipeline.lua
+cat >"$LUA" <<LUA
+init = function(args)
+   local r = {}
+   for i = 1, $DEPTH do
+      r[i] = wrk.format(nil, "/hello")
+   end
+   req = table.concat(r)
+end
+request = function()
+   return req
+end
+LUA
+
+RESULTS=$WORK/results.tsv # tool c round requests seconds cpu_s server_cpu_s
+CLK_TCK=$(getconf CLK_TCK)
+server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
+: >"$RESULTS"
+timed() { # OUT_PREFIX CMD...
+    local o=$1
+    shift
+    /usr/bin/time -f '%U %S %M %e' -o "$o.time" timeout $((DURATION + 30)) "$@" >"$o.out" 2>"$o.err" || true
+}
+
+one() { # TOOL C ROUND
+    local tool=$1 c=$2 round=$3 o=$WORK/$1-$2-$3 n= ticks0
+    ticks0=$(server_ticks)
+    case $tool in
+    wrk)
+        timed "$o" wrk -t"$THREADS" -c"$c" -d"${DURATION}s" -s "$LUA" "$URL"
+        n=$(awk '/requests in/ {print $1}' "$o.out")
+        ;;
+    uring | epoll)
+        timed "$o" "$HARNESS" run "$URL" -c "$c" -d "${DURATION}s" --threads "$THREADS" --io "$tool" \
+            --pipeline "$DEPTH" --format json
+        n=$(jq '.requests.ok' "$o.out" 2>/dev/null || true)
+        local failed
+        failed=$(jq '.requests.failed' "$o.out" 2>/dev/null || echo '?')
+        [ "$failed" = 0 ] || echo "   ($tool -c $c: $failed failed)"
+        ;;
+    esac
+    [ -n "$n" ] && [ "$n" != null ] || { echo "   $tool -c $c round $round: no result ($(tail -1 "$o.err"))"; return; }
+    local server_cpu
+    server_cpu=$(awk -v a="$ticks0" -v b="$(server_ticks)" -v hz="$CLK_TCK" 'BEGIN {print (b - a) / hz}')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$c" "$round" "$n" "$DURATION" \
+        "$(awk '{print $1 + $2}' "$o.time")" "$server_cpu" >>"$RESULTS"
+}
+
+TOOLS="wrk uring epoll"
+for round in $(seq 1 "$ROUNDS"); do
+    for c in $CONNS; do
+        order=$(echo $TOOLS | tr ' ' '\n' | awk -v r="$round" '{a[NR]=$0} END {for (i = 0; i < NR; i++) print a[(i + r) % NR + 1]}')
+        for tool in $order; do one "$tool" "$c" "$round"; done
+    done
+    echo "   round $round done"
+done
+
+echo "== pipelined $DEPTH deep, /hello, medians of $ROUNDS rounds (ratios to wrk of the same round; in brackets their range)"
+python3 - "$RESULTS" <<'PY'
+import sys, statistics as st
+rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+cells = {}
+for tool, c, rnd, n, secs, cpu, server_cpu in rows:
+    n, secs, cpu, server_cpu = int(float(n)), float(secs), float(cpu), float(server_cpu)
+    cells.setdefault((tool, int(c)), {})[rnd] = (n / secs, cpu * 1e6 / max(n, 1), server_cpu * 1e6 / max(n, 1))
+def spread(xs):
+    return f"({min(xs):.2f}–{max(xs):.2f})" if len(xs) > 1 else ""
+for c in sorted({c for _, c in cells}):
+    w = cells.get(("wrk", c), {})
+    print(f"   -c {c}")
+    for tool in ["wrk", "uring", "epoll"]:
+        v = cells.get((tool, c))
+        if not v:
+            continue
+        rps = st.median(x[0] for x in v.values())
+        us = st.median(x[1] for x in v.values())
+        server_us = st.median(x[2] for x in v.values())
+        same = [r for r in v if r in w]
+        rps_r = [v[r][0] / w[r][0] for r in same]
+        us_r = [v[r][1] / w[r][1] for r in same]
+        ratio = "" if tool == "wrk" else (
+            f"RPS {st.median(rps_r):>5.2f}× wrk {spread(rps_r):<11}  "
+            f"CPU/req {st.median(us_r):>5.2f}× wrk {spread(us_r):<11}  ")
+        print(f"     {tool:<6} {rps:>10,.0f} req/s  {us:>6.3f} µs CPU/req   {ratio}"
+              f"server {server_us:>5.2f} µs/req   ({len(v)} rounds)")
+PY
