@@ -20,3 +20,4 @@ mod series;
 mod tls;
 mod util;
 mod verify;
+mod websocket;
