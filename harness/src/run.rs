@@ -220,6 +220,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub ws_text: bool,
 
+    /// ws:// and wss://: hold the connections instead of loading them:
+    /// each sends a ping every INTERVAL (its pong checked and timed as a
+    /// request) and the report says how many were opened and stayed up
+    /// (JSON: connections.held).
+    #[arg(long, value_name = "INTERVAL", value_parser = parse_duration)]
+    pub hold: Option<Duration>,
+
     /// An extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
@@ -490,8 +497,8 @@ fn ws_plan(args: &RunArgs) -> anyhow::Result<Option<Plan>> {
     } else if let Some(rest) = lower.strip_prefix("wss://").map(|_| &args.url[6..]) {
         format!("https://{rest}")
     } else {
-        if args.ws_size.is_some() || args.ws_text {
-            bail!("--ws-size and --ws-text are for ws:// and wss:// URLs");
+        if args.ws_size.is_some() || args.ws_text || args.hold.is_some() {
+            bail!("--ws-size, --ws-text and --hold are for ws:// and wss:// URLs");
         }
         return Ok(None);
     };
@@ -516,6 +523,19 @@ fn ws_plan(args: &RunArgs) -> anyhow::Result<Option<Plan>> {
             workloads::ws::MAX_MESSAGE
         );
     }
+    if let Some(every) = args.hold {
+        if size > 125 {
+            bail!(
+                "--hold pings carry at most 125 bytes (RFC 6455 §5.5): --ws-size {size} is too big"
+            );
+        }
+        if args.rate.is_some() || args.pipeline > 1 {
+            bail!("--hold paces one ping per connection per interval: drop --rate and --pipeline");
+        }
+        if every.is_zero() {
+            bail!("--hold needs an interval above zero");
+        }
+    }
     let payload = engine::ws::message(size);
     let request = Request {
         method: "GET".into(),
@@ -538,9 +558,13 @@ fn ws_plan(args: &RunArgs) -> anyhow::Result<Option<Plan>> {
         target: target.path.clone(),
         host: target.authority.clone(),
         binary: !args.ws_text,
+        hold: args.hold.is_some(),
     });
     let mut plan = settings(args, &target, plan)?;
     plan.framing = Framing::Ws(args.pipeline);
+    if let Some(every) = args.hold {
+        plan.pace = Pace::Rate(plan.connections as f64 / every.as_secs_f64());
+    }
     Ok(Some(plan))
 }
 

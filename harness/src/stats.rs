@@ -223,6 +223,10 @@ pub struct Stats {
     pub connections: u64,
     /// Responses after which the connection stayed open for the next request.
     pub keepalive_responses: u64,
+    /// WebSocket: upgrades completed, and connections still upgraded and
+    /// open when the run ended (`--hold` reports them as held).
+    pub ws_upgraded: u64,
+    pub ws_up_at_end: u64,
     /// Latency of successful requests: from the intended send time (`--rate`)
     /// or the request's start (its connect, with `--no-keepalive`) to the
     /// complete response.
@@ -305,6 +309,8 @@ impl Default for Stats {
             body_bytes: 0,
             connections: 0,
             keepalive_responses: 0,
+            ws_upgraded: 0,
+            ws_up_at_end: 0,
             latency_us: latency_histogram(),
             service_us: latency_histogram(),
             waiting_us: latency_histogram(),
@@ -353,6 +359,8 @@ impl AddAssign<&Stats> for Stats {
             self.server_software.clone_from(&o.server_software);
         }
         self.handshakes_full += o.handshakes_full;
+        self.ws_upgraded += o.ws_upgraded;
+        self.ws_up_at_end += o.ws_up_at_end;
         self.handshakes_resumed += o.handshakes_resumed;
         self.handshake_us.add(&o.handshake_us).expect("same bounds");
         if self.tls.is_none() {

@@ -323,13 +323,46 @@ mod uring {
     }
 }
 
+/// `--hold`: connections upgraded and kept with a ping each interval. The
+/// event loop holds all of them; a pool of two workers holds two (a worker
+/// per connection for its life), the others waiting unanswered.
+#[test]
+fn hold_reports_the_connections_opened_and_still_up() {
+    let server = reference("event-loop", None);
+    let url = format!("ws://{}/ws", server.addr);
+    let v = run_json(&url, &["-c", "20", "-d", "2s", "--hold", "500ms"]);
+    assert_eq!(v["connections"]["held"]["opened"], 20, "{v}");
+    assert_eq!(v["connections"]["held"]["stayed_up"], 20, "{v}");
+    assert_eq!(v["requests"]["failed"], 0, "{v}");
+    assert!(ok(&v) >= 20, "{v}");
+
+    let bin = sibling_binary("worker-pool");
+    let pool = ServerProcess::start(
+        bin.to_str().unwrap(),
+        &[
+            "--workers",
+            "2",
+            "--mysql-url",
+            "mysql://bench:bench@127.0.0.1:1/bench",
+        ],
+    );
+    let url = format!("ws://{}/ws", pool.addr);
+    // A timeout longer than the run: the waiting connections just wait.
+    let v = run_json(
+        &url,
+        &["-c", "4", "-d", "2s", "--hold", "500ms", "--timeout", "30s"],
+    );
+    assert_eq!(v["connections"]["held"]["opened"], 2, "{v}");
+    assert_eq!(v["connections"]["held"]["stayed_up"], 2, "{v}");
+}
+
 /// Flags of a WebSocket run refuse what does not apply, in one line.
 #[test]
 fn websocket_flags_refuse_what_does_not_apply() {
     for (args, says) in [
         (
             &["run", "http://127.0.0.1:1/hello", "--ws-size", "10"][..],
-            "--ws-size and --ws-text are for ws://",
+            "--ws-size, --ws-text and --hold are for ws://",
         ),
         (
             &["run", "ws://127.0.0.1:1/ws", "--ws-size", "70000"][..],

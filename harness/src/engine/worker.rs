@@ -145,10 +145,12 @@ impl<'s> Worker<'s> {
         let mut conns: Vec<Conn> = (0..share.conns)
             .map(|j| {
                 let mut c = Conn::new(plan.framing, request_max);
-                if plan.ws.is_some() {
+                if let Some(ws) = &plan.ws {
                     let conn_seed =
                         seed ^ ((share.first_conn + j) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                    c.ws = Some(Box::new(WsConn::new(request_max, conn_seed)));
+                    let mut w = WsConn::new(request_max, conn_seed);
+                    w.pongs_answer = ws.hold;
+                    c.ws = Some(Box::new(w));
                 }
                 c
             })
@@ -254,6 +256,7 @@ impl<'s> Worker<'s> {
                 self.drain_until_ns = now + ns(DRAIN);
             }
             if self.in_flight == 0 && !self.can_send() {
+                self.count_up();
                 return if self.sending {
                     End::Count
                 } else {
@@ -599,6 +602,7 @@ impl<'s> Worker<'s> {
     /// The opcode of a WebSocket run's messages: binary or text.
     fn opcode(&self) -> u8 {
         match &self.shared.plan.ws {
+            Some(w) if w.hold => 9,
             Some(w) if !w.binary => 1,
             _ => 2,
         }
@@ -612,6 +616,9 @@ impl<'s> Worker<'s> {
         let opcode = self.opcode();
         let closed = matches!(self.pace, Pace::Closed);
         let conn = &mut self.conns[i];
+        if conn.ring.head().measured {
+            self.stats.ws_upgraded += 1;
+        }
         for k in 0..conn.ring.len() {
             let slot = conn.ring.nth_mut(k);
             slot.sent_ns = now;
@@ -1134,8 +1141,18 @@ impl<'s> Worker<'s> {
         self.next_interval_ns = start + (u64::from(index) + 1) * self.interval_len_ns;
     }
 
+    /// WebSocket: the connections still upgraded and open at the end.
+    fn count_up(&mut self) {
+        self.stats.ws_up_at_end = self
+            .conns
+            .iter()
+            .filter(|c| c.stream.is_some() && c.ws.as_ref().is_some_and(|w| w.upgraded))
+            .count() as u64;
+    }
+
     /// Requests in flight when the run stops: dropped, counted as aborted.
     fn abort_in_flight(&mut self) {
+        self.count_up();
         for c in &mut self.conns {
             let aborted = &mut self.stats.aborted;
             c.ring.drain(|slot| {

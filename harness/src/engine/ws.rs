@@ -25,6 +25,9 @@ pub struct WsPlan {
     pub host: String,
     /// Binary messages (opcode 2) or text (opcode 1).
     pub binary: bool,
+    /// `--hold`: each "message" is a ping, its "echo" the pong (RFC 6455
+    /// §5.5.3: the same payload), paced once per interval per connection.
+    pub hold: bool,
 }
 
 /// The default message size (`--ws-size`).
@@ -47,6 +50,10 @@ pub(crate) struct WsConn {
     frame: Frame,
     /// A ping's payload, to be answered by a pong.
     pub ping: Option<([u8; 125], usize)>,
+    /// A control frame's payload so far.
+    control: ([u8; 125], usize),
+    /// `--hold`: pongs are the answers judged.
+    pub pongs_answer: bool,
     /// Frames are built here before they are queued.
     pub scratch: Vec<u8>,
     /// The masking keys' generator (xorshift64*).
@@ -102,6 +109,8 @@ impl WsConn {
             head: Vec::new(),
             frame: FRESH,
             ping: None,
+            control: ([0; 125], 0),
+            pongs_answer: false,
             scratch: Vec::with_capacity(message_max + 14),
             rng: seed | 1,
         }
@@ -292,19 +301,33 @@ impl WsConn {
                 } => {
                     let take = (*remaining - *got).min(data.len() - at);
                     let (op, start) = (*opcode, *got);
-                    if op == 9 {
-                        let ping = self.ping.get_or_insert(([0; 125], 0));
-                        ping.0[start..start + take].copy_from_slice(&data[at..at + take]);
-                        ping.1 = start + take;
-                    }
+                    self.control.0[start..start + take].copy_from_slice(&data[at..at + take]);
+                    self.control.1 = start + take;
                     *got += take;
                     at += take;
                     if *got < *remaining {
                         return WsFeed::More;
                     }
                     self.frame = FRESH;
-                    if op == 8 {
-                        return WsFeed::Closed;
+                    let payload = &self.control.0[..self.control.1];
+                    match op {
+                        8 => return WsFeed::Closed,
+                        9 => {
+                            let mut ping = ([0; 125], payload.len());
+                            ping.0[..payload.len()].copy_from_slice(payload);
+                            self.ping = Some(ping);
+                        }
+                        10 if self.pongs_answer => {
+                            if payload != want {
+                                *verdict = Some(Failure::Body);
+                            }
+                            return WsFeed::Message {
+                                used: at,
+                                verdict: *verdict,
+                                len: payload.len() as u64,
+                            };
+                        }
+                        _ => {}
                     }
                     return WsFeed::Control { used: at };
                 }
@@ -429,6 +452,7 @@ mod tests {
             target: "/ws".into(),
             host: "h".into(),
             binary: true,
+            hold: false,
         };
         let mut ws = WsConn::new(64, 3);
         ws.opening(&plan);

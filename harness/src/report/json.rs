@@ -371,6 +371,16 @@ pub struct Transfer {
 pub struct Connections {
     pub opened: u64,
     pub keepalive_responses: u64,
+    /// `--hold` (WebSocket): connections upgraded, and still up at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Held {
+    pub opened: u64,
+    pub stayed_up: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -500,6 +510,10 @@ pub fn document(r: &RunResult) -> Document {
         connections: Connections {
             opened: s.connections,
             keepalive_responses: s.keepalive_responses,
+            held: p.ws.as_ref().filter(|w| w.hold).map(|_| Held {
+                opened: s.ws_upgraded,
+                stayed_up: s.ws_up_at_end,
+            }),
         },
         server: Server {
             software: s.server_software.clone(),

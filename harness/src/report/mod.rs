@@ -213,6 +213,9 @@ pub fn describe_check(r: &RunResult) -> String {
             .to_string();
     }
     if let Some(ws) = &r.plan.ws {
+        if ws.hold {
+            return "the upgrade's 101 and Sec-WebSocket-Accept, then that each ping's pong carries its payload".to_string();
+        }
         return match &r.plan.check {
             Check::Exact { body, .. } => format!(
                 "the upgrade's 101 and Sec-WebSocket-Accept, then each echo of a {}-byte {} message byte for byte",
@@ -285,6 +288,15 @@ pub fn describe_load(r: &RunResult) -> String {
         match (p.keepalive, p.framing) {
             (true, crate::engine::Framing::Pipelined(n)) => {
                 format!("keep-alive, HTTP/1.1 pipelined {n} deep")
+            }
+            (true, crate::engine::Framing::Ws(_)) if p.ws.as_ref().is_some_and(|w| w.hold) => {
+                format!(
+                    "WebSocket connections held, a ping every {:.1}s each (a request is a ping and its pong)",
+                    match p.pace {
+                        Pace::Rate(r) => p.connections as f64 / r,
+                        Pace::Closed => 0.0,
+                    }
+                )
             }
             (true, crate::engine::Framing::Ws(n)) => format!(
                 "WebSocket echo of {}-byte {} messages, {n} in flight per connection (a request is a message)",

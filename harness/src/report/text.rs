@@ -104,6 +104,14 @@ pub fn render(r: &RunResult) -> String {
         bytes(s.bytes_sent),
         thousands(s.connections),
     );
+    if r.plan.ws.as_ref().is_some_and(|w| w.hold) {
+        let _ = writeln!(
+            out,
+            "  held       {} WebSocket connections upgraded, {} still up at the end",
+            thousands(s.ws_upgraded),
+            thousands(s.ws_up_at_end),
+        );
+    }
     let statuses: Vec<String> = s
         .status
         .seen()
