@@ -237,3 +237,51 @@ fn no_allocation_per_request_with_a_body() {
         }
     }
 }
+
+/// Allocations on the engine's threads during `messages` WebSocket echoes
+/// of 64 bytes, 8 in flight per connection, to the event-loop server.
+fn ws_allocations(server: &testkit::ServerProcess, io: Io, messages: u64) -> u64 {
+    let authority = server.addr.to_string();
+    let payload = harness::engine::ws::message(64);
+    let p = plan_on(io, &format!("http://{authority}/ws"), |p| {
+        p.stop = Stop::Count(messages);
+        p.connections = 4;
+        p.request.bytes = std::sync::Arc::from(payload.clone());
+        p.check = Check::Exact {
+            status: 101,
+            body: std::sync::Arc::from(payload),
+        };
+        p.framing = Framing::Ws(8);
+        p.ws = Some(harness::engine::ws::WsPlan {
+            target: "/ws".into(),
+            host: authority.clone(),
+            binary: true,
+            hold: false,
+        });
+    });
+    let before = ENGINE_ALLOCS.load(Ordering::Relaxed);
+    let r = run(&p);
+    assert_eq!(r.stats.ok, messages, "{:?}", r.stats.failures);
+    ENGINE_ALLOCS.load(Ordering::Relaxed) - before
+}
+
+/// WebSocket messages are framed and masked in the connection's own
+/// buffers: none per message (the upgrade's key and accept are made once
+/// per connection), on each backend.
+#[test]
+fn no_allocation_per_websocket_message() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = sibling_binary("event-loop");
+    let server = testkit::ServerProcess::start(
+        bin.to_str().unwrap(),
+        &["--mysql-url", "mysql://bench:bench@127.0.0.1:1/bench"],
+    );
+    for io in [Io::Epoll, Io::Uring] {
+        let small = ws_allocations(&server, io, 1_000);
+        let large = ws_allocations(&server, io, 20_000);
+        assert!(
+            large <= small + 16,
+            "{io:?}: {small} allocations for 1,000 messages, {large} for 20,000"
+        );
+    }
+}
