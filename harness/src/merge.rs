@@ -374,7 +374,9 @@ fn plan_of(docs: &[&Document], sources: &[Source]) -> anyhow::Result<Plan> {
     let mut plan = Plan::new(&d.target.url, addr, request, check);
     plan.connections = docs.iter().map(|d| d.settings.connections as usize).sum();
     plan.keepalive = d.settings.keepalive;
-    if let Some(depth) = d.settings.pipeline {
+    if let (Some("http/1.1-pipelined"), Some(depth)) =
+        (d.settings.protocol.as_deref(), d.settings.pipeline)
+    {
         plan.framing = crate::engine::Framing::pipelined(depth.min(u64::from(u16::MAX)) as u16);
     }
     plan.timeout = Duration::from_secs_f64(d.settings.timeout_s.max(0.0));

@@ -1333,10 +1333,7 @@ impl<'s> Worker<'s> {
                 conn.state = State::Idle;
                 return;
             }
-            let want = self.wires[usize::from(conn.ring.head().path)]
-                .check
-                .body()
-                .unwrap_or(&[]);
+            let want = self.wires[usize::from(conn.ring.head().path)].check.body();
             let reader = &mut conn.reader;
             let feed = ws.feed(&data[at..], want, &mut reader.body_len, &mut reader.verdict);
             let mut r = Received::new();

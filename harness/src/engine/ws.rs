@@ -223,12 +223,12 @@ impl WsConn {
     }
 
     /// Feeds bytes after the upgrade, judging the message being read
-    /// against `want` (the sent payload); `seen` is how much of it was
-    /// compared so far, `verdict` its first failure.
+    /// against `want` (the sent payload; `None`: not compared); `seen` is
+    /// how much of it was read so far, `verdict` its first failure.
     pub(crate) fn feed(
         &mut self,
         data: &[u8],
-        want: &[u8],
+        want: Option<&[u8]>,
         seen: &mut u64,
         verdict: &mut Option<Failure>,
     ) -> WsFeed {
@@ -266,7 +266,7 @@ impl WsConn {
                 Frame::Data { remaining, last } => {
                     let take = (*remaining).min((data.len() - at) as u64) as usize;
                     let bytes = &data[at..at + take];
-                    if verdict.is_none() {
+                    if let (None, Some(want)) = (*verdict, want) {
                         let from = (*seen as usize).min(want.len());
                         let expected = &want[from..want.len().min(from + take)];
                         if bytes[..expected.len()] != *expected {
@@ -284,7 +284,7 @@ impl WsConn {
                     let last = *last;
                     self.frame = FRESH;
                     if last {
-                        if verdict.is_none() && *seen != want.len() as u64 {
+                        if verdict.is_none() && want.is_some_and(|w| *seen != w.len() as u64) {
                             *verdict = Some(Failure::Length);
                         }
                         return WsFeed::Message {
@@ -318,7 +318,7 @@ impl WsConn {
                             self.ping = Some(ping);
                         }
                         10 if self.pongs_answer => {
-                            if payload != want {
+                            if want.is_some_and(|w| payload != w) {
                                 *verdict = Some(Failure::Body);
                             }
                             return WsFeed::Message {
@@ -410,7 +410,7 @@ mod tests {
             for piece in wire.chunks(split) {
                 let mut at = 0;
                 while at < piece.len() {
-                    match ws.feed(&piece[at..], &msg, &mut seen, &mut verdict) {
+                    match ws.feed(&piece[at..], Some(&msg), &mut seen, &mut verdict) {
                         WsFeed::More => break,
                         WsFeed::Control { used } => at += used,
                         WsFeed::Message { used, verdict, len } => {
@@ -430,7 +430,7 @@ mod tests {
         let (mut seen, mut verdict) = (0, None);
         let r = ws.feed(
             &server_frame(2, true, &wrong),
-            &msg,
+            Some(&msg),
             &mut seen,
             &mut verdict,
         );
