@@ -186,7 +186,27 @@ fn serve(
             let path = head.split(' ').nth(1).unwrap_or("/").to_string();
             let n = received.fetch_add(1, Ordering::SeqCst) + 1;
             match how {
-                Misbehaviour::CloseAt(every) if n.is_multiple_of(every) => return,
+                Misbehaviour::CloseAt(every) if n.is_multiple_of(every) => {
+                    // A FIN, not a reset (which a close with requests still
+                    // unread would send, and which can discard answers the
+                    // client has not read yet): what was answered arrives.
+                    let _ = stream.shutdown(std::net::Shutdown::Write);
+                    while !stop.load(Ordering::Relaxed) {
+                        match stream.read(&mut chunk) {
+                            Ok(0) => return,
+                            Err(e)
+                                if !matches!(
+                                    e.kind(),
+                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                ) =>
+                            {
+                                return
+                            }
+                            _ => {}
+                        }
+                    }
+                    return;
+                }
                 Misbehaviour::CloseAt(_) => {
                     if !answer(&mut stream, &path) {
                         return;
