@@ -298,6 +298,7 @@ crate::on_both_backends!(
     pipelining_keeps_an_open_loop_rate,
     a_server_answering_out_of_order_is_caught,
     a_server_dropping_responses_fails_each_request_in_flight_once,
+    node_answers_pipelined_requests_in_order,
 );
 
 /// nginx answers pipelined requests in order (`/hello` and a 404 with its
@@ -397,4 +398,60 @@ fn scopeguard(f: impl FnOnce()) -> impl Drop {
         }
     }
     Guard(Some(f))
+}
+
+/// Node.js (`compose/node/server.js`, plain `http` and `ws`), started on a
+/// free port of 127.0.0.1 and killed by its PID when dropped; `None` (the
+/// test skipped) where node or the app's packages are missing.
+pub(crate) struct Node {
+    pub addr: String,
+    child: std::process::Child,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn node() -> Option<Node> {
+    let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("../compose/node");
+    if Command::new("node").arg("--version").output().is_err() {
+        skip_without("node is not installed (scripts/install-deps)");
+        return None;
+    }
+    if !app.join("node_modules").is_dir() {
+        skip_without("compose/node has no node_modules: (cd compose/node && npm ci)");
+        return None;
+    }
+    let mut child = Command::new("node")
+        .arg("server.js")
+        .current_dir(&app)
+        .env("HOST", "127.0.0.1")
+        .env("PORT", "0")
+        .env("DB_PORT", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("node said {line:?}"))
+        .to_string();
+    Some(Node { addr, child })
+}
+
+fn node_answers_pipelined_requests_in_order(io: harness::engine::Io) {
+    let Some(node) = node() else {
+        return;
+    };
+    let r = run(&mixed_plan(io, &format!("http://{}", node.addr), 16, 2_000));
+    assert_eq!(r.stats.ok, 2_000, "{:?}", r.stats.failures);
+    assert_eq!(r.stats.connections, 4);
 }

@@ -77,6 +77,22 @@ fn every_reference_server_echoes_every_message(io: &str) {
     }
 }
 
+/// Node.js (`ws`) echoes every message too.
+#[test]
+fn node_echoes_every_message() {
+    let Some(node) = crate::pipeline::node() else {
+        return;
+    };
+    let url = format!("ws://{}/ws", node.addr);
+    for io in ["epoll", "uring"] {
+        let v = run_json(
+            &url,
+            &["-c", "4", "-n", "2000", "--pipeline", "8", "--io", io],
+        );
+        assert_eq!(ok(&v), 2000, "{io}: {v}");
+    }
+}
+
 /// Open loop: the rate is kept, each message timed from its intended send.
 fn messages_keep_an_open_loop_rate(io: &str) {
     let server = reference("event-loop", None);
