@@ -33,6 +33,18 @@
 //! - **failure**: a connection that dies fails every request in its ring
 //!   once; a reset stream (HTTP/2) fails its own slot only.
 //!
+//! Where a framing plugs into the loop (`worker.rs`; WebSocket, `ws.rs`, is
+//! the worked example): `Worker::start_buffered` encodes a started request
+//! (a WebSocket message waits there until the upgrade is in; `upgraded`
+//! then sends those in the ring); `Worker::start_buffered` on a new socket
+//! queues the opening (`Conn::queue_opening`); `Worker::dispatch` feeds
+//! received plaintext (TLS already decrypted, both backends) and calls
+//! `Worker::complete` with the answered slot's verdict in `conn.reader`
+//! (`verdict`, `status`, `body_len`), or `Worker::fail` for a connection
+//! that can go no further (every slot failed once). Writing, flushing once
+//! per read, io_uring's sends, timeouts, pacing and counting need nothing
+//! from a new framing.
+//!
 //! An HTTP/2 codec (`opening() -> bytes`, `encode(request) -> stream id`,
 //! `feed(bytes) -> events`, `max_concurrent_streams()`) plugs in as a new
 //! [`Framing`] variant that is `buffered`, whose opening is the preface,
