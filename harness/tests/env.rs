@@ -103,6 +103,7 @@ fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
         db: None,
         interrupt: &interrupt,
         php_jit: Default::default(),
+        tls: None,
     };
     let running = entry.start_placed(&ctx, &placement).unwrap();
     // The load's side, on a thread of its own so the test runner's is untouched.
@@ -152,6 +153,7 @@ fn the_bridge_serves_directly_across_dnat_and_through_the_proxy_and_is_torn_down
             db: None,
             interrupt: &interrupt,
             php_jit: Default::default(),
+            tls: None,
         };
         let mut running = entry.start_placed(&ctx, &placement).unwrap();
         setup.verify(&running.pids()).unwrap();
@@ -195,6 +197,7 @@ fn php_fpm_and_nginx_are_placed_whole() {
         db: Some(&db),
         interrupt: &interrupt,
         php_jit: Default::default(),
+        tls: None,
     };
     let mut kinds = vec![Environment::Pinned];
     if bridge_refused().is_none() {
@@ -555,6 +558,7 @@ fn swoole_is_placed_whole_while_it_still_forks_its_workers() {
         db: Some(&db),
         interrupt: &interrupt,
         php_jit: Default::default(),
+        tls: None,
     };
     let setup = Setup::build(Environment::Bridge, Some(db.port)).unwrap();
     for round in 0..3 {

@@ -70,6 +70,23 @@ pub fn audit(servers: &[ServerDoc], db_max_connections: Option<u64>) -> Fairness
     if let Some(w) = differ("DB pool sizes", &|c| c.db_pool) {
         warnings.push(w);
     }
+    // Over TLS the client fixes the version, offers one cipher-suite order
+    // and one key share: a server that negotiated otherwise is not
+    // comparable on its crypto.
+    let negotiated: Vec<(&str, String)> = ran
+        .iter()
+        .filter_map(|s| s.tls.as_ref().map(|t| (s.name.as_str(), t.short())))
+        .collect();
+    if negotiated.iter().any(|(_, t)| *t != negotiated[0].1) {
+        warnings.push(format!(
+            "TLS parameters differ: {}",
+            negotiated
+                .iter()
+                .map(|(n, t)| format!("{n} {t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     // PHP's patch level differs between stacks built on other bases
     // (Debian's php8.2 for php-fpm, the official images' for RoadRunner,
     // Swoole, FrankenPHP): a difference to state beside the numbers.
@@ -136,6 +153,7 @@ mod tests {
             runs_in: None,
             contract: None,
             conformance: None,
+            tls: None,
             name: name.into(),
             model: "m".into(),
             language: "l".into(),

@@ -26,6 +26,7 @@ pub mod bridge;
 pub mod docker;
 pub mod pinned;
 pub mod proxy;
+pub mod tls_proxy;
 
 use std::net::SocketAddr;
 
@@ -44,10 +45,11 @@ pub enum Environment {
     Docker,
     DockerHost,
     DockerHostPinned,
+    TlsProxy,
 }
 
 impl Environment {
-    pub const ALL: [Environment; 8] = [
+    pub const ALL: [Environment; 9] = [
         Environment::Bare,
         Environment::Pinned,
         Environment::BridgeDirect,
@@ -56,6 +58,7 @@ impl Environment {
         Environment::Docker,
         Environment::DockerHost,
         Environment::DockerHostPinned,
+        Environment::TlsProxy,
     ];
 
     /// The real Docker Engine's environments.
@@ -80,6 +83,7 @@ impl Environment {
             Environment::Docker => "docker",
             Environment::DockerHost => "docker-host",
             Environment::DockerHostPinned => "docker-host-pinned",
+            Environment::TlsProxy => "tls-proxy",
         }
     }
 
@@ -113,6 +117,11 @@ impl Environment {
             Environment::DockerHostPinned => {
                 "as docker-host, with --cpuset-cpus, the load generator on the other CPUs \
                  (the seed's production advice; pinned is its bare counterpart)"
+            }
+            Environment::TlsProxy => {
+                "loopback behind an nginx terminating TLS (a certificate made for the run), \
+                 plain HTTP/1.1 to the server over kept-alive upstream connections; nginx's \
+                 CPU is metered with the server's"
             }
         }
     }
@@ -158,6 +167,7 @@ impl Environment {
                 docker::Engine::probe()?;
                 pinned::Split::of_this_process().map(|_| ())
             }
+            Environment::TlsProxy => tls_proxy::availability(),
         }
     }
 }
@@ -176,6 +186,7 @@ enum Kind {
     Pinned(pinned::Split),
     Bridge(bridge::Bridge, Reach),
     Docker(Box<docker::Docker>),
+    TlsProxy(tls_proxy::TlsFront),
 }
 
 /// How the load reaches a server in the bridge.
@@ -251,6 +262,7 @@ impl Setup {
                 };
                 Kind::Docker(Box::new(docker::Docker::build(mode, paths, db)?))
             }
+            Environment::TlsProxy => Kind::TlsProxy(tls_proxy::TlsFront::new()?),
         };
         Ok(Setup {
             env,
@@ -263,7 +275,7 @@ impl Setup {
     /// placement holds the port it publishes).
     pub fn placement(&self) -> anyhow::Result<Placement> {
         Ok(match &self.kind {
-            Kind::Bare => Placement::default(),
+            Kind::Bare | Kind::TlsProxy(_) => Placement::default(),
             Kind::Pinned(s) => Placement {
                 cpus: Some(s.server.clone()),
                 ..Placement::default()
@@ -284,6 +296,14 @@ impl Setup {
     pub fn start(&self, entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Started> {
         let mut running = entry.start_placed(ctx, &self.placement()?)?;
         let checks = self.verify(&running.pids())?;
+        if let Kind::TlsProxy(front) = &self.kind {
+            let route = front.put_in_front(&mut running, ctx.interrupt)?;
+            return Ok(Started {
+                running,
+                route,
+                checks,
+            });
+        }
         let route = self.publish_kept(&mut running)?;
         Ok(Started {
             running,
@@ -346,7 +366,7 @@ impl Setup {
     /// proxy's port).
     pub fn publish(&self, server: SocketAddr) -> anyhow::Result<Published> {
         match &self.kind {
-            Kind::Bare | Kind::Pinned(_) => Ok(Published {
+            Kind::Bare | Kind::Pinned(_) | Kind::TlsProxy(_) => Ok(Published {
                 addr: server,
                 path: format!("{server} (loopback)"),
                 _proxy: None,
@@ -410,7 +430,7 @@ impl Setup {
     /// in the namespace. Returns what was checked, in words.
     pub fn verify(&self, server_pids: &[u32]) -> anyhow::Result<Vec<String>> {
         match &self.kind {
-            Kind::Bare => Ok(Vec::new()),
+            Kind::Bare | Kind::TlsProxy(_) => Ok(Vec::new()),
             Kind::Pinned(s) => s.verify(server_pids),
             Kind::Bridge(b, _) => b.verify(server_pids),
             Kind::Docker(d) => d.verify(server_pids),
@@ -439,6 +459,9 @@ impl Setup {
                 b.netns, b.ns_ip, b.veth_host, b.bridge, b.host_ip, b.table
             ),
             Kind::Docker(d) => d.detail(),
+            Kind::TlsProxy(_) => "127.0.0.1 behind nginx terminating TLS 1.3/1.2 \
+                                  (its processes metered with the server's)"
+                .into(),
         }
     }
 
