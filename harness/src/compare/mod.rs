@@ -45,10 +45,11 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     if let Err(why) = environment.availability() {
         bail!("--env {}: not available here: {why}", environment.name());
     }
-    if args.tls && environment == Environment::TlsProxy {
+    if args.tls && matches!(environment, Environment::TlsProxy | Environment::TlsServer) {
         bail!(
-            "--tls with --env tls-proxy: either every server terminates TLS (--tls) or the \
-             proxy in front does (tls-proxy), not both"
+            "--tls with --env {}: either every server terminates TLS (--tls) or the \
+             environment arranges it, not both",
+            environment.name()
         );
     }
     let mut workloads = plan::workloads(&args.workloads)?;

@@ -18,10 +18,24 @@ use crate::catalog::tls::ServerTls;
 use crate::catalog::{find_program, free_port, wait_ready, Placement, Running};
 use crate::engine::TlsVersion;
 
-/// The environment's certificate and how clients use it.
-pub struct TlsFront {
+/// A certificate made for an environment (`tls-server`, `tls-proxy`),
+/// removed with it, and how servers and clients use it.
+pub struct LabTls {
     _cert: labcert::LabCert,
-    tls: ServerTls,
+    pub tls: ServerTls,
+}
+
+impl LabTls {
+    pub fn new() -> anyhow::Result<LabTls> {
+        let cert = labcert::LabCert::new()?;
+        let tls = ServerTls::new(&cert, TlsVersion::Tls13).map_err(anyhow::Error::msg)?;
+        Ok(LabTls { _cert: cert, tls })
+    }
+}
+
+/// The `tls-proxy` environment's nginx: its certificate and workers.
+pub struct TlsFront {
+    lab: LabTls,
     workers: usize,
 }
 
@@ -35,11 +49,8 @@ pub fn availability() -> Result<(), String> {
 impl TlsFront {
     pub fn new() -> anyhow::Result<TlsFront> {
         availability().map_err(anyhow::Error::msg)?;
-        let cert = labcert::LabCert::new()?;
-        let tls = ServerTls::new(&cert, TlsVersion::Tls13).map_err(anyhow::Error::msg)?;
         Ok(TlsFront {
-            _cert: cert,
-            tls,
+            lab: LabTls::new()?,
             // One worker per core, as nginx-static and php-fpm's nginx.
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         })
@@ -67,7 +78,7 @@ impl TlsFront {
             &listen.to_string(),
             upstream,
             self.workers,
-            &self.tls,
+            &self.lab.tls,
         )
         .map_err(anyhow::Error::msg)?;
         std::fs::write(w.join("nginx.conf"), conf).context("cannot write nginx.conf")?;
@@ -89,7 +100,7 @@ impl TlsFront {
         running.add_front(child, dir);
         running.addr = listen;
         running.authority = listen.to_string();
-        running.tls = Some(self.tls.client.clone());
+        running.tls = Some(self.lab.tls.client.clone());
         wait_ready(running, interrupt, Duration::from_secs(10)).with_context(|| {
             format!(
                 "tls-proxy: nginx did not answer over TLS in front of {upstream}:\n{}",
