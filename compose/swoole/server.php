@@ -94,7 +94,7 @@ $server->set(($tls ? [
     'http_compression' => false,
     'open_http2_protocol' => false,
     'log_level' => SWOOLE_LOG_WARNING,
-]));
+]);
 
 /**
  * A PDOPool that tells its capacity (ConnectionPool keeps it protected) and
