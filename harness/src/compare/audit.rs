@@ -209,6 +209,35 @@ mod tests {
     }
 
     #[test]
+    fn warns_where_servers_negotiated_different_tls() {
+        let tls = |suite: &str| {
+            Some(crate::lab::record::TlsDoc {
+                version: "TLSv1_3".into(),
+                cipher_suite: suite.into(),
+                key_exchange: "X25519".into(),
+                alpn: Some("http/1.1".into()),
+            })
+        };
+        let mut a = doc("a", 1, 1, None, None);
+        let mut b = doc("b", 1, 1, None, None);
+        a.tls = tls("TLS13_AES_256_GCM_SHA384");
+        b.tls = tls("TLS13_AES_256_GCM_SHA384");
+        let same = audit(&[a.clone(), b.clone()], None);
+        assert!(!same.warnings.iter().any(|w| w.contains("TLS")), "{same:?}");
+        b.tls = tls("TLS13_CHACHA20_POLY1305_SHA256");
+        let differ = audit(&[a.clone(), b.clone()], None);
+        assert!(
+            differ
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("TLS parameters differ") && w.contains("CHACHA20")),
+            "{differ:?}"
+        );
+        let table = table(&[a, b]);
+        assert!(table.lines().next().unwrap().contains("tls"), "{table}");
+    }
+
+    #[test]
     fn warns_where_the_php_stacks_run_different_php_versions() {
         let php = |name: &str, version: &str| {
             let mut d = doc(name, 20, 20, Some(true), Some("tracing"));
