@@ -6,6 +6,9 @@
 //   HOST (127.0.0.1) PORT (3000; 0 = any free port)
 //   DB_HOST (127.0.0.1) DB_PORT (3306) DB_USER DB_PASSWORD DB_NAME (bench)
 //   DB_POOL (20)
+//   TLS_CERT, TLS_KEY (PEM files): serve HTTPS (node:https, Node's OpenSSL)
+//   on the same HOST:PORT instead of HTTP; `harness compare --tls` gives
+//   the lab's certificate
 //
 // Prints "listening on HOST:PORT" on stdout once it accepts connections.
 // SIGTERM/SIGINT: stop accepting, finish in-flight requests, exit 0.
@@ -15,7 +18,9 @@
 // own, refreshed every second) and Server.
 
 const cluster = require('node:cluster');
+const fs = require('node:fs');
 const http = require('node:http');
+const https = require('node:https');
 const inspector = require('node:inspector');
 const workerThreads = require('node:worker_threads');
 const mysql = require('mysql2');
@@ -28,6 +33,9 @@ const CPU_N_DEFAULT = 1000;
 const CPU_N_MAX = 10000000;
 const SLEEP_MS_MAX = 10000;
 const SERVER = 'node';
+const TLS_CERT = process.env.TLS_CERT || '';
+const TLS_KEY = process.env.TLS_KEY || '';
+const TLS = TLS_CERT !== '' && TLS_KEY !== '';
 
 const DB = {
   host: process.env.DB_HOST || '127.0.0.1',
@@ -154,6 +162,8 @@ function configJson() {
     opcache: null,
     jit: jitless ? 'off' : 'v8',
     debug: inspector.url() !== undefined,
+    // absent over plain HTTP, as the other servers' documents
+    tls: TLS ? `node:https (OpenSSL ${process.versions.openssl}): TLS 1.3, 1.2; ALPN http/1.1; resumption` : undefined,
     node: {
       pid: process.pid,
       cluster: cluster.isPrimary ? 'primary' : 'worker',
@@ -294,13 +304,19 @@ function handle(req, res) {
   return undefined;
 }
 
-const server = http.createServer(
-  {
-    // contract: headers over 8 KiB -> 431 (Node 20's default limit is 16 KiB)
-    maxHeaderSize: 8192,
-  },
-  handle,
-);
+const serverOptions = {
+  // contract: headers over 8 KiB -> 431 (Node 20's default limit is 16 KiB)
+  maxHeaderSize: 8192,
+};
+if (TLS) {
+  Object.assign(serverOptions, {
+    cert: fs.readFileSync(TLS_CERT),
+    key: fs.readFileSync(TLS_KEY),
+    minVersion: 'TLSv1.2',
+    ALPNProtocols: ['http/1.1'],
+  });
+}
+const server = (TLS ? https : http).createServer(serverOptions, handle);
 // Keep idle benchmark connections open between runs and phases.
 server.keepAliveTimeout = 65000;
 server.headersTimeout = 66000;

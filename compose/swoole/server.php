@@ -70,9 +70,22 @@ if (!extension_loaded('curl')) {
 }
 Swoole\Runtime::enableCoroutine($hooks);
 
+// TLS_CERT and TLS_KEY (PEM files; `harness compare --tls` gives the lab's):
+// the listener is SWOOLE_SSL, terminated by Swoole itself (its OpenSSL).
+$tlsCert = getenv('TLS_CERT') ?: '';
+$tlsKey = getenv('TLS_KEY') ?: '';
+$tls = $tlsCert !== '' && $tlsKey !== '';
+if ($tls && !defined('SWOOLE_SSL')) {
+    fwrite(STDERR, "swoole/server.php: TLS_CERT is set, but this Swoole module was built without OpenSSL (no SWOOLE_SSL)\n");
+    exit(1);
+}
+
 // SWOOLE_BASE is Swoole 5+'s default mode; spelled out so that it is visible.
-$server = new Server($host, $port, SWOOLE_BASE);
-$server->set([
+$server = new Server($host, $port, SWOOLE_BASE, $tls ? SWOOLE_SOCK_TCP | SWOOLE_SSL : SWOOLE_SOCK_TCP);
+$server->set(($tls ? [
+    'ssl_cert_file' => $tlsCert,
+    'ssl_key_file' => $tlsKey,
+] : []) + [
     'worker_num' => $workers,
     'enable_coroutine' => true,
     'hook_flags' => $hooks,
@@ -228,6 +241,7 @@ $facts = static function () use ($server, &$pool, $logLevels): array {
         'workers' => $workers,
         'db_pool' => $pool === null ? null : $workers * $pool->capacity(),
         'debug' => (bool) SWOOLE_DEBUG,
+        'tls' => isset($server->setting['ssl_cert_file']) ? 'swoole: SWOOLE_SSL (OpenSSL)' : null,
         'swoole' => [
             'version' => phpversion('swoole'),
             'mode' => $base ? 'base' : 'process',

@@ -956,6 +956,7 @@ fn synthetic() -> Results {
                 vec![]
             },
         }),
+        tls: None,
     };
     let row = |server: &str, workload: &str, rps: f64| {
         // Something else ran during b's hello runs.
@@ -1003,6 +1004,7 @@ fn synthetic() -> Results {
                 .collect(),
             started_s: None,
             profile: None,
+            tls: None,
         };
         Row {
             server: server.into(),
@@ -1083,6 +1085,7 @@ fn synthetic() -> Results {
             io: Some("uring".into()),
             io_note: None,
             gather_us: Some(400.0),
+            tls: None,
         },
         machine: Machine {
             cpu_model: "CPU".into(),
@@ -1397,4 +1400,150 @@ fn a_server_answering_200_with_a_db_error_is_reported_not_benchmarked() {
     let c = r.servers[0].contract.as_ref().expect("a contract check");
     assert!(c.failed.iter().any(|f| f.row.contains("/work")), "{c:?}");
     assert!(stdout.contains("seed fails"), "{stdout}");
+}
+
+/// `compare --tls`: every server that runs here terminates TLS itself with
+/// the run's certificate, passes the contract over TLS before loading
+/// (through verify's relay), says what it negotiated, and is loaded over
+/// TLS (handshakes counted); a server that cannot is skipped with why.
+#[test]
+fn compare_tls_runs_every_server_over_tls_end_to_end() {
+    for b in ["event-loop", "coroutine", "worker-pool"] {
+        sibling_binary(b);
+    }
+    let out = tmp("compare-tls");
+    let (stdout, stderr) = compare_ok(
+        &[
+            "--tls",
+            "--servers",
+            "event-loop,coroutine,worker-pool,node,nginx-static,php-fpm",
+            "--target",
+            "plain=http://127.0.0.1:1",
+            "--workloads",
+            "hello",
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        out.path(),
+    );
+    let dir = the_results_dir(out.path());
+    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    check_schema(&text);
+    let results = Results::from_json(&text).unwrap();
+    let tls = results.settings.tls.as_ref().expect("settings.tls");
+    assert_eq!((tls.version.as_str(), tls.resume), ("1.3", true));
+    // The settings table has the negotiated parameters, like workers and JIT.
+    assert!(stderr.contains("settings (/config)"), "{stderr}");
+    let table = stderr.split("settings (/config)").nth(1).unwrap();
+    assert!(
+        table.lines().nth(1).is_some_and(|h| h.contains("tls")),
+        "{table}"
+    );
+    let mut suites = Vec::new();
+    for s in &results.servers {
+        if s.name == "plain" {
+            assert_eq!(s.status, ServerStatus::Skipped, "{s:?}");
+            assert!(s.reason.as_deref().unwrap().contains("--tls"), "{s:?}");
+            continue;
+        }
+        assert_eq!(
+            s.status,
+            ServerStatus::Ran,
+            "{}: {:?}\n{stderr}",
+            s.name,
+            s.reason
+        );
+        let t = s
+            .tls
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: no TLS", s.name));
+        assert_eq!(t.version, "TLSv1_3", "{}", s.name);
+        assert_eq!(t.key_exchange, "X25519", "{}", s.name);
+        assert_eq!(t.alpn.as_deref(), Some("http/1.1"), "{}", s.name);
+        suites.push(t.cipher_suite.clone());
+        if let Some(c) = &s.contract {
+            assert_eq!(c.failed, vec![], "{} over TLS", s.name);
+            assert!(c.rows >= 40, "{}: {c:?}", s.name);
+        }
+        assert!(s.conformance.is_some(), "{}", s.name);
+    }
+    suites.dedup();
+    assert_eq!(suites.len(), 1, "one cipher suite for all: {suites:?}");
+    assert!(
+        !results.fairness.warnings.iter().any(|w| w.contains("TLS")),
+        "{:?}",
+        results.fairness.warnings
+    );
+    assert_eq!(results.rows.len(), 6, "{stdout}");
+    for r in &results.rows {
+        assert_eq!(r.status, RowStatus::Ok, "{r:?}");
+        let run = &r.runs[0];
+        assert_eq!(run.failed, 0, "{} {:?}", r.server, run.failures);
+        assert!(run.ok > 0, "{}", r.server);
+        let t = run.tls.expect("handshakes counted");
+        assert!(
+            t.handshakes_full + t.handshakes_resumed >= 1,
+            "{}: {t:?}",
+            r.server
+        );
+        assert!(t.handshake_p50_us > 0, "{}: {t:?}", r.server);
+    }
+}
+
+/// `--env tls-proxy`: the server as on bare, behind an nginx terminating
+/// TLS; the load speaks TLS to nginx (handshakes counted), nginx plain
+/// HTTP to the server, and nginx's processes are metered with the server.
+#[test]
+fn compare_in_tls_proxy_loads_the_server_through_nginx_over_tls() {
+    sibling_binary("worker-pool");
+    let out = tmp("compare-tls-proxy");
+    let (_, stderr) = compare_ok(
+        &[
+            &[
+                "--env",
+                "tls-proxy",
+                "--servers",
+                "worker-pool",
+                "--workloads",
+                "hello",
+            ],
+            &["-c", "4", "-d", "1s", "--runs", "1", "--warmup", "0"][..],
+        ]
+        .concat(),
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    let results = Results::from_json(&text).unwrap();
+    assert_eq!(results.settings.environment.as_deref(), Some("tls-proxy"));
+    // --tls is the servers' own TLS: not set, the proxy's is the path's.
+    assert!(results.settings.tls.is_none());
+    let s = &results.servers[0];
+    assert_eq!(s.status, ServerStatus::Ran, "{s:?}\n{stderr}");
+    // The handshake before loading was with nginx, and /config is the server's.
+    assert_eq!(s.tls.as_ref().map(|t| t.version.as_str()), Some("TLSv1_3"));
+    assert_eq!(s.config.as_ref().unwrap().server, "worker-pool");
+    assert!(
+        s.config.as_ref().unwrap().tls.is_none(),
+        "the server speaks plain HTTP"
+    );
+    let c = s.contract.as_ref().unwrap();
+    assert!(c.passed > 0, "{c:?}");
+    let r = &results.rows[0];
+    assert_eq!(r.status, RowStatus::Ok, "{r:?}");
+    let run = &r.runs[0];
+    assert!(run.ok > 0 && run.failed == 0, "{run:?}");
+    let t = run.tls.expect("handshakes counted");
+    assert!(t.handshakes_full + t.handshakes_resumed >= 1, "{t:?}");
+    assert!(run.server_cpu_pct.is_some_and(|c| c > 0.0));
+    // Both at once is refused in one line.
+    let (code, _, err) = compare_exit(&["--tls", "--env", "tls-proxy"], out.path());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("not both"), "{err}");
 }

@@ -40,6 +40,7 @@ fn start(name: &str, db_url: &str) -> Running {
         db: Some(&db),
         interrupt: &interrupt,
         php_jit: Default::default(),
+        tls: None,
     };
     entry
         .start(&ctx)

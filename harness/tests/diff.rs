@@ -73,6 +73,7 @@ fn server(name: &str, jit: Option<&str>, failing_rows: &[&str]) -> ServerDoc {
             known: Vec::new(),
         }),
         conformance: None,
+        tls: None,
     }
 }
 
@@ -105,6 +106,7 @@ fn run(rps: f64, p99_us: u64, outside_cpu_pct: f64) -> RunDoc {
         series: Vec::new(),
         started_s: None,
         profile: None,
+        tls: None,
     }
 }
 
@@ -185,6 +187,7 @@ fn compare(servers: Vec<ServerDoc>, cells: &[Cell]) -> Results {
             io: None,
             io_note: None,
             gather_us: None,
+            tls: None,
         },
         machine: machine(),
         database: no_database(),

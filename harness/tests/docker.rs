@@ -66,6 +66,7 @@ impl Session {
             db: Some(&self.db),
             interrupt: &self.interrupt,
             php_jit: Default::default(),
+            tls: None,
         }
     }
 }

@@ -103,6 +103,7 @@ fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
         db: None,
         interrupt: &interrupt,
         php_jit: Default::default(),
+        tls: None,
     };
     let running = entry.start_placed(&ctx, &placement).unwrap();
     // The load's side, on a thread of its own so the test runner's is untouched.
@@ -152,6 +153,7 @@ fn the_bridge_serves_directly_across_dnat_and_through_the_proxy_and_is_torn_down
             db: None,
             interrupt: &interrupt,
             php_jit: Default::default(),
+            tls: None,
         };
         let mut running = entry.start_placed(&ctx, &placement).unwrap();
         setup.verify(&running.pids()).unwrap();
@@ -195,6 +197,7 @@ fn php_fpm_and_nginx_are_placed_whole() {
         db: Some(&db),
         interrupt: &interrupt,
         php_jit: Default::default(),
+        tls: None,
     };
     let mut kinds = vec![Environment::Pinned];
     if bridge_refused().is_none() {
@@ -372,7 +375,10 @@ fn calibrate_json_matches_its_schema() {
     let o = Command::new(harness_bin())
         .args(["calibrate", "--json", "--servers", "event-loop"])
         .args(["--out", out.path().to_str().unwrap()])
-        .args(["--env", "bare,pinned,bridge-proxy,docker"])
+        .args([
+            "--env",
+            "bare,pinned,bridge-proxy,docker,tls-server,tls-proxy",
+        ])
         .args(["--env-servers", "nginx-static,event-loop"])
         .args([
             "-d",
@@ -440,6 +446,23 @@ fn calibrate_json_matches_its_schema() {
         ]
         .map(|(s, p)| (format!("{s:?}"), format!("{p:?}")));
         assert_eq!(pairs, want, "{name}");
+    }
+    // The TLS tax beside Docker's: each server over TLS, terminated by
+    // itself and by an nginx in front, read against its own plaintext
+    // figure on bare. (A 200 ms run of a debug build at c = 100 on a busy
+    // machine may end before its handshakes do: its ratio may be 0, never
+    // an error; compare's TLS tests count the handshakes.)
+    for name in ["tls-server", "tls-proxy"] {
+        let env = envs.iter().find(|e| e["name"] == name).unwrap();
+        assert_eq!(env["status"], "measured", "{env}");
+        let workloads = env["workloads"].as_array().unwrap();
+        assert_eq!(workloads.len(), 3, "{env}");
+        for w in workloads {
+            assert!(w["error"].is_null(), "{name}: {w}");
+            assert!(w["ratio_to_bare"].as_f64().unwrap() >= 0.0, "{name}: {w}");
+            assert!(w["route"].as_str().unwrap().contains("TLS"), "{name}: {w}");
+            assert_eq!(w["runs"].as_array().unwrap().len(), 2, "{name}: {w}");
+        }
     }
     let docker = envs.iter().find(|e| e["name"] == "docker").unwrap();
     if docker["status"] == "not_available" {
@@ -555,6 +578,7 @@ fn swoole_is_placed_whole_while_it_still_forks_its_workers() {
         db: Some(&db),
         interrupt: &interrupt,
         php_jit: Default::default(),
+        tls: None,
     };
     let setup = Setup::build(Environment::Bridge, Some(db.port)).unwrap();
     for round in 0..3 {

@@ -409,6 +409,7 @@ fn harness_verify_runs_the_rows_over_tls() {
     // The test server has no database: the /db rows fail, the others pass.
     let o = harness(&[
         "verify",
+        "--conformance",
         &url,
         "--cacert",
         ca.to_str().unwrap(),
@@ -421,6 +422,24 @@ fn harness_verify_runs_the_rows_over_tls() {
             .any(|l| l.starts_with("PASS") && l.contains("GET /hello")),
         "{text}"
     );
+    // Every row that needs no database passes over TLS as over plain HTTP:
+    // the 1 MiB bodies (more than rustls holds before its handshake ends)
+    // and the client's half-close (close_notify after the request) too.
+    let failed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("FAIL") && !l.contains("/db") && !l.contains("/work"))
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}\n{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("PASS") && l.contains("POST /echo (1 MiB exactly)")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("PASS") && l.contains("request then half-close")),
+        "{text}"
+    );
     assert!(text.contains("verify https://"), "{text}");
     let o = harness(&["verify", &url]);
     assert_eq!(o.status.code(), Some(1));
@@ -428,5 +447,46 @@ fn harness_verify_runs_the_rows_over_tls() {
     assert!(
         err.contains("UnknownIssuer") && err.lines().count() == 1,
         "{err}"
+    );
+}
+
+/// verify's relay over TLS carries bodies larger than rustls buffers
+/// before its handshake ends (64 KiB, 1 MiB) and passes the client's
+/// half-close on after the request, not ahead of it.
+#[test]
+fn the_verify_relay_carries_large_bodies_and_a_half_close() {
+    use std::io::{Read, Write};
+    let (lab, addr) = server();
+    let mut plan = TlsPlan::new("127.0.0.1");
+    plan.trust = TlsPlan::cas_from_file(&lab.ca_path()).unwrap();
+    let relay = harness::lab::tls_relay::Relay::start(*addr, &plan).unwrap();
+    for len in [64 * 1024, 1024 * 1024] {
+        let body = vec![b'x'; len];
+        let mut c = TcpStream::connect(relay.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let head = format!(
+            "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+        );
+        c.write_all(head.as_bytes()).unwrap();
+        c.write_all(&body).unwrap();
+        let mut got = Vec::new();
+        let r = c.read_to_end(&mut got);
+        let text = String::from_utf8_lossy(&got[..got.len().min(200)]).into_owned();
+        assert!(r.is_ok(), "{len}: {r:?} after {} bytes: {text}", got.len());
+        assert!(text.starts_with("HTTP/1.1 200"), "{len}: {text}");
+        assert!(got.ends_with(&body[..100]), "{len}: {} bytes", got.len());
+    }
+    // A request, then the client's half-close: still answered.
+    let mut c = TcpStream::connect(relay.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 200") && text.ends_with("Hello World"),
+        "{text}"
     );
 }

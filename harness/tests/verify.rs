@@ -128,6 +128,7 @@ fn verify_runs_the_websocket_rows_or_says_why_a_server_cannot() {
         db: None,
         interrupt: &interrupt,
         php_jit: Default::default(),
+        tls: None,
     };
     for name in ["node", "php-fpm", "nginx-static"] {
         let entry = harness::catalog::catalog()

@@ -61,6 +61,9 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         .env("PHPRC", compose.join("php/php.ini"))
         .env("XDG_DATA_HOME", dir.path())
         .env("XDG_CONFIG_HOME", dir.path());
+    if let Some(tls) = ctx.tls {
+        cmd.envs(tls.frankenphp_env());
+    }
     let versions = version_of(&bin, &["version"]).into_iter().collect();
     OnPort {
         cmd,

@@ -30,11 +30,42 @@ fn bad(msg: impl Into<String>) -> io::Error {
 /// `GET target` on a fresh connection with `Connection: close`.
 pub fn get(addr: SocketAddr, host: &str, target: &str, timeout: Duration) -> io::Result<Response> {
     let deadline = Instant::now() + timeout;
-    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
+    let s = TcpStream::connect_timeout(&addr, timeout)?;
     s.set_write_timeout(Some(timeout))?;
+    exchange(s, |s| s, host, target, deadline)
+}
+
+/// [`get`] over TLS as `tls` says (its CAs, its version).
+pub fn get_tls(
+    addr: SocketAddr,
+    host: &str,
+    target: &str,
+    timeout: Duration,
+    tls: &crate::engine::TlsPlan,
+) -> io::Result<Response> {
+    let deadline = Instant::now() + timeout;
+    let config = std::sync::Arc::new(tls.client_config().map_err(bad)?);
+    let conn = rustls::ClientConnection::new(config, tls.name().map_err(bad)?)
+        .map_err(|e| bad(format!("TLS: {e}")))?;
+    let s = TcpStream::connect_timeout(&addr, timeout)?;
+    s.set_write_timeout(Some(timeout))?;
+    let stream = rustls::StreamOwned::new(conn, s);
+    exchange(stream, |s| &s.sock, host, target, deadline)
+}
+
+/// Writes the request on `s` and reads its answer until `deadline`; `sock`
+/// is the socket under `s` (for its read timeout).
+fn exchange<S: Read + Write>(
+    mut s: S,
+    sock: impl Fn(&S) -> &TcpStream,
+    host: &str,
+    target: &str,
+    deadline: Instant,
+) -> io::Result<Response> {
     s.write_all(
         format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
     )?;
+    s.flush()?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 8192];
     loop {
@@ -45,11 +76,14 @@ pub fn get(addr: SocketAddr, host: &str, target: &str, timeout: Duration) -> io:
                 "no complete answer in time",
             ));
         }
-        s.set_read_timeout(Some(left))?;
+        sock(&s).set_read_timeout(Some(left))?;
         let n = match s.read(&mut chunk) {
             Ok(n) => n,
             // A read with a timeout is not restarted after a signal: again.
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // TLS: the server closed without close_notify (the answer
+            // itself says whether it was complete).
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
             Err(e) => return Err(e),
         };
         if n > 0 {

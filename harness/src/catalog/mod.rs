@@ -38,6 +38,7 @@ mod running;
 mod spawn;
 pub mod supervise;
 pub mod swoole;
+pub mod tls;
 pub mod workspace;
 
 use std::sync::atomic::AtomicBool;
@@ -196,6 +197,8 @@ pub struct StartCtx<'a> {
     pub interrupt: &'a AtomicBool,
     /// The OPcache JIT of the PHP servers.
     pub php_jit: php_jit::PhpJit,
+    /// `compare --tls`: the certificate every server terminates TLS with.
+    pub tls: Option<&'a tls::ServerTls>,
 }
 
 impl Entry {
@@ -288,6 +291,7 @@ impl Entry {
                 return Ok(running);
             }
         };
+        running.tls = ctx.tls.map(|t| t.client.clone());
         wait_ready(&mut running, ctx.interrupt, READY_TIMEOUT)?;
         Ok(running)
     }

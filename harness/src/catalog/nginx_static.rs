@@ -21,6 +21,17 @@ pub fn availability() -> Availability {
 
 /// The whole configuration.
 pub fn config(prefix: &str, listen: &str, workers: usize, version: &str) -> String {
+    config_with(prefix, listen, workers, version, None)
+}
+
+/// [`config`], its `/config` document's `tls` saying `tls`.
+fn config_with(
+    prefix: &str,
+    listen: &str,
+    workers: usize,
+    version: &str,
+    tls: Option<String>,
+) -> String {
     let settings = workloads::ServerConfig {
         server: "nginx-static".into(),
         model: "event-loop".into(),
@@ -31,7 +42,7 @@ pub fn config(prefix: &str, listen: &str, workers: usize, version: &str) -> Stri
         jit: None,
         debug: false,
         http_limits: Vec::new(),
-        tls: None,
+        tls,
         websocket: None,
         websocket_unsupported: Some("nginx-static serves static files: it has no /ws endpoint (a proxy of WebSocket would measure its backend)".into()),
     };
@@ -77,7 +88,8 @@ pub fn config_tls(
     cert: &str,
     key: &str,
 ) -> String {
-    config(prefix, listen, workers, version).replace(
+    let tls = format!("{version} (OpenSSL): TLS 1.3, 1.2; session cache and tickets");
+    config_with(prefix, listen, workers, version, Some(tls)).replace(
         &format!("        listen {listen} backlog=4096;\n"),
         &format!(
             "        listen {listen} ssl backlog=4096;\n        \
@@ -99,7 +111,18 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     let mut last = String::new();
     for _ in 0..3 {
         let listen = format!("{}:{}", placement.listen_ip(), placement.port_or_free()?);
-        let conf = config(&w.display().to_string(), &listen, workers, &version);
+        let prefix = w.display().to_string();
+        let conf = match ctx.tls {
+            Some(tls) => config_tls(
+                &prefix,
+                &listen,
+                workers,
+                &version,
+                &tls.cert.display().to_string(),
+                &tls.key.display().to_string(),
+            ),
+            None => config(&prefix, &listen, workers, &version),
+        };
         std::fs::write(w.join("nginx.conf"), conf).context("cannot write nginx.conf")?;
         let cmd = super::nginx_command(&nginx, &w);
         let (child, _) = Child::spawn_placed(
@@ -112,6 +135,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         )?;
         let addr = placement.reach(listen.parse().expect("addr"));
         let mut running = Running::started(entry, addr, vec![version.clone()], child, None);
+        running.tls = ctx.tls.map(|t| t.client.clone());
         match super::wait_ready(
             &mut running,
             ctx.interrupt,
@@ -148,5 +172,6 @@ mod tests {
         let t = super::config_tls("/w", "127.0.0.1:1", 2, "nginx", "/c.pem", "/k.pem");
         assert!(t.contains("listen 127.0.0.1:1 ssl backlog=4096;"), "{t}");
         assert!(t.contains("ssl_certificate /c.pem;"), "{t}");
+        assert!(t.contains(r#""tls":"nginx (OpenSSL)"#), "{t}");
     }
 }

@@ -50,6 +50,9 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     if let Some(db) = ctx.db {
         cmd.envs(placement.db(db)?.env());
     }
+    if let Some(tls) = ctx.tls {
+        cmd.envs(tls.env());
+    }
     let (mut child, rx) = Child::spawn_placed(
         &entry.name,
         cmd,

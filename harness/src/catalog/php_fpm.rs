@@ -209,16 +209,20 @@ fn start_nginx(
         notes: Vec::new(),
         children: vec![fpm],
         dir: Some(dir),
+        tls: ctx.tls.map(|t| t.client.clone()),
+        fronts: Vec::new(),
     };
     let mut last_err = None;
     for _ in 0..3 {
         let port = placement.port_or_free()?;
         let listen = format!("{}:{port}", placement.listen_ip());
-        std::fs::write(
-            w.join("nginx.conf"),
-            render(template, &w, &listen, app_dir)?,
-        )
-        .context("cannot write nginx.conf")?;
+        let mut conf = render(template, &w, &listen, app_dir)?;
+        if let Some(tls) = ctx.tls {
+            conf = tls
+                .nginx(&conf, &format!("        listen {listen} backlog=4096;"))
+                .map_err(anyhow::Error::msg)?;
+        }
+        std::fs::write(w.join("nginx.conf"), conf).context("cannot write nginx.conf")?;
         let cmd = super::nginx_command(nginx_bin, &w);
         let (nginx, _) = Child::spawn_placed(
             "nginx",

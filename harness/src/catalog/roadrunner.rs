@@ -64,10 +64,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         .arg(app.join(".rr.yaml"))
         .arg("-w")
         .arg(&app)
-        .args([
-            "-o",
-            &format!("http.address={}:{port}", placement.listen_ip()),
-        ])
+        .args(listen_overrides(ctx, placement.listen_ip(), port)?)
         .args(["-o", &format!("rpc.listen=tcp://127.0.0.1:{rpc}")])
         .args(["-o", &worker])
         .env("DB_POOL", SEED_DB_POOL.to_string());
@@ -80,4 +77,19 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         versions,
     }
     .spawn(entry, ctx, placement)
+}
+
+/// Where it listens: plain HTTP on `port`, or with `compare --tls` its
+/// own TLS there (`http.ssl`) and the plain listener on another free port.
+fn listen_overrides(
+    ctx: &StartCtx,
+    ip: std::net::IpAddr,
+    port: u16,
+) -> anyhow::Result<Vec<String>> {
+    Ok(match ctx.tls {
+        Some(tls) => {
+            tls.roadrunner_overrides(&format!("{ip}:{port}"), &format!("{ip}:{}", free_port()?))
+        }
+        None => vec!["-o".into(), format!("http.address={ip}:{port}")],
+    })
 }

@@ -27,6 +27,11 @@ pub struct Running {
     /// Stopped last to first.
     pub(super) children: Vec<Child>,
     pub(super) dir: Option<TempDir>,
+    /// How it is reached over TLS, when it terminates TLS (`compare
+    /// --tls`): every probe, check and load then speaks TLS to it.
+    pub tls: Option<crate::engine::TlsPlan>,
+    /// The run dirs of processes put in front of it (`--env tls-proxy`).
+    pub(super) fronts: Vec<TempDir>,
 }
 
 impl Running {
@@ -41,6 +46,8 @@ impl Running {
             notes: Vec::new(),
             children: Vec::new(),
             dir: None,
+            tls: None,
+            fronts: Vec::new(),
         })
     }
 
@@ -61,12 +68,24 @@ impl Running {
             notes: Vec::new(),
             children: vec![child],
             dir,
+            tls: None,
+            fronts: Vec::new(),
         }
     }
 
-    /// `GET target` on a fresh connection, with its `Host`.
+    /// `GET target` on a fresh connection (over TLS when it serves TLS),
+    /// with its `Host`.
     pub fn get(&self, target: &str, timeout: Duration) -> std::io::Result<http::Response> {
-        http::get(self.addr, &self.authority, target, timeout)
+        match &self.tls {
+            Some(tls) => http::get_tls(self.addr, &self.authority, target, timeout, tls),
+            None => http::get(self.addr, &self.authority, target, timeout),
+        }
+    }
+
+    /// Its URL for `path`: `https://` when it serves TLS.
+    pub fn url(&self, path: &str) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.authority)
     }
 
     /// Its `/config` document, or why there is none (the status, the
@@ -122,6 +141,13 @@ impl Running {
         self.dir.as_ref().map(TempDir::path)
     }
 
+    /// A process in front of it (an environment's TLS proxy), with its run
+    /// dir: metered with it as the path's CPU, and stopped before it.
+    pub fn add_front(&mut self, child: Child, dir: TempDir) {
+        self.children.push(child);
+        self.fronts.push(dir);
+    }
+
     /// The last lines of every child's log.
     pub fn logs(&self) -> String {
         self.children
@@ -139,6 +165,7 @@ impl Running {
             notes.extend(c.stop(supervise::STOP_TIMEOUT));
         }
         self.dir = None;
+        self.fronts.clear();
         notes
     }
 }

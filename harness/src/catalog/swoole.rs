@@ -251,6 +251,10 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         .env("PORT", port.to_string())
         .env("SWOOLE_WORKERS", SEED_WORKERS.to_string())
         .env("DB_POOL", SEED_DB_POOL.to_string());
+    if let Some(tls) = ctx.tls {
+        // SWOOLE_SSL on the listener (compose/swoole/server.php).
+        cmd.envs(tls.env());
+    }
     let mut version_args = module.php_args();
     version_args.extend([
         "-r".to_string(),

@@ -51,6 +51,9 @@ pub fn start(
     if let Some(db) = ctx.db {
         cmd.args(["--mysql-url", &placement.db(db)?.url]);
     }
+    if let Some(tls) = ctx.tls {
+        cmd.args(tls.workspace_args());
+    }
     cmd.env_remove("BENCH_MYSQL_URL");
     let (mut child, rx) = Child::spawn_placed(
         &entry.name,

@@ -45,6 +45,7 @@ Examples:
   harness compare --servers worker-pool,php-fpm --load-tool ab
   harness compare --servers php-fpm --php-jit off --out results/jit-off
   harness compare --env bridge --servers coroutine,php-fpm --workloads hello,work
+  harness compare --tls --servers event-loop,nginx-static,php-fpm --workloads hello
   harness servers
   harness report results/2026-11-30T02-40-00Z")]
 #[command(mut_arg("servers", |a| a.help(
@@ -145,11 +146,25 @@ pub struct CompareArgs {
 
     /// Where the servers run: bare, pinned, bridge-direct, bridge, bridge-proxy
     /// (emulated), or the real Docker Engine: docker, docker-host,
-    /// docker-host-pinned (see `harness calibrate --help`). Every process of
+    /// docker-host-pinned (see `harness calibrate --help`); or tls-proxy (on
+    /// loopback behind an nginx terminating TLS, metered with the server). Every process of
     /// each server (nginx and php-fpm, node, the Rust servers) is placed; a
     /// --target server runs where it was started and is skipped with the reason.
     #[arg(long, default_value = "bare", value_name = "ENV")]
     pub env: String,
+
+    /// Over TLS: every server terminates TLS itself (the Rust servers'
+    /// --tls-cert, Node.js's https, nginx's `listen … ssl`) with a
+    /// certificate made for the run (a private CA and an ECDSA P-256
+    /// certificate; nothing from the system's trust store), verify and the
+    /// conformance section run over TLS before loading, and the load speaks
+    /// TLS trusting only that CA. A server that cannot is skipped with why.
+    #[arg(long)]
+    pub tls: bool,
+
+    /// --tls: the one protocol version every client speaks.
+    #[arg(long, value_enum, default_value_t = crate::engine::TlsVersion::Tls13, value_name = "1.2|1.3", requires = "tls")]
+    pub tls_version: crate::engine::TlsVersion,
 }
 
 /// The order of the measured runs (`--order`).

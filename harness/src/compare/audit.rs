@@ -70,6 +70,23 @@ pub fn audit(servers: &[ServerDoc], db_max_connections: Option<u64>) -> Fairness
     if let Some(w) = differ("DB pool sizes", &|c| c.db_pool) {
         warnings.push(w);
     }
+    // Over TLS the client fixes the version, offers one cipher-suite order
+    // and one key share: a server that negotiated otherwise is not
+    // comparable on its crypto.
+    let negotiated: Vec<(&str, String)> = ran
+        .iter()
+        .filter_map(|s| s.tls.as_ref().map(|t| (s.name.as_str(), t.short())))
+        .collect();
+    if negotiated.iter().any(|(_, t)| *t != negotiated[0].1) {
+        warnings.push(format!(
+            "TLS parameters differ: {}",
+            negotiated
+                .iter()
+                .map(|(n, t)| format!("{n} {t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     // PHP's patch level differs between stacks built on other bases
     // (Debian's php8.2 for php-fpm, the official images' for RoadRunner,
     // Swoole, FrankenPHP): a difference to state beside the numbers.
@@ -136,6 +153,7 @@ mod tests {
             runs_in: None,
             contract: None,
             conformance: None,
+            tls: None,
             name: name.into(),
             model: "m".into(),
             language: "l".into(),
@@ -188,6 +206,35 @@ mod tests {
         );
         assert!(same.warnings.is_empty(), "{:?}", same.warnings);
         assert!(table(&servers).contains("php"));
+    }
+
+    #[test]
+    fn warns_where_servers_negotiated_different_tls() {
+        let tls = |suite: &str| {
+            Some(crate::lab::record::TlsDoc {
+                version: "TLSv1_3".into(),
+                cipher_suite: suite.into(),
+                key_exchange: "X25519".into(),
+                alpn: Some("http/1.1".into()),
+            })
+        };
+        let mut a = doc("a", 1, 1, None, None);
+        let mut b = doc("b", 1, 1, None, None);
+        a.tls = tls("TLS13_AES_256_GCM_SHA384");
+        b.tls = tls("TLS13_AES_256_GCM_SHA384");
+        let same = audit(&[a.clone(), b.clone()], None);
+        assert!(!same.warnings.iter().any(|w| w.contains("TLS")), "{same:?}");
+        b.tls = tls("TLS13_CHACHA20_POLY1305_SHA256");
+        let differ = audit(&[a.clone(), b.clone()], None);
+        assert!(
+            differ
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("TLS parameters differ") && w.contains("CHACHA20")),
+            "{differ:?}"
+        );
+        let table = table(&[a, b]);
+        assert!(table.lines().next().unwrap().contains("tls"), "{table}");
     }
 
     #[test]

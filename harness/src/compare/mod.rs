@@ -45,15 +45,25 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     if let Err(why) = environment.availability() {
         bail!("--env {}: not available here: {why}", environment.name());
     }
+    if args.tls && matches!(environment, Environment::TlsProxy | Environment::TlsServer) {
+        bail!(
+            "--tls with --env {}: either every server terminates TLS (--tls) or the \
+             environment arranges it, not both",
+            environment.name()
+        );
+    }
     let mut workloads = plan::workloads(&args.workloads)?;
     let progress = progress::Progress::new();
     let mut lab = Lab::open(&args.lab)?;
     lab.php_jit = args.php_jit;
+    if args.tls {
+        lab.use_tls(args.tls_version)?;
+    }
     let selection = Selection::of(&lab, &args.lab.servers, &args.targets)?;
     let entries = selection.selected.clone();
     let mut header = Header::start(results::SCHEMA);
     let machine = results::machine();
-    let mut docs = server_docs(&selection, environment);
+    let mut docs = server_docs(&selection, environment, args.tls);
     for d in docs.iter().filter(|d| d.status == ServerStatus::Skipped) {
         let why = d.reason.as_deref().unwrap_or("");
         progress.line(&format!("{}: cannot run here: {why}", d.name));
@@ -170,8 +180,27 @@ fn start_database(
 
 /// One document per selected server: `ran` (so far) if it can run here and
 /// be placed in `environment`, else `skipped` with why.
-fn server_docs(selection: &Selection, environment: Environment) -> Vec<ServerDoc> {
+fn server_docs(selection: &Selection, environment: Environment, tls: bool) -> Vec<ServerDoc> {
     let mut docs = selection.docs();
+    if tls {
+        for doc in docs.iter_mut().filter(|d| d.status == ServerStatus::Ran) {
+            // What will be started (a server from its image, where the
+            // host lacks it), else what was asked for.
+            let Some(e) = selection
+                .ready
+                .iter()
+                .map(|(e, _)| e)
+                .chain(&selection.selected)
+                .find(|e| e.name == doc.name)
+            else {
+                continue;
+            };
+            if let Err(why) = crate::catalog::tls::support(e) {
+                doc.status = ServerStatus::Skipped;
+                doc.reason = Some(why);
+            }
+        }
+    }
     if environment != Environment::Bare {
         for doc in docs.iter_mut().filter(|d| d.status == ServerStatus::Ran) {
             let Some((e, _)) = selection.ready.iter().find(|(e, _)| e.name == doc.name) else {
@@ -342,6 +371,18 @@ fn settings(
         io,
         io_note,
         gather_us,
+        tls: args.tls.then(|| results::TlsSettings {
+            version: match args.tls_version {
+                crate::engine::TlsVersion::Tls12 => "1.2",
+                crate::engine::TlsVersion::Tls13 => "1.3",
+            }
+            .into(),
+            resume: true,
+            certificate: "made for the run (labcert): a private CA and an ECDSA P-256 \
+                          certificate for 127.0.0.1, ::1 and localhost; every server \
+                          terminates TLS itself with it"
+                .into(),
+        }),
     }
 }
 

@@ -10,6 +10,8 @@ use super::plan::Workload;
 use super::results::{ConformanceCheck, ContractCheck, ServerDoc, ServerStatus};
 use super::runner;
 use crate::catalog::{Entry, Running};
+use crate::lab::record::TlsDoc;
+use crate::lab::tls_relay::{handshake, Relay};
 use crate::procfs;
 
 /// `harness verify` over a started server, printed as it goes. Without a
@@ -17,7 +19,7 @@ use crate::procfs;
 /// the right answer).
 fn check_contract(
     ctx: &runner::Ctx,
-    running: &Running,
+    addr: std::net::SocketAddr,
     core: Option<&crate::catalog::deviations::Core>,
 ) -> ContractCheck {
     let has_db = ctx.lab.db().is_some();
@@ -26,7 +28,7 @@ fn check_contract(
         .filter(|r| has_db || !r.needs_db())
         .collect();
     let contract = ContractCheck::from_verdicts(
-        &crate::lab::contract::check(running.addr, Duration::from_secs(5), rows),
+        &crate::lab::contract::check(addr, Duration::from_secs(5), rows),
         core,
     );
     ctx.progress.line(&format!(
@@ -55,8 +57,8 @@ fn check_contract(
 
 /// The conformance section over a started server (it asks only for
 /// `/hello`), printed as it goes: the tally, then each row not passed.
-fn check_conformance(ctx: &runner::Ctx, running: &Running) -> ConformanceCheck {
-    let verdicts = crate::lab::contract::check_conformance(running.addr, Duration::from_secs(5));
+fn check_conformance(ctx: &runner::Ctx, addr: std::net::SocketAddr) -> ConformanceCheck {
+    let verdicts = crate::lab::contract::check_conformance(addr, Duration::from_secs(5));
     let check = ConformanceCheck::from_verdicts(&verdicts);
     ctx.progress.line(&format!(
         "  HTTP/1.1 conformance (harness verify --conformance): {}{}",
@@ -110,6 +112,22 @@ pub fn run(
                 None
             }
         };
+        // Over TLS: what it negotiated, and the rows through a relay that
+        // makes each of their connections one TLS connection to it.
+        let relay = match over_tls(ctx, &running) {
+            Ok(Some((negotiated, relay))) => {
+                docs[i].tls = Some(negotiated);
+                Some(relay)
+            }
+            Ok(None) => None,
+            Err(why) => {
+                docs[i].status = ServerStatus::Failed;
+                docs[i].reason = Some(why);
+                docs[i].notes.extend(running.stop());
+                continue;
+            }
+        };
+        let addr = relay.as_ref().map_or(running.addr, Relay::addr);
         if e.serves_whole_contract() {
             // The core by the catalog's name, else by what /config says
             // (a --target names its own server).
@@ -119,11 +137,12 @@ pub fn run(
                     .as_ref()
                     .and_then(|c| crate::catalog::deviations::core_of(&c.server))
             });
-            docs[i].contract = Some(check_contract(ctx, &running, core));
+            docs[i].contract = Some(check_contract(ctx, addr, core));
         }
         if e.serves("/hello") {
-            docs[i].conformance = Some(check_conformance(ctx, &running));
+            docs[i].conformance = Some(check_conformance(ctx, addr));
         }
+        drop(relay);
         if running.managed() {
             let tree = procfs::tree(&running.pids());
             docs[i].same_autogroup = own_group.as_ref().map(|own| {
@@ -139,4 +158,26 @@ pub fn run(
         docs[i].notes.extend(running.stop());
     }
     failed
+}
+
+/// For a server over TLS: one handshake (what it negotiated, printed) and
+/// a relay for the rows; `None` over plain HTTP; `Err` why the handshake
+/// or the relay failed.
+fn over_tls(ctx: &runner::Ctx, running: &Running) -> Result<Option<(TlsDoc, Relay)>, String> {
+    let Some(tls) = &running.tls else {
+        return Ok(None);
+    };
+    let negotiated = handshake(running.addr, tls, Duration::from_secs(5))
+        .map_err(|e| format!("TLS handshake: {e:#}"))?;
+    let doc = TlsDoc::of(&negotiated);
+    ctx.progress.line(&format!(
+        "  TLS: {}{}",
+        doc.short(),
+        doc.alpn
+            .as_deref()
+            .map_or(String::new(), |a| format!(", ALPN {a}"))
+    ));
+    let relay =
+        Relay::start(running.addr, tls).map_err(|e| format!("the TLS relay for verify: {e:#}"))?;
+    Ok(Some((doc, relay)))
 }

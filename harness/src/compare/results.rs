@@ -12,7 +12,7 @@ use crate::stats::{FailureCounts, SecondPoint};
 
 pub use crate::lab::record::{
     machine, ConformanceCheck, ConformanceDeviation, ContractCheck, Database, GroupTally, Header,
-    Machine, RowFailure, ServerDoc, ServerStatus,
+    Machine, RowFailure, ServerDoc, ServerStatus, TlsDoc,
 };
 
 /// The schema identifier; bumped on any incompatible change.
@@ -70,6 +70,22 @@ pub struct Settings {
     /// How long its io_uring waits gathered (`--gather`), if they did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gather_us: Option<f64>,
+    /// `--tls`: every server terminated TLS itself, and the load spoke it
+    /// (absent over plain HTTP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSettings>,
+}
+
+/// How a comparison over TLS was run: the same for every server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    /// The one protocol version the clients speak: `1.2` or `1.3`.
+    pub version: String,
+    /// Clients resume sessions (tickets, session IDs) as browsers do.
+    pub resume: bool,
+    /// The certificate every server terminates with, in words.
+    pub certificate: String,
 }
 
 impl Settings {
@@ -192,6 +208,19 @@ pub struct RunDoc {
     /// or why there is no profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<crate::lab::profile::Profile>,
+    /// Over TLS: the run's handshakes (the built-in engine's count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<RunTls>,
+}
+
+/// A run's TLS handshakes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunTls {
+    pub handshakes_full: u64,
+    pub handshakes_resumed: u64,
+    /// The median handshake, ClientHello sent to handshake done.
+    pub handshake_p50_us: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 use super::args::{CompareArgs, LoadTool};
 use super::plan::Workload;
 use super::progress::Progress;
-use super::results::{CurvePoint, LatencyDoc, Row, RowStatus, RunDoc, Summary};
+use super::results::{CurvePoint, LatencyDoc, Row, RowStatus, RunDoc, RunTls, Summary};
 use crate::catalog::{Entry, Running};
 use crate::engine::{self, Control, End, Plan};
 use crate::lab::driver::Placed;
@@ -261,7 +261,7 @@ fn load(
                 }
                 _ => tools::run(
                     tool,
-                    &format!("http://{}{}", running.authority, w.path),
+                    &running.url(&w.path),
                     c,
                     ctx.args.duration,
                     None,
@@ -350,6 +350,11 @@ fn cpu_fields(sample: Option<Sample>) -> CpuFields {
 fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
     let p = Percentiles::of(&r.stats.latency_us);
     let cpu = cpu_fields(sample);
+    let tls = r.plan.tls.as_ref().map(|_| RunTls {
+        handshakes_full: r.stats.handshakes_full,
+        handshakes_resumed: r.stats.handshakes_resumed,
+        handshake_p50_us: r.stats.handshake_us.value_at_quantile(0.5),
+    });
     RunDoc {
         duration_s: r.duration.as_secs_f64(),
         requests: r.stats.requests(),
@@ -383,6 +388,7 @@ fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
         series: r.series.clone(),
         started_s: None,
         profile: None,
+        tls,
     }
 }
 
@@ -422,6 +428,7 @@ fn tool_doc(t: &ToolRun, sample: Option<Sample>) -> RunDoc {
         series: Vec::new(),
         started_s: None,
         profile: None,
+        tls: None,
     }
 }
 

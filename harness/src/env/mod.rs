@@ -26,6 +26,7 @@ pub mod bridge;
 pub mod docker;
 pub mod pinned;
 pub mod proxy;
+pub mod tls_proxy;
 
 use std::net::SocketAddr;
 
@@ -44,10 +45,12 @@ pub enum Environment {
     Docker,
     DockerHost,
     DockerHostPinned,
+    TlsServer,
+    TlsProxy,
 }
 
 impl Environment {
-    pub const ALL: [Environment; 8] = [
+    pub const ALL: [Environment; 10] = [
         Environment::Bare,
         Environment::Pinned,
         Environment::BridgeDirect,
@@ -56,6 +59,8 @@ impl Environment {
         Environment::Docker,
         Environment::DockerHost,
         Environment::DockerHostPinned,
+        Environment::TlsServer,
+        Environment::TlsProxy,
     ];
 
     /// The real Docker Engine's environments.
@@ -80,6 +85,8 @@ impl Environment {
             Environment::Docker => "docker",
             Environment::DockerHost => "docker-host",
             Environment::DockerHostPinned => "docker-host-pinned",
+            Environment::TlsServer => "tls-server",
+            Environment::TlsProxy => "tls-proxy",
         }
     }
 
@@ -113,6 +120,15 @@ impl Environment {
             Environment::DockerHostPinned => {
                 "as docker-host, with --cpuset-cpus, the load generator on the other CPUs \
                  (the seed's production advice; pinned is its bare counterpart)"
+            }
+            Environment::TlsServer => {
+                "loopback, the server terminating TLS itself with a certificate made for the \
+                 run (as compare --tls): what TLS costs the server"
+            }
+            Environment::TlsProxy => {
+                "loopback behind an nginx terminating TLS (a certificate made for the run), \
+                 plain HTTP/1.1 to the server over kept-alive upstream connections; nginx's \
+                 CPU is metered with the server's"
             }
         }
     }
@@ -158,6 +174,8 @@ impl Environment {
                 docker::Engine::probe()?;
                 pinned::Split::of_this_process().map(|_| ())
             }
+            Environment::TlsServer => Ok(()),
+            Environment::TlsProxy => tls_proxy::availability(),
         }
     }
 }
@@ -176,6 +194,9 @@ enum Kind {
     Pinned(pinned::Split),
     Bridge(bridge::Bridge, Reach),
     Docker(Box<docker::Docker>),
+    /// The server terminates TLS itself with this certificate.
+    TlsServer(tls_proxy::LabTls),
+    TlsProxy(tls_proxy::TlsFront),
 }
 
 /// How the load reaches a server in the bridge.
@@ -251,6 +272,8 @@ impl Setup {
                 };
                 Kind::Docker(Box::new(docker::Docker::build(mode, paths, db)?))
             }
+            Environment::TlsServer => Kind::TlsServer(tls_proxy::LabTls::new()?),
+            Environment::TlsProxy => Kind::TlsProxy(tls_proxy::TlsFront::new()?),
         };
         Ok(Setup {
             env,
@@ -263,7 +286,7 @@ impl Setup {
     /// placement holds the port it publishes).
     pub fn placement(&self) -> anyhow::Result<Placement> {
         Ok(match &self.kind {
-            Kind::Bare => Placement::default(),
+            Kind::Bare | Kind::TlsServer(_) | Kind::TlsProxy(_) => Placement::default(),
             Kind::Pinned(s) => Placement {
                 cpus: Some(s.server.clone()),
                 ..Placement::default()
@@ -282,8 +305,33 @@ impl Setup {
     /// ready (its `/hello` answers), checked (every process where the
     /// placement says) and published (where the load goes).
     pub fn start(&self, entry: &Entry, ctx: &StartCtx) -> anyhow::Result<Started> {
+        if let Kind::TlsServer(lab) = &self.kind {
+            crate::catalog::tls::support(entry).map_err(anyhow::Error::msg)?;
+            let ctx = StartCtx {
+                env: ctx.env,
+                db: ctx.db,
+                interrupt: ctx.interrupt,
+                php_jit: ctx.php_jit,
+                tls: Some(&lab.tls),
+            };
+            let running = entry.start_placed(&ctx, &Placement::default())?;
+            let route = format!("{} (loopback, TLS terminated by the server)", running.addr);
+            return Ok(Started {
+                running,
+                route,
+                checks: Vec::new(),
+            });
+        }
         let mut running = entry.start_placed(ctx, &self.placement()?)?;
         let checks = self.verify(&running.pids())?;
+        if let Kind::TlsProxy(front) = &self.kind {
+            let route = front.put_in_front(&mut running, ctx.interrupt)?;
+            return Ok(Started {
+                running,
+                route,
+                checks,
+            });
+        }
         let route = self.publish_kept(&mut running)?;
         Ok(Started {
             running,
@@ -346,11 +394,13 @@ impl Setup {
     /// proxy's port).
     pub fn publish(&self, server: SocketAddr) -> anyhow::Result<Published> {
         match &self.kind {
-            Kind::Bare | Kind::Pinned(_) => Ok(Published {
-                addr: server,
-                path: format!("{server} (loopback)"),
-                _proxy: None,
-            }),
+            Kind::Bare | Kind::Pinned(_) | Kind::TlsServer(_) | Kind::TlsProxy(_) => {
+                Ok(Published {
+                    addr: server,
+                    path: format!("{server} (loopback)"),
+                    _proxy: None,
+                })
+            }
             Kind::Bridge(b, Reach::Direct) => Ok(Published {
                 addr: server,
                 path: format!("{server} via {} (no NAT)", b.bridge),
@@ -410,7 +460,7 @@ impl Setup {
     /// in the namespace. Returns what was checked, in words.
     pub fn verify(&self, server_pids: &[u32]) -> anyhow::Result<Vec<String>> {
         match &self.kind {
-            Kind::Bare => Ok(Vec::new()),
+            Kind::Bare | Kind::TlsServer(_) | Kind::TlsProxy(_) => Ok(Vec::new()),
             Kind::Pinned(s) => s.verify(server_pids),
             Kind::Bridge(b, _) => b.verify(server_pids),
             Kind::Docker(d) => d.verify(server_pids),
@@ -439,6 +489,10 @@ impl Setup {
                 b.netns, b.ns_ip, b.veth_host, b.bridge, b.host_ip, b.table
             ),
             Kind::Docker(d) => d.detail(),
+            Kind::TlsServer(_) => "127.0.0.1, TLS 1.3 terminated by the server".into(),
+            Kind::TlsProxy(_) => "127.0.0.1 behind nginx terminating TLS 1.3/1.2 \
+                                  (its processes metered with the server's)"
+                .into(),
         }
     }
 

@@ -24,7 +24,7 @@ pub struct Shape {
 /// `GET path` on `running` for `length`, every response checked against
 /// the contract.
 pub fn plan(running: &Running, path: &str, shape: &Shape, length: Duration) -> Plan {
-    let url = format!("http://{}{path}", running.authority);
+    let url = running.url(path);
     let request = Request::encode("GET", path, &running.authority, &[], shape.keepalive);
     let mut p = Plan::new(
         &url,
@@ -40,6 +40,7 @@ pub fn plan(running: &Running, path: &str, shape: &Shape, length: Duration) -> P
     p.timeout = shape.timeout;
     p.stop = Stop::Duration(length);
     p.max_duration = length;
+    p.tls.clone_from(&running.tls);
     p
 }
 

@@ -52,6 +52,9 @@ pub struct Lab {
     pub from_image: Vec<String>,
     /// How long its io_uring waits may gather (`--gather`).
     pub gather: std::time::Duration,
+    /// `--tls`: the run's certificate (removed with the session) and how
+    /// servers and clients use it.
+    pub tls: Option<(labcert::LabCert, catalog::tls::ServerTls)>,
 }
 
 pub use crate::env::Started;
@@ -72,7 +75,23 @@ impl Lab {
             io: args.io,
             from_image: args.from_image.clone(),
             gather: args.gather,
+            tls: None,
         })
+    }
+
+    /// Every server of the session terminates TLS with a certificate made
+    /// for it (one private CA, an ECDSA P-256 server certificate), and
+    /// every client speaks `version` to it, trusting only that CA.
+    pub fn use_tls(&mut self, version: crate::engine::TlsVersion) -> anyhow::Result<()> {
+        let cert = labcert::LabCert::new()?;
+        let server = catalog::tls::ServerTls::new(&cert, version).map_err(anyhow::Error::msg)?;
+        self.tls = Some((cert, server));
+        Ok(())
+    }
+
+    /// The session's TLS, if it has one.
+    pub fn server_tls(&self) -> Option<&catalog::tls::ServerTls> {
+        self.tls.as_ref().map(|(_, t)| t)
     }
 
     pub fn interrupted(&self) -> bool {
@@ -137,6 +156,7 @@ impl Lab {
             db: self.db(),
             interrupt: &self.interrupt,
             php_jit: self.php_jit,
+            tls: self.server_tls(),
         }
     }
 }

@@ -108,6 +108,43 @@ pub struct ServerDoc {
     /// before loading (absent in results written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conformance: Option<ConformanceCheck>,
+    /// Over TLS (`compare --tls`): what one handshake with it negotiated,
+    /// before loading (absent for a run over plain HTTP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsDoc>,
+}
+
+/// What a handshake with a server negotiated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsDoc {
+    /// `TLSv1_3`, `TLSv1_2`.
+    pub version: String,
+    /// e.g. `TLS13_AES_256_GCM_SHA384`.
+    pub cipher_suite: String,
+    /// e.g. `X25519`.
+    pub key_exchange: String,
+    /// The ALPN protocol it chose, if it chose one.
+    pub alpn: Option<String>,
+}
+
+impl TlsDoc {
+    pub fn of(n: &crate::stats::Negotiated) -> TlsDoc {
+        TlsDoc {
+            version: n.version.clone(),
+            cipher_suite: n.cipher_suite.clone(),
+            key_exchange: n.key_exchange.clone(),
+            alpn: n.alpn.clone(),
+        }
+    }
+
+    /// `TLSv1_3 TLS13_AES_256_GCM_SHA384 X25519`.
+    pub fn short(&self) -> String {
+        format!(
+            "{} {} {}",
+            self.version, self.cipher_suite, self.key_exchange
+        )
+    }
 }
 
 /// What became of a server in a comparison.
@@ -387,6 +424,7 @@ impl ServerDoc {
                         .and_then(|(r, _)| r.runs_in()),
                     contract: None,
                     conformance: None,
+                    tls: None,
                 }
             })
             .collect()

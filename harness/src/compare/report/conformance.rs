@@ -174,6 +174,7 @@ mod tests {
             runs_in: None,
             contract: None,
             conformance,
+            tls: None,
         }
     }
 

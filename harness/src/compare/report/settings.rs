@@ -103,6 +103,13 @@ const COLUMNS: &[Column] = &[
         cell: |s| dash(s.config.as_ref().map(|c| c.debug.to_string())),
     },
     Column {
+        // What one handshake negotiated before loading (`compare --tls`);
+        // shown only when a server of the comparison spoke TLS.
+        header: "tls",
+        wide: false,
+        cell: |s| dash(s.tls.as_ref().map(|t| t.short())),
+    },
+    Column {
         // Measured per server from /proc; "—" where autogroups are not in
         // effect or the server was started elsewhere.
         header: "autogroup",
@@ -130,9 +137,11 @@ const COLUMNS: &[Column] = &[
 
 /// The header and one row per server, as `view` shows them.
 pub fn rows(servers: &[ServerDoc], view: View) -> Vec<Vec<String>> {
+    let any_tls = servers.iter().any(|s| s.tls.is_some());
     let columns: Vec<&Column> = COLUMNS
         .iter()
         .filter(|c| view == View::Report || !c.wide)
+        .filter(|c| any_tls || c.header != "tls")
         .collect();
     let mut out = vec![columns.iter().map(|c| c.header.to_string()).collect()];
     for s in servers
