@@ -11,6 +11,9 @@
 #   a connection per request, -c 1 per thread:
 #                          ab (full handshakes) | harness --tls-no-resume |
 #                          harness (resumed after each thread's first)
+#   oha (rustls, like the engine), where it is installed (`cargo install
+#   oha`): a keep-alive row beside wrk's, and a connection-per-request row
+#   that the engine's handshake rows are also set against.
 #
 #   harness/bench/tls-vs-wrk.sh                 # 3 rounds of 3 s, c = 50
 #   ROUNDS=5 DURATION=5 CONNS=100 harness/bench/tls-vs-wrk.sh
@@ -48,6 +51,8 @@ need python3 "apt-get install python3"
 [ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
 AB=$(command -v ab || true)
 [ -n "$AB" ] || echo "(ab not installed: \`apt-get install apache2-utils\` adds its rows)"
+OHA=$(command -v oha || true)
+[ -n "$OHA" ] || echo "(oha not installed: \`cargo install oha\` adds its rows)"
 
 echo "== building (release)"
 (cd "$ROOT" && cargo build --release -q -p harness -p "$REF_SERVER")
@@ -102,6 +107,14 @@ one() { # TOOL ROUND
         secs=$(awk '/^Time taken for tests:/ {print $5}' "$o.out")
         hs=$n
         ;;
+    oha | oha-close)
+        # oha's JSON counts answers by status; only 200s are successes here.
+        local oha_c=$CONNS keep=
+        [ "$tool" = oha-close ] && oha_c=$THREADS keep=--disable-keepalive
+        timed "$o" "$OHA" "$URL" --cacert "$CA" -c "$oha_c" -z "${DURATION}s" $keep --no-tui --output-format json
+        n=$(jq '.statusCodeDistribution."200" // 0' "$o.out" 2>/dev/null || true)
+        [ "$tool" = oha-close ] && hs=$n
+        ;;
     full | resumed)
         local resume=
         [ "$tool" = full ] && resume=--tls-no-resume
@@ -122,8 +135,10 @@ for round in $(seq 1 "$ROUNDS"); do
     for tool in $(echo wrk uring epoll | tr ' ' '\n' | awk -v r="$round" '{a[NR]=$0} END {for (i = 0; i < NR; i++) print a[(i + r) % NR + 1]}'); do
         one "$tool" "$round"
     done
+    [ -n "$OHA" ] && one oha "$round"
     for tool in full resumed; do one "$tool" "$round"; done
     [ -n "$AB" ] && one ab "$round"
+    [ -n "$OHA" ] && one oha-close "$round"
     echo "   round $round done"
 done
 
@@ -155,7 +170,9 @@ def table(title, ref, tools, unit):
                      f"  CPU {us / bus:.2f}× {ref} {spread([v[r][1] / base[r][1] for r in same])}")
         print(line + f"   ({len(v)} rounds)")
 table(f"== keep-alive, -c {sys.argv[2]}: requests (medians; ratios to wrk, range of the rounds')", "wrk",
-      ["wrk", "uring", "epoll"], "req/s")
+      ["wrk", "uring", "epoll", "oha"], "req/s")
 table("== a connection (and handshake) per request: handshakes (ratios to ab's full handshakes)", "ab",
       ["ab", "full", "resumed"], "hs/s ")
+table("== a connection (and handshake) per request: handshakes (ratios to oha's; CPU each is the inverse of handshakes per generator core)",
+      "oha-close", ["oha-close", "full", "resumed"], "hs/s ")
 PY
