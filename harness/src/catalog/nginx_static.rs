@@ -34,6 +34,8 @@ pub fn config(prefix: &str, listen: &str, workers: usize, version: &str) -> Stri
         tls: None,
         websocket: None,
         websocket_unsupported: Some("nginx-static serves static files: it has no /ws endpoint (a proxy of WebSocket would measure its backend)".into()),
+        protocols: vec!["http/1.1".into()],
+        http2_unsupported: None,
     };
     let json = String::from_utf8(settings.to_json()).expect("JSON is UTF-8");
     format!(
