@@ -21,6 +21,8 @@
 //! result are the engine's one interface, kept in one place.
 
 mod conn;
+/// The HTTP/2 client codec, not yet wired into the request loop.
+pub mod h2;
 pub(crate) mod http;
 mod io;
 mod schedule;
