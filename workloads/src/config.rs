@@ -37,8 +37,9 @@ pub struct ServerConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub websocket_unsupported: Option<String>,
     /// The HTTP versions its port serves: `http/1.1`, `h2c` (HTTP/2 with
-    /// prior knowledge over plaintext), `h2` (HTTP/2 by ALPN over TLS);
-    /// empty (absent from the JSON) where the server does not say.
+    /// prior knowledge over plaintext), `h2` (HTTP/2 by ALPN over TLS); one
+    /// served on another port names it (`h2c on 127.0.0.1:8081`). Empty
+    /// (absent from the JSON) where the server does not say.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protocols: Vec<String>,
     /// Why it does not serve HTTP/2, where it does not (from its model).
