@@ -202,6 +202,13 @@ fn nginx_goaway_after_its_keepalive_requests_is_reported_with_its_code() {
     assert_eq!(last, 99, "the 50th stream");
     assert_eq!(seen.responses.len(), 50, "every stream up to it answered");
     assert!(seen.responses.iter().all(|r| r.body_ok && r.stream <= last));
+    // The streams in flight above it: refused, never answered.
+    assert!(
+        seen.resets
+            .iter()
+            .all(|&(s, code)| s > last && code == harness::engine::h2::REFUSED_STREAM),
+        "{seen:?}"
+    );
 }
 
 #[test]

@@ -67,6 +67,9 @@ const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
 const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
 
+/// The RST_STREAM code reported for streams a GOAWAY leaves unprocessed.
+pub const REFUSED_STREAM: u32 = 0x7;
+
 /// The client connection preface (RFC 9113 §3.4).
 pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// The window every stream and the connection start with (RFC 9113 §6.9.2).
@@ -237,7 +240,8 @@ pub enum Event {
         last_stream: u32,
         code: u32,
     },
-    /// The server reset this stream; its request has no response.
+    /// The server reset this stream, or (code [`REFUSED_STREAM`]) its
+    /// GOAWAY left it unprocessed; its request has no response.
     Reset {
         stream: u32,
         template: usize,
@@ -676,6 +680,8 @@ pub struct H2Client {
     continuing: Option<(u32, u8)>,
     block: Vec<u8>,
     seen_settings: bool,
+    /// The server sent GOAWAY: no stream opens any more.
+    going_away: bool,
     /// Streams with body bytes left to send.
     blocked: VecDeque<u32>,
 }
@@ -700,6 +706,7 @@ impl H2Client {
             continuing: None,
             block: Vec::with_capacity(1024),
             seen_settings: false,
+            going_away: false,
             blocked: VecDeque::with_capacity(cap),
         }
     }
@@ -733,7 +740,9 @@ impl H2Client {
 
     /// Whether another request may be opened.
     pub fn can_open(&self) -> bool {
-        (self.streams.len() as u32) < self.max_concurrent_streams() && self.next_stream < (1 << 31)
+        !self.going_away
+            && (self.streams.len() as u32) < self.max_concurrent_streams()
+            && self.next_stream < (1 << 31)
     }
 
     /// Writes the request made from template `template` and returns its
@@ -945,6 +954,21 @@ impl H2Client {
                     last_stream: last,
                     code,
                 });
+                // §6.8: streams above `last` were not processed and never
+                // will be: reported as refused (safe to retry elsewhere).
+                self.going_away = true;
+                let mut above: Vec<u32> = Vec::new();
+                above.extend(self.streams.keys().filter(|&&id| id > last));
+                above.sort_unstable();
+                for id in above {
+                    if let Some(s) = self.streams.remove(&id) {
+                        on(Event::Reset {
+                            stream: id,
+                            template: s.template,
+                            code: REFUSED_STREAM,
+                        });
+                    }
+                }
                 Ok(())
             }
             WINDOW_UPDATE => {
@@ -1496,6 +1520,42 @@ mod tests {
             ]
         );
         assert_eq!(frames(&out), [(PING, ACK, 0, b"12345678".to_vec())]);
+    }
+
+    #[test]
+    fn goaway_refuses_the_streams_above_its_last_and_closes_opening() {
+        let mut c = hello_client(Config::default());
+        let mut out = Vec::new();
+        feed_all(&mut c, &settings(&[]), &mut out);
+        for _ in 0..3 {
+            c.encode(0, &mut out).unwrap();
+        }
+        let events = feed_all(
+            &mut c,
+            &frame(GOAWAY, 0, 0, &hex("00000001 00000000")),
+            &mut out,
+        );
+        assert_eq!(
+            events,
+            [
+                Event::GoAway {
+                    last_stream: 1,
+                    code: 0
+                },
+                Event::Reset {
+                    stream: 3,
+                    template: 0,
+                    code: REFUSED_STREAM
+                },
+                Event::Reset {
+                    stream: 5,
+                    template: 0,
+                    code: REFUSED_STREAM
+                },
+            ]
+        );
+        assert_eq!(c.in_flight(), 1, "stream 1 may still be answered");
+        assert!(!c.can_open());
     }
 
     #[test]
