@@ -39,7 +39,7 @@
 //! loona-hpack 0.4 (and hpack 0.3, which it forks) ≈ 137 µs per block (their
 //! Huffman decoder builds its tables per string), httlib-hpack 0.1 ≈ 4.5 µs
 //! (a Vec per field, draining its input), this decoder: see the test
-//! `decoding_a_steady_block_is_cheap` and harness/bench/h2-hpack.sh.
+//! `hpack_timing`, run by harness/bench/h2-vs-h2load.sh.
 
 use std::collections::{HashMap, VecDeque};
 
