@@ -34,12 +34,14 @@
 //! `httlib-huffman` (the code table and its decoding tables are that
 //! crate's). Values of fields we do not read and do not index are not
 //! decoded at all. Chosen by measurement (a timing loop of one steady
-//! nginx-like response block, 5 fields, Huffman, two dynamic-table hits and
-//! one literal `date`; release build, this 2-core machine, busy):
-//! loona-hpack 0.4 (and hpack 0.3, which it forks) ≈ 137 µs per block (their
-//! Huffman decoder builds its tables per string), httlib-hpack 0.1 ≈ 4.5 µs
-//! (a Vec per field, draining its input), this decoder: see the test
-//! `hpack_timing`, run by harness/bench/h2-vs-h2load.sh.
+//! nginx-like response block: `:status 200` and two dynamic-table hits
+//! indexed, a Huffman `date` literal, `content-length`; release builds,
+//! this 2-core machine shared with builds, ranges over rounds):
+//! loona-hpack 0.4 137–221 µs per block and hpack 0.3 (which it forks)
+//! 222–245 µs (their Huffman decoder builds its tables per string),
+//! httlib-hpack 0.1 4.5–7.8 µs (a Vec per field, its input drained), this
+//! decoder 0.17–0.55 µs (the ignored test `hpack_timing`, run by
+//! harness/bench/h2-vs-h2load.sh).
 
 use std::collections::{HashMap, VecDeque};
 
