@@ -19,17 +19,37 @@ pub fn availability() -> Availability {
     }
 }
 
-/// The whole configuration.
+/// The whole configuration: HTTP/1.1 on `listen`.
 pub fn config(prefix: &str, listen: &str, workers: usize, version: &str) -> String {
-    config_with(prefix, listen, workers, version, None)
+    render(prefix, listen, workers, version, &["http/1.1"], None)
 }
 
-/// [`config`], its `/config` document's `tls` saying `tls`.
-fn config_with(
+/// [`config`] with a second port, `h2c_listen`, serving HTTP/2 by prior
+/// knowledge: nginx 1.22's `listen … http2` in the clear speaks h2c only,
+/// so HTTP/1.1 keeps its own port.
+pub fn config_h2c(
+    prefix: &str,
+    listen: &str,
+    h2c_listen: &str,
+    workers: usize,
+    version: &str,
+) -> String {
+    let h2c = format!("h2c on {h2c_listen}");
+    render(prefix, listen, workers, version, &["http/1.1", &h2c], None).replace(
+        &format!("        listen {listen} backlog=4096;\n"),
+        &format!(
+            "        listen {listen} backlog=4096;\n        listen {h2c_listen} http2 backlog=4096;\n"
+        ),
+    )
+}
+
+/// The configuration, its `/config` document naming `protocols` and `tls`.
+fn render(
     prefix: &str,
     listen: &str,
     workers: usize,
     version: &str,
+    protocols: &[&str],
     tls: Option<String>,
 ) -> String {
     let settings = workloads::ServerConfig {
@@ -45,6 +65,8 @@ fn config_with(
         tls,
         websocket: None,
         websocket_unsupported: Some("nginx-static serves static files: it has no /ws endpoint (a proxy of WebSocket would measure its backend)".into()),
+        protocols: protocols.iter().map(|p| p.to_string()).collect(),
+        http2_unsupported: None,
     };
     let json = String::from_utf8(settings.to_json()).expect("JSON is UTF-8");
     format!(
@@ -79,7 +101,7 @@ http {{
 
 /// [`config`] serving HTTPS instead, with the certificate chain and key
 /// at these paths (PEM): TLS 1.2 and 1.3, nginx's default session cache
-/// and tickets (clients resume).
+/// and tickets (clients resume); HTTP/2 or HTTP/1.1 by ALPN.
 pub fn config_tls(
     prefix: &str,
     listen: &str,
@@ -89,10 +111,10 @@ pub fn config_tls(
     key: &str,
 ) -> String {
     let tls = format!("{version} (OpenSSL): TLS 1.3, 1.2; session cache and tickets");
-    config_with(prefix, listen, workers, version, Some(tls)).replace(
+    render(prefix, listen, workers, version, &["http/1.1", "h2"], Some(tls)).replace(
         &format!("        listen {listen} backlog=4096;\n"),
         &format!(
-            "        listen {listen} ssl backlog=4096;\n        \
+            "        listen {listen} ssl http2 backlog=4096;\n        \
              ssl_certificate {cert};\n        ssl_certificate_key {key};\n        \
              ssl_protocols TLSv1.2 TLSv1.3;\n        ssl_session_cache shared:tls:1m;\n"
         ),
@@ -170,8 +192,23 @@ mod tests {
         assert!(c.contains(r#""server":"nginx-static""#));
         assert!(c.contains("worker_processes 2;"));
         let t = super::config_tls("/w", "127.0.0.1:1", 2, "nginx", "/c.pem", "/k.pem");
-        assert!(t.contains("listen 127.0.0.1:1 ssl backlog=4096;"), "{t}");
+        assert!(
+            t.contains("listen 127.0.0.1:1 ssl http2 backlog=4096;"),
+            "{t}"
+        );
         assert!(t.contains("ssl_certificate /c.pem;"), "{t}");
         assert!(t.contains(r#""tls":"nginx (OpenSSL)"#), "{t}");
+        assert!(t.contains(r#""protocols":["http/1.1","h2"]"#), "{t}");
+        let h = super::config_h2c("/w", "127.0.0.1:1", "127.0.0.1:2", 1, "nginx");
+        assert!(
+            h.contains(
+                "listen 127.0.0.1:1 backlog=4096;\n        listen 127.0.0.1:2 http2 backlog=4096;"
+            ),
+            "{h}"
+        );
+        assert!(
+            h.contains(r#""protocols":["http/1.1","h2c on 127.0.0.1:2"]"#),
+            "{h}"
+        );
     }
 }
