@@ -37,62 +37,25 @@ RATE_S=${RATE_S:-5}
 HOLD_CONNS=${HOLD_CONNS:-19800}
 REF_SERVER=${REF_SERVER:-event-loop}
 SERVER_ARGS=${SERVER_ARGS:-"--workers $(nproc)"}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-WORK=$(mktemp -d /tmp/engine-vs-wrk.XXXXXX)
-SERVER_PID=
+# shellcheck source=harness/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init engine-vs-wrk
 
-cleanup() {
-    if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-need() { command -v "$1" >/dev/null || { echo "missing $1: $2" >&2; exit 1; }; }
 need wrk "apt-get install wrk"
 need jq "apt-get install jq"
 need python3 "apt-get install python3"
-[ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
+need_time
 OHA=$(command -v oha || true)
 [ -n "$OHA" ] || echo "(oha not installed: \`cargo install oha --locked\` adds its rows)"
 
-echo "== building (release)"
-(cd "$ROOT" && cargo build --release -q -p harness -p "$REF_SERVER")
-HARNESS=$TARGET_DIR/release/harness
+build_release "$REF_SERVER"
 
-start_server() { # → SERVER_PID, ADDR
-    local out=$WORK/server.out
-    # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
-    "$TARGET_DIR/release/$REF_SERVER" --addr 127.0.0.1:0 $SERVER_ARGS >"$out" 2>&1 &
-    SERVER_PID=$!
-    for _ in $(seq 1 100); do
-        ADDR=$(sed -n 's/^listening on //p' "$out")
-        [ -n "$ADDR" ] && return 0
-        sleep 0.05
-    done
-    echo "$REF_SERVER did not start:" >&2
-    cat "$out" >&2
-    exit 1
-}
-start_server
+start_ref_server
 echo "== $REF_SERVER $SERVER_ARGS at $ADDR (pid $SERVER_PID); $ROUNDS rounds of ${DURATION}s per tool and c"
 URL="http://$ADDR/hello"
 
 RESULTS=$WORK/results.tsv # tool c round requests seconds cpu_s server_cpu_s elapsed_s
-CLK_TCK=$(getconf CLK_TCK)
-# server_ticks: the reference server's user + system time so far, in clock
-# ticks (/proc/PID/stat fields 14 and 15).
-server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 : >"$RESULTS"
-timed() { # OUT_PREFIX CMD... → runs it under /usr/bin/time; "user sys maxrss elapsed" in OUT.time
-    local out=$1
-    shift
-    /usr/bin/time -f '%U %S %M %e' -o "$out.time" timeout $((DURATION + 30)) "$@" >"$out.out" 2>"$out.err" || true
-}
-cpu_of() { awk '{print $1 + $2}' "$1.time"; }
 
 one() { # TOOL C ROUND
     local tool=$1 c=$2 round=$3 o=$WORK/$1-$2-$3 n= ticks0

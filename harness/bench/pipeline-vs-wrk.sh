@@ -30,43 +30,20 @@ THREADS=${THREADS:-2}
 REF_SERVER=${REF_SERVER:-event-loop}
 SERVER_ARGS=${SERVER_ARGS:-"--workers $(nproc)"}
 BUILD=${BUILD:-1}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-WORK=$(mktemp -d /tmp/pipeline-vs-wrk.XXXXXX)
-SERVER_PID=
+# shellcheck source=harness/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init pipeline-vs-wrk
 
-cleanup() {
-    if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-need() { command -v "$1" >/dev/null || { echo "missing $1: $2" >&2; exit 1; }; }
 need wrk "apt-get install wrk"
 need jq "apt-get install jq"
 need python3 "apt-get install python3"
-[ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
+need_time
 
 if [ "$BUILD" = 1 ]; then
-    echo "== building (release)"
-    (cd "$ROOT" && cargo build --release -q -p harness -p "$REF_SERVER")
+    build_release "$REF_SERVER"
 fi
-HARNESS=$TARGET_DIR/release/harness
 
-out=$WORK/server.out
-# shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
-"$TARGET_DIR/release/$REF_SERVER" --addr 127.0.0.1:0 $SERVER_ARGS >"$out" 2>&1 &
-SERVER_PID=$!
-ADDR=
-for _ in $(seq 1 100); do
-    ADDR=$(sed -n 's/^listening on //p' "$out")
-    [ -n "$ADDR" ] && break
-    sleep 0.05
-done
-[ -n "$ADDR" ] || { echo "$REF_SERVER did not start:" >&2; cat "$out" >&2; exit 1; }
+start_ref_server
 URL="http://$ADDR/hello"
 echo "== $REF_SERVER $SERVER_ARGS at $ADDR (pid $SERVER_PID); GET /hello pipelined $DEPTH deep; $ROUNDS rounds of ${DURATION}s per tool and c"
 
@@ -87,14 +64,7 @@ end
 LUA
 
 RESULTS=$WORK/results.tsv # tool c round requests seconds cpu_s server_cpu_s
-CLK_TCK=$(getconf CLK_TCK)
-server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 : >"$RESULTS"
-timed() { # OUT_PREFIX CMD...
-    local o=$1
-    shift
-    /usr/bin/time -f '%U %S %M %e' -o "$o.time" timeout $((DURATION + 30)) "$@" >"$o.out" 2>"$o.err" || true
-}
 
 one() { # TOOL C ROUND
     local tool=$1 c=$2 round=$3 o=$WORK/$1-$2-$3 n= ticks0
@@ -117,7 +87,7 @@ one() { # TOOL C ROUND
     local server_cpu
     server_cpu=$(awk -v a="$ticks0" -v b="$(server_ticks)" -v hz="$CLK_TCK" 'BEGIN {print (b - a) / hz}')
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$c" "$round" "$n" "$DURATION" \
-        "$(awk '{print $1 + $2}' "$o.time")" "$server_cpu" >>"$RESULTS"
+        "$(cpu_of "$o")" "$server_cpu" >>"$RESULTS"
 }
 
 TOOLS="wrk uring epoll"

@@ -30,60 +30,29 @@ CONNS=${CONNS:-50}
 THREADS=${THREADS:-2}
 REF_SERVER=${REF_SERVER:-event-loop}
 SERVER_ARGS=${SERVER_ARGS:-"--workers $(nproc)"}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-WORK=$(mktemp -d /tmp/tls-vs-wrk.XXXXXX)
-SERVER_PID=
+# shellcheck source=harness/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init tls-vs-wrk
 
-cleanup() {
-    if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-need() { command -v "$1" >/dev/null || { echo "missing $1: $2" >&2; exit 1; }; }
 need wrk "apt-get install wrk"
 need jq "apt-get install jq"
 need python3 "apt-get install python3"
-[ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
+need_time
 AB=$(command -v ab || true)
 [ -n "$AB" ] || echo "(ab not installed: \`apt-get install apache2-utils\` adds its rows)"
 OHA=$(command -v oha || true)
 [ -n "$OHA" ] || echo "(oha not installed: \`cargo install oha\` adds its rows)"
 
-echo "== building (release)"
-(cd "$ROOT" && cargo build --release -q -p harness -p "$REF_SERVER")
-HARNESS=$TARGET_DIR/release/harness
+build_release "$REF_SERVER"
 "$HARNESS" certs "$WORK/certs" >/dev/null
 
-out=$WORK/server.out
-# shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
-"$TARGET_DIR/release/$REF_SERVER" --addr 127.0.0.1:0 $SERVER_ARGS \
-    --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem" >"$out" 2>&1 &
-SERVER_PID=$!
-ADDR=
-for _ in $(seq 1 100); do
-    ADDR=$(sed -n 's/^listening on //p' "$out")
-    [ -n "$ADDR" ] && break
-    sleep 0.05
-done
-[ -n "$ADDR" ] || { echo "$REF_SERVER did not start:" >&2; cat "$out" >&2; exit 1; }
+start_ref_server --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem"
 URL="https://$ADDR/hello"
 CA=$WORK/certs/ca.pem
 echo "== $REF_SERVER $SERVER_ARGS over TLS at $ADDR (pid $SERVER_PID); $ROUNDS rounds of ${DURATION}s; $(nproc) cores"
 
 RESULTS=$WORK/results.tsv # tool round ok seconds cpu_s server_cpu_s handshakes
-CLK_TCK=$(getconf CLK_TCK)
-server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 : >"$RESULTS"
-timed() {
-    local o=$1
-    shift
-    /usr/bin/time -f '%U %S %M %e' -o "$o.time" timeout $((DURATION + 60)) "$@" >"$o.out" 2>"$o.err" || true
-}
 
 one() { # TOOL ROUND
     local tool=$1 round=$2 o=$WORK/$1-$2 n= secs=$DURATION hs=0 ticks0
@@ -127,7 +96,7 @@ one() { # TOOL ROUND
     local server_cpu
     server_cpu=$(awk -v a="$ticks0" -v b="$(server_ticks)" -v hz="$CLK_TCK" 'BEGIN {print (b - a) / hz}')
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$n" "$secs" \
-        "$(awk '{print $1 + $2}' "$o.time")" "$server_cpu" "$hs" >>"$RESULTS"
+        "$(cpu_of "$o")" "$server_cpu" "$hs" >>"$RESULTS"
 }
 
 for round in $(seq 1 "$ROUNDS"); do

