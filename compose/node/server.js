@@ -6,6 +6,10 @@
 //   HOST (127.0.0.1) PORT (3000; 0 = any free port)
 //   DB_HOST (127.0.0.1) DB_PORT (3306) DB_USER DB_PASSWORD DB_NAME (bench)
 //   DB_POOL (20)
+//   H2C_PORT (unset: none; 0 = any free port): also serve HTTP/2 by prior
+//     knowledge (h2c) on this port, same routes. A port of its own because
+//     node:http2's cleartext server has no HTTP/1.1 fallback (allowHTTP1 is
+//     for its TLS server, which reads ALPN); it prints "h2c on HOST:PORT".
 //
 // Prints "listening on HOST:PORT" on stdout once it accepts connections.
 // SIGTERM/SIGINT: stop accepting, finish in-flight requests, exit 0.
@@ -16,6 +20,7 @@
 
 const cluster = require('node:cluster');
 const http = require('node:http');
+const http2 = require('node:http2');
 const inspector = require('node:inspector');
 const workerThreads = require('node:worker_threads');
 const mysql = require('mysql2');
@@ -24,6 +29,7 @@ const { WebSocketServer } = require('ws');
 const HOST = process.env.HOST || '127.0.0.1';
 const PORT = envInt('PORT', 3000);
 const POOL_SIZE = envInt('DB_POOL', 20);
+const H2C_PORT = process.env.H2C_PORT === undefined ? null : envInt('H2C_PORT', 0);
 const CPU_N_DEFAULT = 1000;
 const CPU_N_MAX = 10000000;
 const SLEEP_MS_MAX = 10000;
@@ -172,6 +178,9 @@ function configJson() {
       'node.uv_threadpool_size': 'configured: UV_THREADPOOL_SIZE (default 4); libuv has no getter',
     },
     configured: ['node.uv_threadpool_size'],
+    protocols: h2cServer && h2cServer.listening
+      ? ['http/1.1', `h2c on ${h2cServer.address().address}:${h2cServer.address().port}`]
+      : ['http/1.1'],
     websocket: {
       connection: "a ws WebSocket on the process's one event loop (npm ws, noServer, upgraded from node:http)",
       rooms: 'per-process',
@@ -191,6 +200,9 @@ function send(req, res, status, type, body, extra) {
     Server: SERVER,
   };
   if (extra) Object.assign(headers, extra);
+  // HTTP/2 forbids connection-specific fields (RFC 9113 §8.2.2): a 413
+  // there ends the stream, not the connection.
+  if (req.httpVersionMajor === 2) delete headers.Connection;
   res.writeHead(status, headers);
   // HEAD: same headers (Content-Length of the GET body), no body
   res.end(req.method === 'HEAD' ? undefined : body);
@@ -394,6 +406,16 @@ server.on('upgrade', (req, socket, head) => {
   });
 });
 
+// H2C_PORT: the same handler through node:http2's compatibility API
+// (req.url, res.writeHead, res.end; it adds Date as node:http does).
+const h2cServer = H2C_PORT === null ? null : http2.createServer({}, handle);
+if (h2cServer) {
+  h2cServer.listen(H2C_PORT, HOST, () => {
+    const a = h2cServer.address();
+    process.stdout.write(`h2c on ${a.address}:${a.port}\n`);
+  });
+}
+
 server.listen(PORT, HOST, () => {
   const a = server.address();
   process.stdout.write(`listening on ${a.address}:${a.port}\n`);
@@ -410,6 +432,7 @@ function shutdown() {
     pool.end(() => process.exit(0));
   });
   server.closeIdleConnections();
+  if (h2cServer) h2cServer.close();
   for (const c of wss.clients) c.close(1001, 'server shutting down');
   // in-flight requests get 10 s; then exit anyway
   setTimeout(() => process.exit(0), 10000).unref();

@@ -79,7 +79,10 @@ $server->set([
     'max_coroutine' => 100000,
     'backlog' => 4096,
     'http_compression' => false,
-    'open_http2_protocol' => false,
+    // HTTP/2 by prior knowledge (h2c) on the same port as HTTP/1.1: Swoole
+    // tells them apart by the connection preface.
+    'open_http2_protocol' => true,
+    'http2_max_concurrent_streams' => 128,
     'log_level' => SWOOLE_LOG_WARNING,
 ]);
 

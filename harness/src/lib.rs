@@ -54,6 +54,7 @@ pub mod stats;
 pub mod target;
 pub mod units;
 pub mod verify;
+pub mod verify_h2;
 
 use std::process::ExitCode;
 

@@ -62,8 +62,14 @@ says it serves WebSocket; where it does not, the reason its /config gives.
 Exits non-zero if any contract, WebSocket or MUST row fails (warnings and
 CORE rows do not).
 
+--h2c (http://) and --h2 (https://, ALPN h2) run the contract over HTTP/2
+instead: its single requests, /echo bodies up to 1 MiB and 413 beyond, and
+100 streams in flight on one connection, each row on a connection of its
+own; HTTP/1.1's framing rows have no HTTP/2 counterpart.
+
 Examples:
   harness verify http://127.0.0.1:8082
+  harness verify --h2c http://127.0.0.1:8082
   harness verify --conformance http://127.0.0.1:8082
   harness verify --conformance --timeout 3s http://127.0.0.1:9501
   harness verify https://127.0.0.1:8443 --cacert lab/ca.pem")]
@@ -87,6 +93,16 @@ pub struct VerifyArgs {
     /// https: accept any server certificate.
     #[arg(long)]
     pub insecure: bool,
+
+    /// Run the contract over HTTP/2 by prior knowledge (h2c) instead, on
+    /// an http:// target (crate::verify_h2).
+    #[arg(long, conflicts_with_all = ["h2", "conformance"])]
+    pub h2c: bool,
+
+    /// Run the contract over HTTP/2 by ALPN (h2) instead, on an https://
+    /// target.
+    #[arg(long, conflicts_with = "conformance")]
+    pub h2: bool,
 }
 
 /// The `verify` command.
@@ -94,6 +110,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let target = Target::parse(&args.target).context("bad verify target")?;
     TcpStream::connect_timeout(&target.addr, args.timeout)
         .with_context(|| format!("cannot connect to {}", target.addr))?;
+    if args.h2c || args.h2 {
+        return verify_h2(&target, &args);
+    }
     // Over TLS the rows go through a relay on loopback (lab::tls_relay).
     let relay = if target.tls {
         let mut tls = TlsPlan::new(&target.host);
@@ -190,6 +209,39 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `--h2c` / `--h2`: the contract's HTTP/2 rows.
+fn verify_h2(target: &Target, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    let tls = match (target.tls, args.h2c, args.h2) {
+        (false, true, _) => None,
+        (true, _, true) => {
+            let mut tls = TlsPlan::new(&target.host);
+            tls.trust = match (&args.cacert, args.insecure) {
+                (Some(path), _) => TlsPlan::cas_from_file(path).map_err(anyhow::Error::msg)?,
+                (None, true) => Trust::Any,
+                (None, false) => Trust::Public,
+            };
+            Some(tls)
+        }
+        (false, _, _) => anyhow::bail!(
+            "--h2 is HTTP/2 by ALPN over TLS: give an https:// target (--h2c for http://)"
+        ),
+        (true, _, _) => anyhow::bail!(
+            "--h2c is HTTP/2 in the clear: give an http:// target (--h2 for https://)"
+        ),
+    };
+    println!(
+        "verify {}://{} against the contract over HTTP/2 ({})",
+        if target.tls { "https" } else { "http" },
+        target.authority,
+        if tls.is_some() {
+            "h2 by ALPN"
+        } else {
+            "h2c by prior knowledge"
+        }
+    );
+    crate::verify_h2::run(target.addr, tls.as_ref(), args.timeout)
 }
 
 /// The core the server is built on, by the `server` of its `/config`

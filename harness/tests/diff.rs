@@ -55,6 +55,8 @@ fn server(name: &str, jit: Option<&str>, failing_rows: &[&str]) -> ServerDoc {
             tls: None,
             websocket: None,
             websocket_unsupported: None,
+            protocols: Vec::new(),
+            http2_unsupported: None,
         }),
         versions: Vec::new(),
         same_autogroup: Some(true),

@@ -10,6 +10,8 @@ mod docker;
 mod engine;
 mod env;
 mod faults;
+mod h2_codec;
+mod h2_verify;
 mod layers;
 mod mix;
 mod models;

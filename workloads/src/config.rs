@@ -36,6 +36,15 @@ pub struct ServerConfig {
     /// php-fpm runs a worker per request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub websocket_unsupported: Option<String>,
+    /// The HTTP versions its port serves: `http/1.1`, `h2c` (HTTP/2 with
+    /// prior knowledge over plaintext), `h2` (HTTP/2 by ALPN over TLS); one
+    /// served on another port names it (`h2c on 127.0.0.1:8081`). Empty
+    /// (absent from the JSON) where the server does not say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protocols: Vec<String>,
+    /// Why it does not serve HTTP/2, where it does not (from its model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2_unsupported: Option<String>,
 }
 
 /// How a server holds its WebSocket connections and its rooms.
@@ -100,6 +109,8 @@ mod tests {
             tls: None,
             websocket: None,
             websocket_unsupported: None,
+            protocols: Vec::new(),
+            http2_unsupported: None,
         };
         let v: serde_json::Value = serde_json::from_slice(&c.to_json()).unwrap();
         assert_eq!(v["workers"], 1);

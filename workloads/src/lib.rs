@@ -29,6 +29,8 @@ pub mod contract;
 pub mod echo;
 mod endpoint;
 mod framing;
+#[cfg(feature = "h2")]
+pub mod h2rows;
 pub mod probe;
 mod response;
 mod verify;

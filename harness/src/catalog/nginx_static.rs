@@ -19,8 +19,31 @@ pub fn availability() -> Availability {
     }
 }
 
-/// The whole configuration.
+/// The whole configuration: HTTP/1.1 on `listen`.
 pub fn config(prefix: &str, listen: &str, workers: usize, version: &str) -> String {
+    render(prefix, listen, workers, version, &["http/1.1"])
+}
+
+/// [`config`] with a second port, `h2c_listen`, serving HTTP/2 by prior
+/// knowledge: nginx 1.22's `listen … http2` in the clear speaks h2c only,
+/// so HTTP/1.1 keeps its own port.
+pub fn config_h2c(
+    prefix: &str,
+    listen: &str,
+    h2c_listen: &str,
+    workers: usize,
+    version: &str,
+) -> String {
+    let h2c = format!("h2c on {h2c_listen}");
+    render(prefix, listen, workers, version, &["http/1.1", &h2c]).replace(
+        &format!("        listen {listen} backlog=4096;\n"),
+        &format!(
+            "        listen {listen} backlog=4096;\n        listen {h2c_listen} http2 backlog=4096;\n"
+        ),
+    )
+}
+
+fn render(prefix: &str, listen: &str, workers: usize, version: &str, protocols: &[&str]) -> String {
     let settings = workloads::ServerConfig {
         server: "nginx-static".into(),
         model: "event-loop".into(),
@@ -34,6 +57,8 @@ pub fn config(prefix: &str, listen: &str, workers: usize, version: &str) -> Stri
         tls: None,
         websocket: None,
         websocket_unsupported: Some("nginx-static serves static files: it has no /ws endpoint (a proxy of WebSocket would measure its backend)".into()),
+        protocols: protocols.iter().map(|p| p.to_string()).collect(),
+        http2_unsupported: None,
     };
     let json = String::from_utf8(settings.to_json()).expect("JSON is UTF-8");
     format!(
@@ -68,7 +93,7 @@ http {{
 
 /// [`config`] serving HTTPS instead, with the certificate chain and key
 /// at these paths (PEM): TLS 1.2 and 1.3, nginx's default session cache
-/// and tickets (clients resume).
+/// and tickets (clients resume); HTTP/2 or HTTP/1.1 by ALPN.
 pub fn config_tls(
     prefix: &str,
     listen: &str,
@@ -77,10 +102,10 @@ pub fn config_tls(
     cert: &str,
     key: &str,
 ) -> String {
-    config(prefix, listen, workers, version).replace(
+    render(prefix, listen, workers, version, &["http/1.1", "h2"]).replace(
         &format!("        listen {listen} backlog=4096;\n"),
         &format!(
-            "        listen {listen} ssl backlog=4096;\n        \
+            "        listen {listen} ssl http2 backlog=4096;\n        \
              ssl_certificate {cert};\n        ssl_certificate_key {key};\n        \
              ssl_protocols TLSv1.2 TLSv1.3;\n        ssl_session_cache shared:tls:1m;\n"
         ),
@@ -146,7 +171,22 @@ mod tests {
         assert!(c.contains(r#""server":"nginx-static""#));
         assert!(c.contains("worker_processes 2;"));
         let t = super::config_tls("/w", "127.0.0.1:1", 2, "nginx", "/c.pem", "/k.pem");
-        assert!(t.contains("listen 127.0.0.1:1 ssl backlog=4096;"), "{t}");
+        assert!(
+            t.contains("listen 127.0.0.1:1 ssl http2 backlog=4096;"),
+            "{t}"
+        );
         assert!(t.contains("ssl_certificate /c.pem;"), "{t}");
+        assert!(t.contains(r#""protocols":["http/1.1","h2"]"#), "{t}");
+        let h = super::config_h2c("/w", "127.0.0.1:1", "127.0.0.1:2", 1, "nginx");
+        assert!(
+            h.contains(
+                "listen 127.0.0.1:1 backlog=4096;\n        listen 127.0.0.1:2 http2 backlog=4096;"
+            ),
+            "{h}"
+        );
+        assert!(
+            h.contains(r#""protocols":["http/1.1","h2c on 127.0.0.1:2"]"#),
+            "{h}"
+        );
     }
 }

@@ -155,6 +155,8 @@ mod tests {
                 tls: None,
                 websocket: None,
                 websocket_unsupported: None,
+                protocols: Vec::new(),
+                http2_unsupported: None,
             }),
             versions: vec![],
             same_autogroup: Some(true),

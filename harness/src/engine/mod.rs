@@ -22,6 +22,8 @@
 
 mod conn;
 pub mod framing;
+/// The HTTP/2 client codec, not yet wired into the request loop.
+pub mod h2;
 pub(crate) mod http;
 mod io;
 mod schedule;

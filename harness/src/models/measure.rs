@@ -300,6 +300,8 @@ mod tests {
             tls: None,
             websocket: None,
             websocket_unsupported: None,
+            protocols: Vec::new(),
+            http2_unsupported: None,
         };
         assert_eq!(in_flight("worker-pool", Some(&cfg), false).0, Some(20));
         assert_eq!(in_flight("worker-pool", Some(&cfg), true).0, Some(10));

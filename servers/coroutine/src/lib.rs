@@ -40,6 +40,13 @@ use workloads::ServerConfig;
 use crate::app::App;
 use crate::db::Db;
 
+/// `/config`'s `http2_unsupported`: why this model serves HTTP/1.1 only.
+pub const HTTP2_UNSUPPORTED: &str =
+    "one coroutine per connection reads its requests in turn with the \
+     shared HTTP/1 codec; HTTP/2's streams would need a demultiplexer per connection handing each \
+     stream to a coroutine of its own, and may has no HTTP/2 stack: not served, so that the model \
+     keeps its shape";
+
 /// Coroutine stack size in machine words (may's unit): 8 Ki words = 64 KiB.
 ///
 /// Why this size: measured with `--report-stack` (may prints each
@@ -152,6 +159,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     .into(),
             ),
         },
+        protocols: vec!["http/1.1".into()],
+        http2_unsupported: Some(HTTP2_UNSUPPORTED.into()),
     };
     let db = Db::new(&args.common.mysql_url, args.common.db_pool as usize)
         .context("cannot configure the database")?;

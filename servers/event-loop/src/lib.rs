@@ -22,6 +22,7 @@
 //! own 400/431 answers to meet the contract).
 
 pub mod db;
+pub mod h2;
 pub mod io;
 pub mod server;
 pub mod service;
@@ -38,6 +39,9 @@ use workloads::ServerConfig;
 
 /// The `Server` header and `/config` name.
 pub const SERVER_NAME: &str = "event-loop";
+
+/// [`server_common::tls::DESCRIPTION`] with this server's ALPN.
+pub const TLS_DESCRIPTION: &str = "rustls 0.23 (ring): TLS 1.3, 1.2; ALPN h2, http/1.1; resumption";
 
 /// Command line of `event-loop`.
 #[derive(Parser, Debug, Clone)]
@@ -69,9 +73,13 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32, tls: bool) -> ServerCo
         jit: None,
         debug: cfg!(debug_assertions),
         http_limits: Vec::new(),
-        tls: tls.then(|| server_common::tls::DESCRIPTION.to_string()),
+        tls: tls.then(|| TLS_DESCRIPTION.to_string()),
         websocket: Some(ws::holding()),
         websocket_unsupported: None,
+        // One port for both (crate::h2): h2c by prior knowledge in the
+        // clear, h2 by ALPN over TLS.
+        protocols: vec!["http/1.1".into(), if tls { "h2" } else { "h2c" }.into()],
+        http2_unsupported: None,
     }
 }
 
@@ -79,7 +87,12 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32, tls: bool) -> ServerCo
 pub fn run(args: Args) -> Result<()> {
     let workers = args.common.workers.unwrap_or(1);
     let db_opts = db::opts(&args.common.mysql_url, args.common.db_pool)?;
-    let tls = args.tls.config()?.map(tokio_rustls::TlsAcceptor::from);
+    // ALPN offers h2 first: the loop serves both (crate::h2).
+    let tls = args.tls.config()?.map(|config| {
+        let mut config = (*config).clone();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    });
     let config_json = server_config(workers, args.common.db_pool, tls.is_some()).leak_json();
 
     let listeners = listen::bind_many(args.common.addr, workers as usize)

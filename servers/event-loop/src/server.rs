@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioTimer;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use mysql_async::Opts;
 use server_common::http1::MAX_HEAD_BYTES;
 use server_common::shutdown::GRACE;
@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::db::Db;
+use crate::h2::Sniffed;
 use crate::io::{ConnIo, Handled};
 use crate::service::{self, Loop};
 
@@ -182,12 +183,31 @@ fn serve_connection(
     });
 }
 
+/// The connection's protocol by its first bytes ([`crate::h2`]), then its
+/// driver. A client that sends nothing within [`HEADER_READ_TIMEOUT`] is
+/// dropped, as one that never finishes its head is.
+async fn drive<S: crate::io::Stream>(
+    http: &http1::Builder,
+    state: &Arc<Loop>,
+    stream: S,
+    stop: watch::Receiver<bool>,
+) {
+    let sniffed = tokio::time::timeout(HEADER_READ_TIMEOUT, crate::h2::sniff(stream)).await;
+    let Ok(Ok((protocol, stream))) = sniffed else {
+        return;
+    };
+    match protocol {
+        Sniffed::Http1 => drive_http1(http, state, stream, stop).await,
+        Sniffed::Http2 => drive_http2(state, stream, stop).await,
+    }
+}
+
 /// hyper over `stream` until the client is done. On `stop`, hyper's
 /// graceful shutdown: the request in flight finishes, an idle keep-alive
 /// connection closes. (hyper-util's `GracefulShutdown` cannot watch a
 /// connection that may upgrade, hence this.) A WebSocket it upgraded to
 /// runs as a task of its own ([`crate::ws`]), ended with the runtime.
-async fn drive<S: crate::io::Stream>(
+async fn drive_http1<S: crate::io::Stream>(
     http: &http1::Builder,
     state: &Arc<Loop>,
     stream: S,
@@ -197,6 +217,33 @@ async fn drive<S: crate::io::Stream>(
     let mut conn = std::pin::pin!(conn);
     // Client errors (resets, timeouts, bad requests) end the connection
     // and nothing else; they are not logged.
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = stop.wait_for(|stopping| *stopping) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// hyper's HTTP/2 server over `stream` (its preface already replayed):
+/// each stream's request is a task of this loop (hyper spawns it on the
+/// current runtime), served by the same [`service::handle`]. On `stop`,
+/// GOAWAY: the streams in flight finish, no new one starts.
+async fn drive_http2<S: crate::io::Stream>(
+    state: &Arc<Loop>,
+    stream: S,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut http = http2::Builder::new(TokioExecutor::new());
+    http.timer(TokioTimer::new())
+        .max_concurrent_streams(crate::h2::MAX_CONCURRENT_STREAMS);
+    let state = Arc::clone(state);
+    // Nothing to linger for: HTTP/2 refuses a body by RST_STREAM, not by
+    // closing the connection with input unread.
+    let handled = Handled::default();
+    let service = service_fn(move |req| service::handle(Arc::clone(&state), req, handled.clone()));
+    let conn = http.serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
         _ = stop.wait_for(|stopping| *stopping) => {}

@@ -14,7 +14,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{
-    HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, HOST, SEC_WEBSOCKET_ACCEPT, SERVER, UPGRADE,
+    HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, SEC_WEBSOCKET_ACCEPT,
+    SERVER, UPGRADE,
 };
 use hyper::{Request, Response, StatusCode, Version};
 use workloads::{Action, Body};
@@ -39,6 +40,30 @@ const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json
 /// Serves one request. hyper adds `Date` and `Content-Length` (from the
 /// body's exact length, also on HEAD, where it then sends no body).
 pub async fn handle(
+    state: Arc<Loop>,
+    req: Request<Incoming>,
+    handled: Handled,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.version() == Version::HTTP_2 {
+        let head = req.method() == hyper::Method::HEAD;
+        let resp = serve(state, req, handled).await?;
+        return Ok(for_http2(resp, head));
+    }
+    serve(state, req, handled).await
+}
+
+/// What hyper's HTTP/1 path does by itself and its HTTP/2 path does not:
+/// `Content-Length` on every answer (an empty body too), and no body on a
+/// HEAD answer (DATA after a HEAD is a protocol error to the client).
+fn for_http2(resp: Response<Full<Bytes>>, head: bool) -> Response<Full<Bytes>> {
+    let len = resp.body().size_hint().exact().unwrap_or(0);
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    let body = if head { Full::new(Bytes::new()) } else { body };
+    Response::from_parts(parts, body)
+}
+
+async fn serve(
     state: Arc<Loop>,
     req: Request<Incoming>,
     handled: Handled,

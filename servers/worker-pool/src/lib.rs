@@ -32,6 +32,12 @@ pub mod settings;
 pub mod worker;
 pub mod ws;
 
+/// `/config`'s `http2_unsupported`: why this model serves HTTP/1.1 only.
+pub const HTTP2_UNSUPPORTED: &str =
+    "its front parses HTTP/1 with the shared codec and --per-connection \
+     workers own a connection each; an HTTP/2 front feeding the same queue (nginx's http2 before \
+     php-fpm) would keep the model's shape, and is not built yet";
+
 use std::sync::Arc;
 use std::time::Duration;
 

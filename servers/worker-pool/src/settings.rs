@@ -113,6 +113,8 @@ impl Settings {
                 .then(|| server_common::tls::DESCRIPTION.to_string()),
             websocket: Some(crate::ws::holding()),
             websocket_unsupported: None,
+            protocols: vec!["http/1.1".into()],
+            http2_unsupported: Some(crate::HTTP2_UNSUPPORTED.into()),
         };
         Settings {
             name,

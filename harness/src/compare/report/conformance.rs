@@ -218,6 +218,8 @@ mod tests {
             tls: None,
             websocket: None,
             websocket_unsupported: None,
+            protocols: Vec::new(),
+            http2_unsupported: None,
         });
         assert_eq!(
             limits(&servers),
