@@ -156,6 +156,23 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::engine::MAX_PIPELINE)))]
     pub pipeline: u16,
 
+    /// HTTP/2 by prior knowledge over plaintext (an http:// URL): many
+    /// requests in flight per connection as streams (--streams), each
+    /// response verified. GOAWAY and RST_STREAM count as failures by kind.
+    #[arg(long, conflicts_with = "h2")]
+    pub h2c: bool,
+
+    /// HTTP/2 over TLS (an https:// URL), offered by ALPN; a server that
+    /// does not pick h2 ends the run saying so.
+    #[arg(long)]
+    pub h2: bool,
+
+    /// --h2c and --h2: streams in flight per connection (like h2load -m),
+    /// fewer if the server's SETTINGS_MAX_CONCURRENT_STREAMS is lower.
+    #[arg(long, default_value_t = 100, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::engine::MAX_PIPELINE)))]
+    pub streams: u16,
+
     /// Engine threads (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -389,9 +406,13 @@ pub fn parse_path(s: &str) -> Result<PathArg, String> {
 /// The plan for `args`.
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     if let Some(plan) = ws_plan(args)? {
+        if args.h2 || args.h2c {
+            bail!("--h2 and --h2c are for http:// and https:// URLs, not WebSocket");
+        }
         return Ok(plan);
     }
     let target = Target::parse(&args.url).context("bad URL")?;
+    check_h2(args, &target)?;
     let headers = args
         .headers
         .iter()
@@ -584,6 +605,15 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
     }
     plan.framing = Framing::pipelined(args.pipeline);
     plan.tls = tls_plan(args, target)?;
+    plan.authority.clone_from(&target.authority);
+    if args.h2c {
+        plan.framing = Framing::H2c(args.streams);
+    } else if args.h2 {
+        plan.framing = Framing::H2(args.streams);
+        if let Some(tls) = &mut plan.tls {
+            tls.h2 = true;
+        }
+    }
     plan.io = args.io;
     plan.gather = args.gather;
     plan.timeout = args.timeout;
@@ -603,6 +633,37 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
     plan.tag.clone_from(&args.tag);
     plan.start_at_unix_s = args.start_at;
     Ok(plan)
+}
+
+/// `--h2c` and `--h2`: the combinations that cannot work, each refused in
+/// one line.
+fn check_h2(args: &RunArgs, target: &Target) -> anyhow::Result<()> {
+    if !(args.h2c || args.h2) {
+        if args.streams != 100 {
+            bail!("--streams is for HTTP/2: add --h2c (http://) or --h2 (https://)");
+        }
+        return Ok(());
+    }
+    let flag = if args.h2c { "--h2c" } else { "--h2" };
+    if args.h2c && target.tls {
+        bail!("--h2c is HTTP/2 over plaintext: use an http:// URL, or --h2 for https://");
+    }
+    if args.h2 && !target.tls {
+        bail!("--h2 is HTTP/2 over TLS: use an https:// URL, or --h2c for http://");
+    }
+    if args.pipeline > 1 {
+        bail!("{flag} multiplexes streams: use --streams N, not --pipeline");
+    }
+    if args.no_keepalive {
+        bail!("{flag} keeps each connection for many streams: drop --no-keepalive");
+    }
+    if args.chunked {
+        bail!("{flag}: HTTP/2 has no chunked encoding (bodies go in DATA frames): drop --chunked");
+    }
+    if !args.headers.is_empty() {
+        bail!("{flag} does not send -H headers yet: drop -H");
+    }
+    Ok(())
 }
 
 /// How the run speaks TLS: `None` for an http:// URL (where the TLS

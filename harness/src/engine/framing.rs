@@ -65,6 +65,12 @@ pub enum Framing {
     /// WebSocket echo (`ws.rs`): after the upgrade, up to this many
     /// messages in flight per connection, each echoed in order.
     Ws(u16),
+    /// HTTP/2 by prior knowledge over plaintext (`--h2c`): up to this many
+    /// streams in flight per connection (`--streams`), fewer if the
+    /// server's SETTINGS_MAX_CONCURRENT_STREAMS says so.
+    H2c(u16),
+    /// HTTP/2 over TLS, chosen by ALPN (`--h2`).
+    H2(u16),
 }
 
 /// The deepest pipeline a run may ask for.
@@ -84,7 +90,9 @@ impl Framing {
     pub fn capacity(self) -> usize {
         match self {
             Framing::H1 => 1,
-            Framing::Pipelined(n) | Framing::Ws(n) => usize::from(n),
+            Framing::Pipelined(n) | Framing::Ws(n) | Framing::H2c(n) | Framing::H2(n) => {
+                usize::from(n)
+            }
         }
     }
 
@@ -94,12 +102,31 @@ impl Framing {
             Framing::H1 => "http/1.1",
             Framing::Pipelined(_) => "http/1.1-pipelined",
             Framing::Ws(_) => "websocket",
+            Framing::H2c(_) => "h2c",
+            Framing::H2(_) => "h2",
         }
     }
 
-    /// The pipeline depth, for reports (1 without pipelining).
+    /// The pipeline depth, for reports (1 without pipelining; 1 for
+    /// HTTP/2, whose depth is [`Framing::streams`]).
     pub fn depth(self) -> usize {
-        self.capacity()
+        match self {
+            Framing::H2c(_) | Framing::H2(_) => 1,
+            _ => self.capacity(),
+        }
+    }
+
+    /// HTTP/2: the streams allowed in flight per connection (`--streams`).
+    pub fn streams(self) -> Option<usize> {
+        match self {
+            Framing::H2c(n) | Framing::H2(n) => Some(usize::from(n)),
+            _ => None,
+        }
+    }
+
+    /// HTTP/2 (either transport).
+    pub fn is_h2(self) -> bool {
+        self.streams().is_some()
     }
 
     /// Requests are encoded into the connection's own out buffer rather
@@ -167,7 +194,6 @@ impl Ring {
 
     /// Lowers (or restores, up to the ring's size) how many may be in
     /// flight: HTTP/2's `SETTINGS_MAX_CONCURRENT_STREAMS`.
-    #[allow(dead_code)]
     pub(crate) fn set_limit(&mut self, limit: usize) {
         self.limit = limit.clamp(1, self.slots.len());
     }
@@ -218,7 +244,6 @@ impl Ring {
 
     /// Removes the request with `key` wherever it is (answered by stream
     /// id); the ones after it move up one place.
-    #[allow(dead_code)]
     pub(crate) fn take(&mut self, key: u32) -> Option<Slot> {
         let n = self.slots.len();
         let pos = (0..self.len).find(|&k| self.slots[(self.head + k) % n].key == key)?;
