@@ -876,10 +876,7 @@ impl<'s> Worker<'s> {
         let conn = &self.conns[i];
         if self.framing.is_h2() && !conn.tls.as_ref().is_some_and(|s| s.picked_h2()) {
             // `--h2`: a server that does not speak it ends the run.
-            self.shared.abort_with(format!(
-                "the server at {} did not pick h2 by ALPN (it offers no HTTP/2 over TLS): drop --h2",
-                self.shared.plan.addr
-            ));
+            self.shared.abort_with(self.no_h2());
             self.fail(i, Failure::Handshake, now, false);
             return;
         }
@@ -902,6 +899,15 @@ impl<'s> Worker<'s> {
         }
     }
 
+    /// `--h2` to a server that does not pick h2 by ALPN, in one line.
+    #[cold]
+    fn no_h2(&self) -> String {
+        format!(
+            "the server at {} did not pick h2 by ALPN (it serves no HTTP/2 over TLS): drop --h2",
+            self.shared.plan.addr
+        )
+    }
+
     /// TLS: a handshake failed for `e` (the request fails as `Handshake`).
     /// Counted like any failure; but when every handshake so far failed,
     /// [`REFUSED_LIMIT`] of them in a row end the run with the reason.
@@ -913,6 +919,17 @@ impl<'s> Worker<'s> {
             .tls
             .as_ref()
             .map_or("", |t| t.server_name.as_str());
+        let no_h2 = self.framing.is_h2()
+            && matches!(
+                e,
+                rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)
+            );
+        if no_h2 {
+            // `--h2` offered only h2 and the server refused it.
+            self.stats.tls_error = Some(self.no_h2());
+            self.shared.abort_with(self.no_h2());
+            return;
+        }
         if self.stats.tls_error.is_none() {
             self.stats.tls_error = Some(tls::explain(name, e));
         }
@@ -1438,6 +1455,12 @@ impl<'s> Worker<'s> {
             conn.queue(&out, uring);
             conn.h2_out = out;
         }
+        // A GOAWAY stops new streams before the responses ahead of it in
+        // this read start any (the codec would refuse them).
+        if events.iter().any(|e| matches!(e, H2Event::GoAway { .. })) {
+            conn.draining = true;
+        }
+        let mut after_goaway = false;
         for e in events.iter() {
             let conn = &mut self.conns[i];
             if conn.epoch != epoch {
@@ -1468,7 +1491,7 @@ impl<'s> Worker<'s> {
                     let Some(slot) = conn.ring.take(stream) else {
                         continue;
                     };
-                    let failure = if conn.draining && code == h2::REFUSED_STREAM {
+                    let failure = if after_goaway && code == h2::REFUSED_STREAM {
                         Failure::GoAway
                     } else {
                         Failure::Reset
@@ -1482,9 +1505,7 @@ impl<'s> Worker<'s> {
                     conn.ring.set_limit(streams);
                     self.next(i, now);
                 }
-                H2Event::GoAway { .. } => {
-                    conn.draining = true;
-                }
+                H2Event::GoAway { .. } => after_goaway = true,
             }
         }
         self.conns[i].h2_events = events;
