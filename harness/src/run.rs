@@ -97,6 +97,17 @@ intended send time; a request due while N are in flight waits, and its
 wait counts). A connection that closes with requests in flight fails each
 of them once.
 
+HTTP/2: --h2c (http:// URLs, prior knowledge) and --h2 (https:// URLs,
+ALPN h2; a server that does not pick it ends the run saying so) keep up to
+--streams N (default 100, like h2load -m) streams in flight on each
+connection, fewer if the server's SETTINGS_MAX_CONCURRENT_STREAMS says so
+(until its SETTINGS arrive, one). Every response is verified like
+HTTP/1.1's (status, Content-Length against the body, the exact body); a
+stream the server resets fails alone (failures: reset), and after a GOAWAY
+the streams it left unprocessed fail (failures: goaway), the others finish
+and the next requests go on a new connection. -H headers and --chunked
+are not sent over HTTP/2 (refused).
+
 WebSocket (ws:// and wss:// URLs): each connection sends the HTTP/1.1
 upgrade (its 101 and Sec-WebSocket-Accept are checked), then echo messages
 of --ws-size bytes (default 64; binary, or --ws-text), each masked with a
@@ -109,6 +120,8 @@ intended send times). The contract's servers echo on /ws.
 Examples:
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s
   harness run http://127.0.0.1:8082/hello -c 16 -d 10s --pipeline 16
+  harness run http://127.0.0.1:8082/hello -c 4 -d 10s --h2c --streams 100
+  harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 4 -d 10s --h2
   harness run ws://127.0.0.1:8082/ws -c 50 -d 10s --pipeline 8 --ws-size 64
   harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab
   harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000

@@ -45,13 +45,17 @@
 //! per read, io_uring's sends, timeouts, pacing and counting need nothing
 //! from a new framing.
 //!
-//! An HTTP/2 codec (`opening() -> bytes`, `encode(request) -> stream id`,
-//! `feed(bytes) -> events`, `max_concurrent_streams()`) plugs in as a new
-//! [`Framing`] variant that is `buffered`, whose opening is the preface,
-//! whose `encode` writes into the out buffer and sets the slot's `key`,
-//! and whose `Response { stream, .. }` events [`Ring::take`] by key;
-//! `Settings { max_concurrent_streams }` calls [`Ring::set_limit`]; `GoAway`
-//! and `Reset` are failures by kind.
+//! HTTP/2 (`h2.rs`'s codec) plugs in as [`Framing::H2c`] and
+//! [`Framing::H2`], buffered: `start_buffered` on a new socket makes its
+//! codec and queues the preface with the first request (the ring's limit
+//! 1 until the server's SETTINGS); `h2_encode` writes a request's frames
+//! and sets its slot's `key` to the stream id; `dispatch_h2` feeds the
+//! codec and hands each `Response { stream, .. }` to `Worker::settle`
+//! with the slot [`Ring::take`] found by key; `Settings {
+//! max_concurrent_streams }` calls [`Ring::set_limit`]; `Reset` fails its
+//! slot alone (`Worker::fail_one`, `reset`, or `goaway` for the streams a
+//! GOAWAY left unprocessed); `GoAway` sets `Conn::draining`: no new
+//! stream, and the socket closes once the ring is empty (`Worker::next`).
 
 /// How requests are framed on each connection (`harness run --pipeline`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
