@@ -31,10 +31,10 @@
 //!
 //! HPACK (RFC 7541) is decoded here: integers, the static table, the
 //! dynamic table (entries' buffers recycled, so a server that indexes a
-//! new `date` every second costs no allocation) and Huffman strings through
-//! `httlib-huffman` (the code table and its decoding tables are that
-//! crate's). Values of fields we do not read and do not index are not
-//! decoded at all. Chosen by measurement (a timing loop of one steady
+//! new `date` every second costs no allocation) and Huffman strings
+//! (`engine::huffman`, into reused buffers: no allocation either).
+//! Values of fields we do not read and do not index are not decoded at
+//! all. Chosen by measurement (a timing loop of one steady
 //! nginx-like response block: `:status 200` and two dynamic-table hits
 //! indexed, a Huffman `date` literal, `content-length`; release builds,
 //! this 2-core machine shared with builds, ranges over rounds):
@@ -638,8 +638,7 @@ fn string(block: &[u8]) -> Result<(HpackString<'_>, &[u8]), H2Error> {
 }
 
 fn huffman(src: &[u8], dst: &mut Vec<u8>) -> Result<(), H2Error> {
-    httlib_huffman::decode(src, dst, httlib_huffman::DecoderSpeed::FourBits)
-        .map_err(|_| H2Error::Hpack("bad Huffman string"))
+    super::huffman::decode(src, dst).map_err(|_| H2Error::Hpack("bad Huffman string"))
 }
 
 fn parse_u64(v: &[u8]) -> Option<u64> {

@@ -25,6 +25,7 @@ pub mod framing;
 /// The HTTP/2 client codec (`Framing::H2c`, `Framing::H2`).
 pub mod h2;
 pub(crate) mod http;
+mod huffman;
 mod io;
 mod schedule;
 mod timer;
