@@ -18,50 +18,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness::engine::{Framing, Plan, Route, Stop, TlsPlan};
+use harness::engine::{Framing, TlsPlan};
 use labcert::LabCert;
 use serde_json::Value;
 use testkit::ServerProcess;
 
-use crate::util::{harness, own_session, plan_on, run, sibling_binary, skip_without, stdout};
-
-fn event_loop(tls: Option<&LabCert>) -> ServerProcess {
-    let bin = sibling_binary("event-loop");
-    let mut args = vec![
-        "--mysql-url".to_string(),
-        "mysql://bench:bench@127.0.0.1:1/bench".to_string(),
-    ];
-    if let Some(lab) = tls {
-        args.push("--tls-cert".into());
-        args.push(lab.cert_path().to_str().unwrap().into());
-        args.push("--tls-key".into());
-        args.push(lab.key_path().to_str().unwrap().into());
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    ServerProcess::start(bin.to_str().unwrap(), &args)
-}
-
-/// An HTTP/2 plan over a 1:1 mix of `/hello` and `/cpu?n=10`, whose exact
-/// bodies differ.
-fn mixed_plan(io: harness::engine::Io, url: &str, framing: Framing, n: u64) -> Plan {
-    let target = harness::target::Target::parse(url).unwrap();
-    plan_on(io, url, |p| {
-        p.mix = vec![
-            Route::get("/hello", &target.authority, 1, true),
-            Route::get("/cpu?n=10", &target.authority, 1, true),
-        ];
-        p.framing = framing;
-        p.connections = 4;
-        p.stop = Stop::Count(n);
-        p.authority.clone_from(&target.authority);
-    })
-}
+use crate::util::{
+    harness, own_session, reference_server, run, sibling_binary, skip_without, stdout,
+    two_path_plan,
+};
 
 fn h2c_on_the_event_loop_verifies_every_stream(io: harness::engine::Io) {
-    let server = event_loop(None);
+    let server = reference_server("event-loop", None);
     let url = format!("http://{}", server.addr);
     for streams in [10, 100] {
-        let r = run(&mixed_plan(io, &url, Framing::H2c(streams), 4_000));
+        let r = run(&two_path_plan(io, &url, Framing::H2c(streams), 4_000));
         assert_eq!(r.stats.ok, 4_000, "{streams}: {:?}", r.stats.failures);
         assert_eq!(r.stats.failures.total(), 0, "{streams}");
         assert!(r.stats.paths.iter().all(|p| p.ok > 1_000), "{streams}");
@@ -72,9 +43,9 @@ fn h2c_on_the_event_loop_verifies_every_stream(io: harness::engine::Io) {
 
 fn h2_over_tls_verifies_every_stream(io: harness::engine::Io) {
     let lab = LabCert::new().unwrap();
-    let server = event_loop(Some(&lab));
+    let server = reference_server("event-loop", Some(&lab));
     let url = format!("https://{}", server.addr);
-    let mut p = mixed_plan(io, &url, Framing::H2(50), 3_000);
+    let mut p = two_path_plan(io, &url, Framing::H2(50), 3_000);
     let mut t = TlsPlan::new("127.0.0.1");
     t.trust = TlsPlan::cas_from_file(&lab.ca_path()).unwrap();
     t.h2 = true;

@@ -19,47 +19,16 @@ use std::time::{Duration, Instant};
 use harness::engine::{Check, Framing, Pace, Plan, Request, Route, Stop, TlsPlan};
 use labcert::LabCert;
 use serde_json::Value;
-use testkit::ServerProcess;
 
-use crate::util::{harness, own_session, plan_on, run, sibling_binary, skip_without, stdout};
-
-/// Reference server `name`, without a database (`/hello` and `/cpu` need none).
-fn reference(name: &str, tls: Option<&LabCert>) -> ServerProcess {
-    let bin = sibling_binary(name);
-    let mut args = vec![
-        "--mysql-url".to_string(),
-        "mysql://bench:bench@127.0.0.1:1/bench".to_string(),
-    ];
-    if let Some(lab) = tls {
-        args.push("--tls-cert".into());
-        args.push(lab.cert_path().to_str().unwrap().into());
-        args.push("--tls-key".into());
-        args.push(lab.key_path().to_str().unwrap().into());
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    ServerProcess::start(bin.to_str().unwrap(), &args)
-}
-
-/// A pipelined plan over a 1:1 mix of `/hello` and `/cpu?n=10`, whose
-/// exact bodies differ.
-fn mixed_plan(io: harness::engine::Io, url: &str, depth: u16, n: u64) -> Plan {
-    let target = harness::target::Target::parse(url).unwrap();
-    plan_on(io, url, |p| {
-        p.mix = vec![
-            Route::get("/hello", &target.authority, 1, true),
-            Route::get("/cpu?n=10", &target.authority, 1, true),
-        ];
-        p.framing = Framing::pipelined(depth);
-        p.connections = 4;
-        p.stop = Stop::Count(n);
-    })
-}
+use crate::util::{
+    harness, own_session, plan_on, reference_server, run, skip_without, stdout, two_path_plan,
+};
 
 fn every_reference_server_answers_pipelined_requests_in_order(io: harness::engine::Io) {
     for name in ["event-loop", "coroutine", "worker-pool"] {
-        let server = reference(name, None);
+        let server = reference_server(name, None);
         let url = format!("http://{}", server.addr);
-        let r = run(&mixed_plan(io, &url, 16, 3_000));
+        let r = run(&two_path_plan(io, &url, Framing::pipelined(16), 3_000));
         assert_eq!(r.stats.ok, 3_000, "{name}: {:?}", r.stats.failures);
         assert_eq!(r.stats.failures.total(), 0, "{name}");
         assert!(r.stats.paths.iter().all(|p| p.ok > 1_000), "{name}");
@@ -70,9 +39,9 @@ fn every_reference_server_answers_pipelined_requests_in_order(io: harness::engin
 
 fn pipelining_over_tls_is_verified(io: harness::engine::Io) {
     let lab = LabCert::new().unwrap();
-    let server = reference("event-loop", Some(&lab));
+    let server = reference_server("event-loop", Some(&lab));
     let url = format!("https://{}", server.addr);
-    let mut p = mixed_plan(io, &url, 8, 2_000);
+    let mut p = two_path_plan(io, &url, Framing::pipelined(8), 2_000);
     let mut t = TlsPlan::new("127.0.0.1");
     t.trust = TlsPlan::cas_from_file(&lab.ca_path()).unwrap();
     p.tls = Some(t);
@@ -88,9 +57,9 @@ fn pipelining_over_tls_is_verified(io: harness::engine::Io) {
 /// Open loop: every request is timed from its intended send, and the rate
 /// is kept with several requests in flight per connection.
 fn pipelining_keeps_an_open_loop_rate(io: harness::engine::Io) {
-    let server = reference("event-loop", None);
+    let server = reference_server("event-loop", None);
     let url = format!("http://{}", server.addr);
-    let mut p = mixed_plan(io, &url, 4, 600);
+    let mut p = two_path_plan(io, &url, Framing::pipelined(4), 600);
     p.pace = Pace::Rate(2_000.0);
     p.connections = 2;
     let r = run(&p);
@@ -451,7 +420,12 @@ fn node_answers_pipelined_requests_in_order(io: harness::engine::Io) {
     let Some(node) = node() else {
         return;
     };
-    let r = run(&mixed_plan(io, &format!("http://{}", node.addr), 16, 2_000));
+    let r = run(&two_path_plan(
+        io,
+        &format!("http://{}", node.addr),
+        Framing::pipelined(16),
+        2_000,
+    ));
     assert_eq!(r.stats.ok, 2_000, "{:?}", r.stats.failures);
     assert_eq!(r.stats.connections, 4);
 }

@@ -219,6 +219,48 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// A reference server (`event-loop`, `coroutine`, `worker-pool`) without a
+/// database (`/hello`, `/cpu`, `/echo` and `/ws` need none), serving TLS
+/// with `tls`'s certificate when given.
+pub fn reference_server(name: &str, tls: Option<&labcert::LabCert>) -> testkit::ServerProcess {
+    let bin = sibling_binary(name);
+    let mut args = vec![
+        "--mysql-url".to_string(),
+        "mysql://bench:bench@127.0.0.1:1/bench".to_string(),
+    ];
+    if let Some(lab) = tls {
+        args.push("--tls-cert".into());
+        args.push(lab.cert_path().to_str().unwrap().into());
+        args.push("--tls-key".into());
+        args.push(lab.key_path().to_str().unwrap().into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    testkit::ServerProcess::start(bin.to_str().unwrap(), &args)
+}
+
+/// A plan of `n` requests on 4 connections framed by `framing`, over a 1:1
+/// mix of `/hello` and `/cpu?n=10`, whose exact bodies differ: a response
+/// given to the wrong request fails its check.
+pub fn two_path_plan(
+    io: harness::engine::Io,
+    url: &str,
+    framing: harness::engine::Framing,
+    n: u64,
+) -> Plan {
+    let target = harness::target::Target::parse(url).unwrap();
+    plan_on(io, url, |p| {
+        p.mix = vec![
+            harness::engine::Route::get("/hello", &target.authority, 1, true),
+            harness::engine::Route::get("/cpu?n=10", &target.authority, 1, true),
+        ];
+        p.framing = framing;
+        p.connections = 4;
+        p.stop = Stop::Count(n);
+        // HTTP/2's :authority (HTTP/1.1 carries it in the encoded Host).
+        p.authority.clone_from(&target.authority);
+    })
+}
+
 /// A plan against `url` with the CLI's checks, tuned by `tune`.
 pub fn plan(url: &str, tune: impl FnOnce(&mut Plan)) -> Plan {
     plan_on(harness::engine::Io::default(), url, tune)

@@ -16,23 +16,7 @@ use labcert::LabCert;
 use serde_json::Value;
 use testkit::ServerProcess;
 
-use crate::util::{harness, sibling_binary};
-
-fn reference(name: &str, tls: Option<&LabCert>) -> ServerProcess {
-    let bin = sibling_binary(name);
-    let mut args = vec![
-        "--mysql-url".to_string(),
-        "mysql://bench:bench@127.0.0.1:1/bench".to_string(),
-    ];
-    if let Some(lab) = tls {
-        args.push("--tls-cert".into());
-        args.push(lab.cert_path().to_str().unwrap().into());
-        args.push("--tls-key".into());
-        args.push(lab.key_path().to_str().unwrap().into());
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    ServerProcess::start(bin.to_str().unwrap(), &args)
-}
+use crate::util::{harness, reference_server, sibling_binary};
 
 /// `harness run URL ARGS --format json`, its document checked against
 /// the schema.
@@ -57,7 +41,7 @@ fn ok(v: &Value) -> u64 {
 
 fn every_reference_server_echoes_every_message(io: &str) {
     for name in ["event-loop", "coroutine", "worker-pool"] {
-        let server = reference(name, None);
+        let server = reference_server(name, None);
         let url = format!("ws://{}/ws", server.addr);
         for (size, extra) in [("64", &[][..]), ("20000", &["--ws-text"][..])] {
             let mut args = vec!["-c", "4", "-n", "2000", "--pipeline", "8", "--io", io];
@@ -95,7 +79,7 @@ fn node_echoes_every_message() {
 
 /// Open loop: the rate is kept, each message timed from its intended send.
 fn messages_keep_an_open_loop_rate(io: &str) {
-    let server = reference("event-loop", None);
+    let server = reference_server("event-loop", None);
     let url = format!("ws://{}/ws", server.addr);
     let v = run_json(
         &url,
@@ -119,7 +103,7 @@ fn messages_keep_an_open_loop_rate(io: &str) {
 fn wss_goes_through_the_tls_transport(io: &str) {
     let lab = LabCert::new().unwrap();
     for name in ["event-loop", "coroutine"] {
-        let server = reference(name, Some(&lab));
+        let server = reference_server(name, Some(&lab));
         let url = format!("wss://{}/ws", server.addr);
         let ca = lab.ca_path();
         let v = run_json(
@@ -347,7 +331,7 @@ mod uring {
 /// per connection for its life), the others waiting unanswered.
 #[test]
 fn hold_reports_the_connections_opened_and_still_up() {
-    let server = reference("event-loop", None);
+    let server = reference_server("event-loop", None);
     let url = format!("ws://{}/ws", server.addr);
     let v = run_json(&url, &["-c", "20", "-d", "2s", "--hold", "500ms"]);
     assert_eq!(v["connections"]["held"]["opened"], 20, "{v}");
