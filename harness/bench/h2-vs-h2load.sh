@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# HTTP/2 anchors, before the engine can load over HTTP/2 (engine/h2.rs is
-# its codec, not wired yet): h2load (Debian's nghttp2-client) against nginx
-# h2c (`listen … http2`, nginx 1.22: prior knowledge only) and the
-# event-loop server's h2c (same port as HTTP/1.1), GET /hello, in
-# interleaved rounds. Per server: h2load's requests per second (median of
-# the rounds and their range) and its own CPU per request (user + system,
-# /usr/bin/time); the ratio event-loop / nginx per round, with its range.
-# Then the HPACK decoder's timing loop (engine::h2's ignored test).
+# The engine over HTTP/2 against h2load (Debian's nghttp2-client), same
+# servers, same shape: `harness run --h2c --streams STREAMS -c CONNS`
+# against `h2load -c CONNS -m STREAMS`, GET /hello on nginx h2c (`listen …
+# http2`, nginx 1.22: prior knowledge only) and the event-loop server's h2c
+# (same port as HTTP/1.1), in interleaved rounds (the order of servers and
+# of clients alternates). Per server and client: requests per second
+# (median of the rounds, range) and the client's own CPU per request (user
+# + system, /usr/bin/time); per server, the engine / h2load ratios of CPU
+# per request and RPS, per round, median and range. The engine verifies
+# every response (status and exact body); h2load counts them. Then the
+# HPACK decoder's timing loop (engine::h2's ignored test).
 #
 #   harness/bench/h2-vs-h2load.sh            # 3 rounds, -c 4 -m 100, 3 s each
 #   ROUNDS=5 DURATION=5 CONNS=8 STREAMS=100 harness/bench/h2-vs-h2load.sh
 #
 # Environment: ROUNDS (3), DURATION (s, 3), CONNS (4), STREAMS (100),
-# THREADS (1), WORKERS (1: nginx workers and event loops alike). Needs a
-# release build of event-loop (built here if missing). Load goes to
-# 127.0.0.1 only; everything started is stopped by PID; every load is
-# bounded by its duration (and `timeout`). No --warm-up-time: h2load 1.52
-# (bookworm) then reports 0 requests.
+# THREADS (1: h2load -t and the engine's --threads), WORKERS (1: nginx
+# workers and event loops alike), IO (uring: the engine's --io). Needs
+# release builds of event-loop and harness (built here if missing). Load
+# goes to 127.0.0.1 only; everything started is stopped by PID; every load
+# is bounded by its duration (and `timeout`). No --warm-up-time: h2load
+# 1.52 (bookworm) then reports 0 requests.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -25,6 +29,7 @@ CONNS=${CONNS:-4}
 STREAMS=${STREAMS:-100}
 THREADS=${THREADS:-1}
 WORKERS=${WORKERS:-1}
+IO=${IO:-uring}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 WORK=$(mktemp -d /tmp/h2-vs-h2load.XXXXXX)
@@ -44,9 +49,10 @@ command -v nginx >/dev/null || { echo "nginx is missing: apt-get install nginx-l
 # shellcheck source=harness/bench/lib.sh
 . "$ROOT/harness/bench/lib.sh"
 
-if [ ! -x "$TARGET_DIR/release/event-loop" ]; then
-    (cd "$ROOT" && cargo build --release -p event-loop)
+if [ ! -x "$TARGET_DIR/release/event-loop" ] || [ ! -x "$TARGET_DIR/release/harness" ]; then
+    (cd "$ROOT" && cargo build --release -p event-loop -p harness)
 fi
+HARNESS=$TARGET_DIR/release/harness
 
 NGINX_PORT=$(free_port)
 mkdir -p "$WORK/nginx/tmp"
@@ -79,7 +85,8 @@ done
 EL_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/el.out" | head -1)
 [ -n "$EL_PORT" ] || { echo "event-loop did not start: $(cat "$WORK/el.err")" >&2; exit 1; }
 
-# one_run NAME PORT ROUND: h2load for DURATION s; appends "rps cpu_us_per_req".
+# one_run NAME PORT ROUND: h2load for DURATION s; appends "rps cpu_us_per_req"
+# to NAME.h2load.rows.
 one_run() {
     local name=$1 port=$2 round=$3 out="$WORK/$1.$3"
     /usr/bin/time -f "%U %S" -o "$out.time" \
@@ -97,31 +104,66 @@ one_run() {
     read -r user sys <"$out.time"
     local cpu
     cpu=$(python3 -c "print(($user + $sys) * 1e6 / $ok)")
-    echo "$rps $cpu" >>"$WORK/$name.rows"
+    echo "$rps $cpu" >>"$WORK/$name.h2load.rows"
+}
+
+# engine_run NAME PORT ROUND: the engine, --h2c, for DURATION s; every
+# response verified (a failure stops the bench); appends "rps cpu_us_per_req"
+# to NAME.engine.rows.
+engine_run() {
+    local name=$1 port=$2 round=$3 out="$WORK/$1.$3.engine"
+    /usr/bin/time -f "%U %S" -o "$out.time" \
+        timeout $((DURATION + 30)) "$HARNESS" run --h2c --streams "$STREAMS" -c "$CONNS" \
+        --threads "$THREADS" --io "$IO" -d "${DURATION}s" --format json \
+        "http://127.0.0.1:$port/hello" >"$out.json" 2>"$out.err" || true
+    local row
+    row=$(python3 - "$out.json" "$out.time" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+user, sys_ = map(float, open(sys.argv[2]).read().split()[-2:])
+ok, failed = d["requests"]["ok"], sum(d["failures"].values())
+if ok == 0 or failed:
+    sys.exit(f"ok {ok}, failed {failed}: {d['failures']}")
+print(d["requests"]["ok_per_s"], (user + sys_) * 1e6 / ok)
+PY
+    ) || { echo "$name round $round: the engine failed: $(cat "$out.err")" >&2; exit 1; }
+    echo "$row" >>"$WORK/$name.engine.rows"
 }
 
 for r in $(seq 1 "$ROUNDS"); do
     if [ $((r % 2)) = 1 ]; then order="nginx event-loop"; else order="event-loop nginx"; fi
     for s in $order; do
         case $s in
-            nginx) one_run nginx "$NGINX_PORT" "$r" ;;
-            event-loop) one_run event-loop "$EL_PORT" "$r" ;;
+            nginx) port=$NGINX_PORT ;;
+            event-loop) port=$EL_PORT ;;
         esac
+        if [ $((r % 2)) = 1 ]; then
+            one_run "$s" "$port" "$r"
+            engine_run "$s" "$port" "$r"
+        else
+            engine_run "$s" "$port" "$r"
+            one_run "$s" "$port" "$r"
+        fi
     done
 done
 
-echo "h2load -c $CONNS -m $STREAMS -t $THREADS, ${DURATION}s x $ROUNDS interleaved rounds, GET /hello over h2c; $(nproc) cores, WORKERS=$WORKERS"
-python3 - "$WORK/nginx.rows" "$WORK/event-loop.rows" <<'PY'
+echo "h2load -c $CONNS -m $STREAMS -t $THREADS vs harness run --h2c --streams $STREAMS -c $CONNS --threads $THREADS --io $IO, ${DURATION}s x $ROUNDS interleaved rounds, GET /hello over h2c; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), WORKERS=$WORKERS"
+python3 - "$WORK" <<'PY'
 import statistics, sys
-rows = {}
-for name, path in (("nginx", sys.argv[1]), ("event-loop", sys.argv[2])):
-    rows[name] = [tuple(map(float, l.split())) for l in open(path)]
-for name, r in rows.items():
-    rps = [x[0] for x in r]; cpu = [x[1] for x in r]
-    print(f"{name:<11} h2load rps median {statistics.median(rps):>10.0f} (range {min(rps):.0f}-{max(rps):.0f}),"
-          f" h2load CPU {statistics.median(cpu):.2f} us/request")
-ratios = [e[0] / n[0] for n, e in zip(rows["nginx"], rows["event-loop"])]
-print(f"event-loop / nginx rps: median {statistics.median(ratios):.2f} (range {min(ratios):.2f}-{max(ratios):.2f})")
+work = sys.argv[1]
+def rows(name, client):
+    return [tuple(map(float, l.split())) for l in open(f"{work}/{name}.{client}.rows")]
+def span(xs, f):
+    return f"{f(statistics.median(xs))} (range {f(min(xs))}-{f(max(xs))})"
+for name in ("nginx", "event-loop"):
+    h, e = rows(name, "h2load"), rows(name, "engine")
+    for client, r in (("h2load", h), ("engine", e)):
+        print(f"{name:<11} {client:<7} rps {span([x[0] for x in r], lambda v: f'{v:.0f}')},"
+              f" CPU {span([x[1] for x in r], lambda v: f'{v:.2f}')} us/request")
+    cpu = [b[1] / a[1] for a, b in zip(h, e)]
+    rps = [b[0] / a[0] for a, b in zip(h, e)]
+    print(f"{name:<11} engine / h2load: CPU per request {span(cpu, lambda v: f'{v:.2f}')}x,"
+          f" RPS {span(rps, lambda v: f'{v:.2f}')}x")
 PY
 
 echo "HPACK decoder (engine::h2, release):"

@@ -97,6 +97,17 @@ intended send time; a request due while N are in flight waits, and its
 wait counts). A connection that closes with requests in flight fails each
 of them once.
 
+HTTP/2: --h2c (http:// URLs, prior knowledge) and --h2 (https:// URLs,
+ALPN h2; a server that does not pick it ends the run saying so) keep up to
+--streams N (default 100, like h2load -m) streams in flight on each
+connection, fewer if the server's SETTINGS_MAX_CONCURRENT_STREAMS says so
+(until its SETTINGS arrive, one). Every response is verified like
+HTTP/1.1's (status, Content-Length against the body, the exact body); a
+stream the server resets fails alone (failures: reset), and after a GOAWAY
+the streams it left unprocessed fail (failures: goaway), the others finish
+and the next requests go on a new connection. -H headers and --chunked
+are not sent over HTTP/2 (refused).
+
 WebSocket (ws:// and wss:// URLs): each connection sends the HTTP/1.1
 upgrade (its 101 and Sec-WebSocket-Accept are checked), then echo messages
 of --ws-size bytes (default 64; binary, or --ws-text), each masked with a
@@ -109,6 +120,8 @@ intended send times). The contract's servers echo on /ws.
 Examples:
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s
   harness run http://127.0.0.1:8082/hello -c 16 -d 10s --pipeline 16
+  harness run http://127.0.0.1:8082/hello -c 4 -d 10s --h2c --streams 100
+  harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 4 -d 10s --h2
   harness run ws://127.0.0.1:8082/ws -c 50 -d 10s --pipeline 8 --ws-size 64
   harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab
   harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000
@@ -155,6 +168,23 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::engine::MAX_PIPELINE)))]
     pub pipeline: u16,
+
+    /// HTTP/2 by prior knowledge over plaintext (an http:// URL): many
+    /// requests in flight per connection as streams (--streams), each
+    /// response verified. GOAWAY and RST_STREAM count as failures by kind.
+    #[arg(long, conflicts_with = "h2")]
+    pub h2c: bool,
+
+    /// HTTP/2 over TLS (an https:// URL), offered by ALPN; a server that
+    /// does not pick h2 ends the run saying so.
+    #[arg(long)]
+    pub h2: bool,
+
+    /// --h2c and --h2: streams in flight per connection (like h2load -m),
+    /// fewer if the server's SETTINGS_MAX_CONCURRENT_STREAMS is lower.
+    #[arg(long, default_value_t = 100, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::engine::MAX_PIPELINE)))]
+    pub streams: u16,
 
     /// Engine threads (default: the number of cores).
     #[arg(long, value_name = "N")]
@@ -389,9 +419,13 @@ pub fn parse_path(s: &str) -> Result<PathArg, String> {
 /// The plan for `args`.
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     if let Some(plan) = ws_plan(args)? {
+        if args.h2 || args.h2c {
+            bail!("--h2 and --h2c are for http:// and https:// URLs, not WebSocket");
+        }
         return Ok(plan);
     }
     let target = Target::parse(&args.url).context("bad URL")?;
+    check_h2(args, &target)?;
     let headers = args
         .headers
         .iter()
@@ -584,6 +618,15 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
     }
     plan.framing = Framing::pipelined(args.pipeline);
     plan.tls = tls_plan(args, target)?;
+    plan.authority.clone_from(&target.authority);
+    if args.h2c {
+        plan.framing = Framing::H2c(args.streams);
+    } else if args.h2 {
+        plan.framing = Framing::H2(args.streams);
+        if let Some(tls) = &mut plan.tls {
+            tls.h2 = true;
+        }
+    }
     plan.io = args.io;
     plan.gather = args.gather;
     plan.timeout = args.timeout;
@@ -603,6 +646,37 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
     plan.tag.clone_from(&args.tag);
     plan.start_at_unix_s = args.start_at;
     Ok(plan)
+}
+
+/// `--h2c` and `--h2`: the combinations that cannot work, each refused in
+/// one line.
+fn check_h2(args: &RunArgs, target: &Target) -> anyhow::Result<()> {
+    if !(args.h2c || args.h2) {
+        if args.streams != 100 {
+            bail!("--streams is for HTTP/2: add --h2c (http://) or --h2 (https://)");
+        }
+        return Ok(());
+    }
+    let flag = if args.h2c { "--h2c" } else { "--h2" };
+    if args.h2c && target.tls {
+        bail!("--h2c is HTTP/2 over plaintext: use an http:// URL, or --h2 for https://");
+    }
+    if args.h2 && !target.tls {
+        bail!("--h2 is HTTP/2 over TLS: use an https:// URL, or --h2c for http://");
+    }
+    if args.pipeline > 1 {
+        bail!("{flag} multiplexes streams: use --streams N, not --pipeline");
+    }
+    if args.no_keepalive {
+        bail!("{flag} keeps each connection for many streams: drop --no-keepalive");
+    }
+    if args.chunked {
+        bail!("{flag}: HTTP/2 has no chunked encoding (bodies go in DATA frames): drop --chunked");
+    }
+    if !args.headers.is_empty() {
+        bail!("{flag} does not send -H headers yet: drop -H");
+    }
+    Ok(())
 }
 
 /// How the run speaks TLS: `None` for an http:// URL (where the TLS

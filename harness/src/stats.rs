@@ -53,6 +53,12 @@ pub enum Failure {
     /// or cipher suite, the server closing during it).
     #[error("the TLS handshake failed")]
     Handshake,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM).
+    #[error("the server reset the HTTP/2 stream")]
+    Reset,
+    /// HTTP/2: the server's GOAWAY left the request unprocessed.
+    #[error("the server's HTTP/2 GOAWAY left the request unprocessed")]
+    GoAway,
 }
 
 /// Counters of [`Failure`]s, one field per variant.
@@ -69,6 +75,12 @@ pub struct FailureCounts {
     /// Absent from documents written before TLS: none then.
     #[serde(default)]
     pub handshake: u64,
+    /// HTTP/2 streams the server reset; absent before HTTP/2.
+    #[serde(default)]
+    pub reset: u64,
+    /// HTTP/2 requests a GOAWAY left unprocessed; absent before HTTP/2.
+    #[serde(default)]
+    pub goaway: u64,
 }
 
 impl FailureCounts {
@@ -84,6 +96,8 @@ impl FailureCounts {
             Failure::Body => &mut self.body,
             Failure::Timeout => &mut self.timeout,
             Failure::Handshake => &mut self.handshake,
+            Failure::Reset => &mut self.reset,
+            Failure::GoAway => &mut self.goaway,
         } += 1;
     }
 
@@ -97,10 +111,12 @@ impl FailureCounts {
             + self.body
             + self.timeout
             + self.handshake
+            + self.reset
+            + self.goaway
     }
 
     /// `(name, count)` for every counter, in a fixed order.
-    pub fn named(&self) -> [(&'static str, u64); 9] {
+    pub fn named(&self) -> [(&'static str, u64); 11] {
         [
             ("connect", self.connect),
             ("write", self.write),
@@ -111,6 +127,8 @@ impl FailureCounts {
             ("body", self.body),
             ("timeout", self.timeout),
             ("handshake", self.handshake),
+            ("reset", self.reset),
+            ("goaway", self.goaway),
         ]
     }
 }
@@ -126,6 +144,8 @@ impl AddAssign<&FailureCounts> for FailureCounts {
         self.body += o.body;
         self.timeout += o.timeout;
         self.handshake += o.handshake;
+        self.reset += o.reset;
+        self.goaway += o.goaway;
     }
 }
 

@@ -285,3 +285,44 @@ fn no_allocation_per_websocket_message() {
         );
     }
 }
+
+/// Allocations on the engine's threads during `requests` h2c requests, 50
+/// streams per connection, to the event-loop server.
+fn h2c_allocations(server: &testkit::ServerProcess, io: Io, requests: u64) -> u64 {
+    let authority = server.addr.to_string();
+    let p = plan_on(io, &format!("http://{authority}/hello"), |p| {
+        p.stop = Stop::Count(requests);
+        p.connections = 4;
+        p.framing = Framing::H2c(50);
+        p.authority.clone_from(&authority);
+    });
+    let before = ENGINE_ALLOCS.load(Ordering::Relaxed);
+    let r = run(&p);
+    assert_eq!(r.stats.ok, requests, "{:?}", r.stats.failures);
+    ENGINE_ALLOCS.load(Ordering::Relaxed) - before
+}
+
+/// HTTP/2's stated bound: per connection, its codec (a stream table and
+/// buffers sized by the streams allowed, the request templates); per
+/// response at most one, from the codec's Huffman decoding
+/// (`httlib-huffman`'s `finalize` builds a small Vec for each string it
+/// decodes; the event-loop server Huffman-codes a field of every
+/// response). The wiring itself (slots, events, frames through the
+/// connection's own buffers) adds none, on each backend.
+#[test]
+fn h2c_allocations_stay_within_the_stated_bound() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = sibling_binary("event-loop");
+    let server = testkit::ServerProcess::start(
+        bin.to_str().unwrap(),
+        &["--mysql-url", "mysql://bench:bench@127.0.0.1:1/bench"],
+    );
+    for io in [Io::Epoll, Io::Uring] {
+        let small = h2c_allocations(&server, io, 1_000);
+        let large = h2c_allocations(&server, io, 20_000);
+        assert!(
+            large <= small + 19_000 + 16,
+            "{io:?}: {small} allocations for 1,000 requests, {large} for 20,000"
+        );
+    }
+}

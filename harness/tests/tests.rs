@@ -11,6 +11,7 @@ mod engine;
 mod env;
 mod faults;
 mod h2_codec;
+mod h2_engine;
 mod h2_verify;
 mod layers;
 mod mix;

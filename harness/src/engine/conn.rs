@@ -14,6 +14,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Token};
 
 use super::framing::{Framing, Ring};
+use super::h2::{Event as H2Event, H2Client};
 use super::http::{Feed, ResponseReader};
 use super::io::{Backend, TAG_MASK};
 use super::tls::{self, Handshake, Session};
@@ -53,6 +54,14 @@ pub(crate) struct Conn {
     /// io_uring, buffered: requests started while a send of `out` is out
     /// (which must not be touched until it completes).
     pub staged: Vec<u8>,
+    /// HTTP/2: the socket's codec (a new one per socket), the bytes it
+    /// writes before they are queued, and the events of one read.
+    pub h2: Option<Box<H2Client>>,
+    pub h2_out: Vec<u8>,
+    pub h2_events: Vec<H2Event>,
+    /// HTTP/2 after a GOAWAY: no new request on this socket; it closes
+    /// once the ones in flight end.
+    pub draining: bool,
     /// A WebSocket framing: the socket's WebSocket state.
     pub ws: Option<Box<WsConn>>,
     /// Where this connection is in the cycle of paths.
@@ -129,6 +138,14 @@ impl Conn {
             wake_pending: false,
             buffered,
             staged: Vec::with_capacity(room),
+            h2: None,
+            h2_out: Vec::with_capacity(if framing.is_h2() { room + 1024 } else { 0 }),
+            h2_events: Vec::with_capacity(if framing.is_h2() {
+                2 * framing.capacity() + 8
+            } else {
+                0
+            }),
+            draining: false,
             ws: None,
             cursor: 0,
             reader: ResponseReader::new(),
@@ -448,6 +465,7 @@ impl Conn {
         };
         self.epoch = self.epoch.wrapping_add(1);
         self.tls = None;
+        self.h2 = None;
         self.out.drop_pending();
         self.staged.clear();
         match io {

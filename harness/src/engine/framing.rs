@@ -45,13 +45,17 @@
 //! per read, io_uring's sends, timeouts, pacing and counting need nothing
 //! from a new framing.
 //!
-//! An HTTP/2 codec (`opening() -> bytes`, `encode(request) -> stream id`,
-//! `feed(bytes) -> events`, `max_concurrent_streams()`) plugs in as a new
-//! [`Framing`] variant that is `buffered`, whose opening is the preface,
-//! whose `encode` writes into the out buffer and sets the slot's `key`,
-//! and whose `Response { stream, .. }` events [`Ring::take`] by key;
-//! `Settings { max_concurrent_streams }` calls [`Ring::set_limit`]; `GoAway`
-//! and `Reset` are failures by kind.
+//! HTTP/2 (`h2.rs`'s codec) plugs in as [`Framing::H2c`] and
+//! [`Framing::H2`], buffered: `start_buffered` on a new socket makes its
+//! codec and queues the preface with the first request (the ring's limit
+//! 1 until the server's SETTINGS); `h2_encode` writes a request's frames
+//! and sets its slot's `key` to the stream id; `dispatch_h2` feeds the
+//! codec and hands each `Response { stream, .. }` to `Worker::settle`
+//! with the slot [`Ring::take`] found by key; `Settings {
+//! max_concurrent_streams }` calls [`Ring::set_limit`]; `Reset` fails its
+//! slot alone (`Worker::fail_one`, `reset`, or `goaway` for the streams a
+//! GOAWAY left unprocessed); `GoAway` sets `Conn::draining`: no new
+//! stream, and the socket closes once the ring is empty (`Worker::next`).
 
 /// How requests are framed on each connection (`harness run --pipeline`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -65,6 +69,12 @@ pub enum Framing {
     /// WebSocket echo (`ws.rs`): after the upgrade, up to this many
     /// messages in flight per connection, each echoed in order.
     Ws(u16),
+    /// HTTP/2 by prior knowledge over plaintext (`--h2c`): up to this many
+    /// streams in flight per connection (`--streams`), fewer if the
+    /// server's SETTINGS_MAX_CONCURRENT_STREAMS says so.
+    H2c(u16),
+    /// HTTP/2 over TLS, chosen by ALPN (`--h2`).
+    H2(u16),
 }
 
 /// The deepest pipeline a run may ask for.
@@ -84,7 +94,9 @@ impl Framing {
     pub fn capacity(self) -> usize {
         match self {
             Framing::H1 => 1,
-            Framing::Pipelined(n) | Framing::Ws(n) => usize::from(n),
+            Framing::Pipelined(n) | Framing::Ws(n) | Framing::H2c(n) | Framing::H2(n) => {
+                usize::from(n)
+            }
         }
     }
 
@@ -94,12 +106,31 @@ impl Framing {
             Framing::H1 => "http/1.1",
             Framing::Pipelined(_) => "http/1.1-pipelined",
             Framing::Ws(_) => "websocket",
+            Framing::H2c(_) => "h2c",
+            Framing::H2(_) => "h2",
         }
     }
 
-    /// The pipeline depth, for reports (1 without pipelining).
+    /// The pipeline depth, for reports (1 without pipelining; 1 for
+    /// HTTP/2, whose depth is [`Framing::streams`]).
     pub fn depth(self) -> usize {
-        self.capacity()
+        match self {
+            Framing::H2c(_) | Framing::H2(_) => 1,
+            _ => self.capacity(),
+        }
+    }
+
+    /// HTTP/2: the streams allowed in flight per connection (`--streams`).
+    pub fn streams(self) -> Option<usize> {
+        match self {
+            Framing::H2c(n) | Framing::H2(n) => Some(usize::from(n)),
+            _ => None,
+        }
+    }
+
+    /// HTTP/2 (either transport).
+    pub fn is_h2(self) -> bool {
+        self.streams().is_some()
     }
 
     /// Requests are encoded into the connection's own out buffer rather
@@ -167,7 +198,6 @@ impl Ring {
 
     /// Lowers (or restores, up to the ring's size) how many may be in
     /// flight: HTTP/2's `SETTINGS_MAX_CONCURRENT_STREAMS`.
-    #[allow(dead_code)]
     pub(crate) fn set_limit(&mut self, limit: usize) {
         self.limit = limit.clamp(1, self.slots.len());
     }
@@ -218,7 +248,6 @@ impl Ring {
 
     /// Removes the request with `key` wherever it is (answered by stream
     /// id); the ones after it move up one place.
-    #[allow(dead_code)]
     pub(crate) fn take(&mut self, key: u32) -> Option<Slot> {
         let n = self.slots.len();
         let pos = (0..self.len).find(|&k| self.slots[(self.head + k) % n].key == key)?;

@@ -1,6 +1,7 @@
 //! The engine's HTTP/2 client codec (RFC 9113), sans-IO: bytes in, bytes
-//! and events out, no socket, no clock. Not wired into the request loop
-//! yet; it is shaped for the engine's framing seam:
+//! and events out, no socket, no clock. The request loop drives it through
+//! the framing seam (`Framing::H2c`, `Framing::H2`; `worker.rs`:
+//! `start_buffered`, `h2_encode`, `dispatch_h2`):
 //!
 //! - [`H2Client::new`] takes the run's request [`Template`]s (each path of
 //!   the plan's mix, its header block HPACK-encoded once, literal without

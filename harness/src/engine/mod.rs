@@ -22,7 +22,7 @@
 
 mod conn;
 pub mod framing;
-/// The HTTP/2 client codec, not yet wired into the request loop.
+/// The HTTP/2 client codec (`Framing::H2c`, `Framing::H2`).
 pub mod h2;
 pub(crate) mod http;
 mod io;
@@ -297,8 +297,11 @@ pub struct Plan {
     pub keepalive: bool,
     /// Speak TLS (an https:// URL): one handshake per connection.
     pub tls: Option<TlsPlan>,
-    /// How requests are framed on each connection (`--pipeline`).
+    /// How requests are framed on each connection (`--pipeline`, `--h2c`,
+    /// `--h2`).
     pub framing: Framing,
+    /// HTTP/2's `:authority` (the URL's host and port).
+    pub authority: String,
     /// A WebSocket run (`Framing::Ws`): the upgrade to send; each route's
     /// request bytes are then a message's payload, its check's body the
     /// echo expected.
@@ -338,6 +341,7 @@ impl Plan {
             keepalive: true,
             tls: None,
             framing: Framing::H1,
+            authority: addr.to_string(),
             ws: None,
             timeout: Duration::from_secs(10),
             warmup: Duration::ZERO,
@@ -402,6 +406,15 @@ impl Plan {
         }
         if self.framing.buffered() && !self.keepalive {
             return bad("pipelining needs kept-alive connections");
+        }
+        match self.framing {
+            Framing::H2(_) if !self.tls.as_ref().is_some_and(|t| t.h2) => {
+                return bad("h2 needs TLS that offers h2 by ALPN");
+            }
+            Framing::H2c(_) if self.tls.is_some() => {
+                return bad("h2c is HTTP/2 over plaintext: no TLS");
+            }
+            _ => {}
         }
         if self.framing.capacity() > usize::from(MAX_PIPELINE) {
             return bad("the pipeline is deeper than 1024");

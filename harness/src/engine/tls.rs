@@ -89,6 +89,8 @@ pub struct TlsPlan {
     /// handshake is a full one.
     pub resume: bool,
     pub trust: Trust,
+    /// Offer only `h2` by ALPN (`--h2`) rather than `http/1.1`.
+    pub h2: bool,
 }
 
 impl TlsPlan {
@@ -100,6 +102,7 @@ impl TlsPlan {
             version: TlsVersion::Tls13,
             resume: true,
             trust: Trust::Public,
+            h2: false,
         }
     }
 
@@ -150,7 +153,11 @@ impl TlsPlan {
                 builder.with_root_certificates(roots).with_no_client_auth()
             }
         };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![if self.h2 {
+            b"h2".to_vec()
+        } else {
+            b"http/1.1".to_vec()
+        }];
         config.resumption = if self.resume {
             Resumption::in_memory_sessions(256)
         } else {
@@ -329,6 +336,11 @@ impl Session {
     }
 
     /// What the finished handshake negotiated.
+    /// Whether the server picked `h2` by ALPN.
+    pub(crate) fn picked_h2(&self) -> bool {
+        self.conn.alpn_protocol() == Some(b"h2")
+    }
+
     pub(crate) fn negotiated(&self) -> Negotiated {
         let name = |s: Option<&'static str>, d: &dyn std::fmt::Debug| {
             s.map_or_else(|| format!("{d:?}"), str::to_string)

@@ -23,6 +23,7 @@ use std::sync::atomic::Ordering;
 
 use super::conn::{feed_chunk, Conn, Outcome, Received, State};
 use super::framing::{Framing, Slot};
+use super::h2::{self, Event as H2Event, H2Client};
 use super::io::{Backend, Ev, TAG_MASK};
 use super::timer;
 use super::tls::{self, Handshake};
@@ -72,6 +73,10 @@ struct Worker<'s> {
     buf: Box<[u8]>,
     /// How requests are framed (see `framing`).
     framing: Framing,
+    /// HTTP/2: each path's request, HPACK-encoded once, and the codec's
+    /// configuration (a connection's codec is made from them per socket).
+    h2_templates: Vec<h2::Template>,
+    h2_config: h2::Config,
     /// TLS, a buffered framing: the plaintext of one read.
     plain: Vec<u8>,
     /// A buffered framing: requests started while a read is handed out
@@ -182,6 +187,11 @@ impl<'s> Worker<'s> {
             conns,
             buf: vec![0u8; READ_BUF].into_boxed_slice(),
             framing: plan.framing,
+            h2_templates: h2_templates(plan),
+            h2_config: h2::Config {
+                max_streams: plan.framing.streams().unwrap_or(1) as u32,
+                ..h2::Config::default()
+            },
             plain: Vec::with_capacity(if plan.framing.buffered() && plan.tls.is_some() {
                 2 * READ_BUF
             } else {
@@ -565,7 +575,8 @@ impl<'s> Worker<'s> {
         let uring = matches!(self.io, Backend::Uring(_));
         let opcode = self.opcode();
         let bytes = self.wires[usize::from(path)].bytes;
-        if measured {
+        let h2 = self.framing.is_h2();
+        if measured && !h2 {
             self.stats.bytes_sent += bytes.len() as u64;
         }
         let conn = &mut self.conns[i];
@@ -579,6 +590,18 @@ impl<'s> Worker<'s> {
             if let Some(plan) = &self.shared.plan.ws {
                 // Messages wait for the upgrade (`upgraded`).
                 conn.queue_opening(plan, uring);
+            } else if h2 {
+                // A new codec per socket; one stream until the server's
+                // SETTINGS say how many it takes.
+                let mut codec = H2Client::new(self.h2_templates.clone(), self.h2_config);
+                conn.h2_out.clear();
+                codec.opening(&mut conn.h2_out);
+                conn.h2 = Some(Box::new(codec));
+                conn.ring.set_limit(1);
+                conn.draining = false;
+                if !self.h2_encode(i, path, measured, uring) {
+                    return true;
+                }
             } else {
                 conn.queue(bytes, uring);
             }
@@ -588,8 +611,15 @@ impl<'s> Worker<'s> {
         match &conn.ws {
             Some(ws) if !ws.upgraded => return true, // sent once upgraded
             Some(_) => conn.queue_frame(opcode, bytes, uring),
+            None if h2 => {
+                conn.h2_out.clear();
+                if !self.h2_encode(i, path, measured, uring) {
+                    return true;
+                }
+            }
             None => conn.queue(bytes, uring),
         }
+        let conn = &mut self.conns[i];
         if conn.state == State::Idle {
             conn.state = State::Reading;
         }
@@ -597,6 +627,35 @@ impl<'s> Worker<'s> {
             self.flush_out(i);
         }
         true
+    }
+
+    /// HTTP/2: encodes the newest request in flight on connection `i` (of
+    /// path `path`) after whatever `h2_out` holds, keys its slot by its
+    /// stream id and queues the bytes. False if the codec refused it (the
+    /// connection failed).
+    fn h2_encode(&mut self, i: usize, path: u16, measured: bool, uring: bool) -> bool {
+        let conn = &mut self.conns[i];
+        let Some(codec) = conn.h2.as_mut() else {
+            return false;
+        };
+        match codec.encode(usize::from(path), &mut conn.h2_out) {
+            Ok(stream) => {
+                let newest = conn.ring.len() - 1;
+                conn.ring.nth_mut(newest).key = stream;
+                if measured {
+                    self.stats.bytes_sent += conn.h2_out.len() as u64;
+                }
+                let out = std::mem::take(&mut conn.h2_out);
+                conn.queue(&out, uring);
+                conn.h2_out = out;
+                true
+            }
+            Err(_) => {
+                let now = self.clock.now();
+                self.fail(i, Failure::Exception, now, false);
+                false
+            }
+        }
     }
 
     /// The opcode of a WebSocket run's messages: binary or text.
@@ -814,6 +873,13 @@ impl<'s> Worker<'s> {
 
     /// TLS: connection `i`'s handshake ended at `now`.
     fn handshake_done(&mut self, i: usize, kind: Handshake, now: u64) {
+        let conn = &self.conns[i];
+        if self.framing.is_h2() && !conn.tls.as_ref().is_some_and(|s| s.picked_h2()) {
+            // `--h2`: a server that does not speak it ends the run.
+            self.shared.abort_with(self.no_h2());
+            self.fail(i, Failure::Handshake, now, false);
+            return;
+        }
         self.handshakes_ok += 1;
         self.handshake_fails = 0;
         let conn = &self.conns[i];
@@ -833,6 +899,15 @@ impl<'s> Worker<'s> {
         }
     }
 
+    /// `--h2` to a server that does not pick h2 by ALPN, in one line.
+    #[cold]
+    fn no_h2(&self) -> String {
+        format!(
+            "the server at {} did not pick h2 by ALPN (it serves no HTTP/2 over TLS): drop --h2",
+            self.shared.plan.addr
+        )
+    }
+
     /// TLS: a handshake failed for `e` (the request fails as `Handshake`).
     /// Counted like any failure; but when every handshake so far failed,
     /// [`REFUSED_LIMIT`] of them in a row end the run with the reason.
@@ -844,6 +919,17 @@ impl<'s> Worker<'s> {
             .tls
             .as_ref()
             .map_or("", |t| t.server_name.as_str());
+        let no_h2 = self.framing.is_h2()
+            && matches!(
+                e,
+                rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)
+            );
+        if no_h2 {
+            // `--h2` offered only h2 and the server refused it.
+            self.stats.tls_error = Some(self.no_h2());
+            self.shared.abort_with(self.no_h2());
+            return;
+        }
         if self.stats.tls_error.is_none() {
             self.stats.tls_error = Some(tls::explain(name, e));
         }
@@ -955,13 +1041,21 @@ impl<'s> Worker<'s> {
     /// send the next request.
     #[inline]
     fn complete(&mut self, i: usize, now: u64, leftover: usize) {
+        let Some(slot) = self.conns[i].ring.pop() else {
+            return;
+        };
+        self.settle(i, slot, now, leftover);
+    }
+
+    /// A complete response to `slot`, taken from connection `i`'s ring
+    /// (the oldest, or HTTP/2's by stream id), its verdict in
+    /// `conn.reader`: count it, then send the next request.
+    #[inline]
+    fn settle(&mut self, i: usize, slot: Slot, now: u64, leftover: usize) {
         if now >= self.next_interval_ns {
             self.roll(now);
         }
         let conn = &mut self.conns[i];
-        let Some(slot) = conn.ring.pop() else {
-            return;
-        };
         self.in_flight -= 1;
         // One request at a time: bytes after a complete response, unasked
         // for, mean the body was longer than announced. Pipelined, they are
@@ -1070,6 +1164,29 @@ impl<'s> Worker<'s> {
         }
     }
 
+    /// HTTP/2: one request failed (its stream reset, or left unprocessed
+    /// by a GOAWAY) while its connection goes on: count it, send the next.
+    fn fail_one(&mut self, i: usize, slot: Slot, failure: Failure, now: u64) {
+        if now >= self.next_interval_ns {
+            self.roll(now);
+        }
+        self.in_flight -= 1;
+        if slot.measured && now >= self.shared.end_ns {
+            self.stats.aborted += 1;
+        } else if slot.measured {
+            self.stats.failures.count(failure);
+            self.stats.paths[usize::from(slot.path)]
+                .failures
+                .count(failure);
+            self.interval.failed(failure);
+        }
+        let conn = &mut self.conns[i];
+        if conn.ring.is_empty() {
+            conn.state = State::Idle;
+        }
+        self.next(i, now);
+    }
+
     /// Queues a wake-up of connection `i` at `at`, unless one is queued.
     #[inline]
     fn wake(&mut self, i: usize, at: u64) {
@@ -1088,6 +1205,16 @@ impl<'s> Worker<'s> {
             let conn = &mut self.conns[i];
             if conn.ring.is_full() {
                 return; // a completion calls again
+            }
+            if conn.draining {
+                // HTTP/2 after a GOAWAY: once the last stream ends, the
+                // socket closes and the next request opens a new one.
+                if !conn.ring.is_empty() {
+                    return;
+                }
+                conn.close(&mut self.io);
+                conn.state = State::Idle;
+                conn.draining = false;
             }
             let started = match self.pace {
                 Pace::Closed => self.start(i, now, now),
@@ -1257,6 +1384,10 @@ impl<'s> Worker<'s> {
             self.dispatch_ws(i, data, now);
             return;
         }
+        if self.framing.is_h2() {
+            self.dispatch_h2(i, data, now);
+            return;
+        }
         let epoch = self.conns[i].epoch;
         let mut at = 0;
         while at < data.len() {
@@ -1297,6 +1428,95 @@ impl<'s> Worker<'s> {
                 return;
             }
             at = data.len() - leftover;
+        }
+    }
+
+    /// HTTP/2: feeds `data` to the connection's codec, queues what it owes
+    /// the server, and hands each event to its request: a response to the
+    /// slot of its stream id (judged by the path's check), a reset or a
+    /// GOAWAY's refusal fails that slot alone, the server's SETTINGS set
+    /// how many streams may be in flight, a GOAWAY drains the socket.
+    fn dispatch_h2(&mut self, i: usize, data: &[u8], now: u64) {
+        let uring = matches!(self.io, Backend::Uring(_));
+        let conn = &mut self.conns[i];
+        let epoch = conn.epoch;
+        let (Some(codec), true) = (conn.h2.as_mut(), conn.stream.is_some()) else {
+            return;
+        };
+        if !conn.ring.is_empty() && conn.ring.head().measured {
+            self.stats.bytes_received += data.len() as u64;
+        }
+        let mut events = std::mem::take(&mut conn.h2_events);
+        events.clear();
+        conn.h2_out.clear();
+        let fed = codec.feed(data, &mut conn.h2_out, |e| events.push(e));
+        if !conn.h2_out.is_empty() {
+            let out = std::mem::take(&mut conn.h2_out);
+            conn.queue(&out, uring);
+            conn.h2_out = out;
+        }
+        // A GOAWAY stops new streams before the responses ahead of it in
+        // this read start any (the codec would refuse them).
+        if events.iter().any(|e| matches!(e, H2Event::GoAway { .. })) {
+            conn.draining = true;
+        }
+        let mut after_goaway = false;
+        for e in events.iter() {
+            let conn = &mut self.conns[i];
+            if conn.epoch != epoch {
+                break; // the socket closed: the rest were its streams'
+            }
+            match *e {
+                H2Event::Response(r) => {
+                    let Some(slot) = conn.ring.take(r.stream) else {
+                        continue;
+                    };
+                    let check = self.wires[usize::from(slot.path)].check;
+                    let reader = &mut conn.reader;
+                    reader.status = r.status;
+                    reader.body_len = r.body_len;
+                    reader.close = false;
+                    reader.verdict = if !check.status_ok(r.status) {
+                        Some(Failure::Status)
+                    } else if r.content_length.is_some_and(|n| n != r.body_len) {
+                        Some(Failure::Length)
+                    } else if !r.body_ok {
+                        Some(Failure::Body)
+                    } else {
+                        None
+                    };
+                    self.settle(i, slot, now, 0);
+                }
+                H2Event::Reset { stream, code, .. } => {
+                    let Some(slot) = conn.ring.take(stream) else {
+                        continue;
+                    };
+                    let failure = if after_goaway && code == h2::REFUSED_STREAM {
+                        Failure::GoAway
+                    } else {
+                        Failure::Reset
+                    };
+                    self.fail_one(i, slot, failure, now);
+                }
+                H2Event::Settings {
+                    max_concurrent_streams,
+                } => {
+                    let streams = self.framing.capacity().min(max_concurrent_streams as usize);
+                    conn.ring.set_limit(streams);
+                    self.next(i, now);
+                }
+                H2Event::GoAway { .. } => after_goaway = true,
+            }
+        }
+        self.conns[i].h2_events = events;
+        let conn = &mut self.conns[i];
+        if conn.epoch != epoch {
+            return;
+        }
+        if fed.is_err() {
+            self.fail(i, Failure::Exception, now, false);
+        } else if conn.draining && conn.ring.is_empty() {
+            self.next(i, now);
         }
     }
 
@@ -1378,6 +1598,11 @@ impl<'s> Worker<'s> {
             conn.state = State::Idle;
             return;
         }
+        if self.framing.is_h2() {
+            // No response ends at a close in HTTP/2: the rest fail.
+            self.fail(i, Failure::Receive, now, false);
+            return;
+        }
         let check = self.wires[usize::from(conn.ring.head().path)].check;
         let mut r = Received::new();
         r.now = now;
@@ -1393,6 +1618,46 @@ impl<'s> Worker<'s> {
         p.errors
             .store(self.stats.failures.total(), Ordering::Relaxed);
     }
+}
+
+/// HTTP/2: each path of the plan as a request template, judged as its
+/// check says (its exact body, when it has one). Empty for HTTP/1.1.
+fn h2_templates(plan: &super::Plan) -> Vec<h2::Template> {
+    if !plan.framing.is_h2() {
+        return Vec::new();
+    }
+    let scheme = if plan.tls.is_some() { "https" } else { "http" };
+    plan.routes()
+        .iter()
+        .map(|r| {
+            let (content_type, body) = split_body(&r.request.bytes);
+            let mut t = h2::Template::new(
+                &r.request.method,
+                scheme,
+                &plan.authority,
+                &r.request.target,
+                body,
+                content_type,
+            );
+            t.expected_body = r.check.body().map(<[u8]>::to_vec);
+            t
+        })
+        .collect()
+}
+
+/// An encoded HTTP/1.1 request's Content-Type value and body (not
+/// chunked: an HTTP/2 run refuses `--chunked`).
+fn split_body(request: &[u8]) -> (Option<&str>, &[u8]) {
+    let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return (None, &[]);
+    };
+    let head = std::str::from_utf8(&request[..end]).unwrap_or("");
+    let content_type = head.split("\r\n").find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("content-type")
+            .then_some(value.trim())
+    });
+    (content_type, &request[end + 4..])
 }
 
 fn refused(e: &io::Error) -> bool {

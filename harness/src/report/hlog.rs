@@ -93,6 +93,8 @@ fn parse_failures(line: &str) -> Option<FailureCounts> {
             "body" => &mut f.body,
             "timeout" => &mut f.timeout,
             "handshake" => &mut f.handshake,
+            "reset" => &mut f.reset,
+            "goaway" => &mut f.goaway,
             _ => continue,
         };
         *slot = n;

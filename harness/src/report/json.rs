@@ -307,6 +307,10 @@ pub struct Settings {
     /// Requests in flight allowed per connection (`--pipeline`; 1 without).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<u64>,
+    /// HTTP/2 (`h2c`, `h2`): streams allowed in flight per connection
+    /// (`--streams`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u64>,
     /// A WebSocket run: each message's size in bytes (`--ws-size`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ws_message_bytes: Option<u64>,
@@ -452,6 +456,7 @@ pub fn document(r: &RunResult) -> Document {
             keepalive: p.keepalive,
             protocol: Some(p.framing.protocol().to_string()),
             pipeline: Some(p.framing.depth() as u64),
+            streams: p.framing.streams().map(|n| n as u64),
             ws_message_bytes: p.ws.as_ref().map(|_| p.request.bytes.len() as u64),
             ws_messages: p
                 .ws

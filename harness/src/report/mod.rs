@@ -289,6 +289,12 @@ pub fn describe_load(r: &RunResult) -> String {
             (true, crate::engine::Framing::Pipelined(n)) => {
                 format!("keep-alive, HTTP/1.1 pipelined {n} deep")
             }
+            (true, crate::engine::Framing::H2c(n)) => {
+                format!("HTTP/2 by prior knowledge (h2c), up to {n} streams per connection")
+            }
+            (true, crate::engine::Framing::H2(n)) => {
+                format!("HTTP/2 over TLS by ALPN (h2), up to {n} streams per connection")
+            }
             (true, crate::engine::Framing::Ws(_)) if p.ws.as_ref().is_some_and(|w| w.hold) => {
                 format!(
                     "WebSocket connections held, a ping every {:.1}s each (a request is a ping and its pong)",
