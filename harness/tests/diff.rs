@@ -109,6 +109,7 @@ fn run(rps: f64, p99_us: u64, outside_cpu_pct: f64) -> RunDoc {
         started_s: None,
         profile: None,
         tls: None,
+        held: None,
     }
 }
 

@@ -111,7 +111,15 @@ pub fn config_tls(
     key: &str,
 ) -> String {
     let tls = format!("{version} (OpenSSL): TLS 1.3, 1.2; session cache and tickets");
-    render(prefix, listen, workers, version, &["http/1.1", "h2"], Some(tls)).replace(
+    render(
+        prefix,
+        listen,
+        workers,
+        version,
+        &["http/1.1", "h2"],
+        Some(tls),
+    )
+    .replace(
         &format!("        listen {listen} backlog=4096;\n"),
         &format!(
             "        listen {listen} ssl http2 backlog=4096;\n        \

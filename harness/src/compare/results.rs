@@ -133,6 +133,10 @@ pub enum RowStatus {
     Failed,
     /// Ctrl-C stopped it: its runs so far are kept.
     Interrupted,
+    /// The server does not serve this workload (its `/config` says so,
+    /// e.g. `websocket_unsupported`): `error` says why. Not a failure.
+    #[serde(rename = "not_served")]
+    NotServed,
 }
 
 /// `harness verify` over a server: how many rows, which failed and why.
@@ -211,6 +215,24 @@ pub struct RunDoc {
     /// Over TLS: the run's handshakes (the built-in engine's count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<RunTls>,
+    /// `ws-hold`: the connections held and what they cost the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldDoc>,
+}
+
+/// `ws-hold`: connections upgraded, still up at the end, and the server's
+/// RSS per held one (its peak during the hold minus its RSS before).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldDoc {
+    pub opened: u64,
+    pub stayed_up: u64,
+    /// Absent when it would be ≤ 0 or could not be read: `rss_note` says why.
+    pub rss_per_held_bytes: Option<f64>,
+    pub rss_note: Option<String>,
+    /// Fewer held than connections asked for, because each takes a worker
+    /// (from `/config`): the rest wait, which is the model, not a failure.
+    pub waiting_note: Option<String>,
 }
 
 /// A run's TLS handshakes.
