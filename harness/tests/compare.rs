@@ -718,6 +718,53 @@ fn websocket_workloads_echo_hold_and_name_who_cannot_serve_them() {
 }
 
 #[test]
+fn protocol_h2c_loads_who_serves_it_and_names_who_does_not() {
+    let out = tmp("compare-h2c");
+    let (stdout, _) = compare_ok(
+        &[
+            "--servers",
+            "event-loop,coroutine",
+            "--workloads",
+            "hello",
+            "--protocol",
+            "h2c",
+            "--streams",
+            "8",
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    let results: Results = serde_json::from_str(&text).unwrap();
+    assert_eq!(results.settings.protocol.as_deref(), Some("h2c 8"));
+    let row = |server: &str| results.rows.iter().find(|r| r.server == server).unwrap();
+    let el = row("event-loop");
+    assert_eq!(el.status, RowStatus::Ok, "{stdout}");
+    let s = el.summary.as_ref().unwrap();
+    assert!(s.requests > 0 && s.failed == 0, "{s:?}");
+    let co = row("coroutine");
+    assert_eq!(co.status, RowStatus::NotServed, "{stdout}");
+    assert!(
+        co.error.as_deref().unwrap().contains("does not serve h2c"),
+        "{co:?}"
+    );
+    assert!(
+        table_row(&stdout, "coroutine", "hello")
+            .unwrap()
+            .contains("NOT SERVED"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn servers_lists_the_catalog_with_reasons() {
     let o = Command::new(harness_bin()).arg("servers").output().unwrap();
     assert!(o.status.success());
@@ -1143,6 +1190,7 @@ fn synthetic() -> Results {
             warmup_s: 3.0,
             runs: 2,
             keepalive: true,
+            protocol: None,
             threads: 2,
             timeout_s: 10.0,
             load_tool: "harness".into(),

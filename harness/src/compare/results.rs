@@ -40,6 +40,10 @@ pub struct Settings {
     pub warmup_s: f64,
     pub runs: u32,
     pub keepalive: bool,
+    /// `--protocol` other than h1: `http/1.1-pipelined 16` or `h2c 100`
+    /// (requests or streams in flight per connection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
     /// Engine threads (the built-in engine and wrk).
     pub threads: u64,
     pub timeout_s: f64,

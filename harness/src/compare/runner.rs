@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::args::{CompareArgs, LoadTool};
+use super::args::{CompareArgs, LoadTool, Protocol};
 use super::plan::{Kind, Workload};
 use super::progress::Progress;
 use super::results::{CurvePoint, HeldDoc, LatencyDoc, Row, RowStatus, RunDoc, RunTls, Summary};
@@ -112,7 +112,15 @@ fn plan(ctx: &Ctx, running: &Running, w: &Workload, c: usize, length: Duration) 
         gather: ctx.lab.gather,
     };
     match w.kind {
-        Kind::Http => load::plan(running, &w.path, &shape, length),
+        Kind::Http => {
+            let mut p = load::plan(running, &w.path, &shape, length);
+            p.framing = match ctx.args.protocol {
+                Protocol::H1 => engine::Framing::H1,
+                Protocol::H1Pipelined => engine::Framing::pipelined(ctx.args.pipeline),
+                Protocol::H2c => engine::Framing::H2c(ctx.args.streams),
+            };
+            p
+        }
         Kind::WsEcho => {
             let ws = load::WsShape::Echo { in_flight: 1 };
             load::ws_plan(running, &w.path, &shape, ws, length)
@@ -138,6 +146,29 @@ fn websocket_served(running: &Running) -> Result<Result<String, String>, String>
             .websocket_unsupported
             .unwrap_or_else(|| "its /config does not say it serves WebSocket".into())),
     })
+}
+
+/// Servers whose h2c listens on a port of its own (nginx 1.22's `listen …
+/// http2` in the clear speaks only h2c; Node's `H2C_PORT`).
+const H2C_OWN_PORT: [&str; 2] = ["nginx-static", "node"];
+
+/// `--protocol h2c`: why `running` cannot be loaded over h2c on its port,
+/// or `None` where its `/config` lists h2c.
+fn h2c_unserved(running: &Running, name: &str) -> Option<String> {
+    if H2C_OWN_PORT.contains(&name) {
+        return Some(
+            "does not serve h2c here: h2c on a port of its own, not wired into compare yet".into(),
+        );
+    }
+    match running.config() {
+        Ok(c) if c.protocols.iter().any(|p| p == "h2c") => None,
+        Ok(c) => Some(format!(
+            "does not serve h2c: {}",
+            c.http2_unsupported
+                .unwrap_or_else(|| format!("its /config lists {:?}", c.protocols))
+        )),
+        Err(e) => Some(format!("does not serve h2c: its /config: {e}")),
+    }
 }
 
 /// The server's RSS now (its whole process tree), 0 if it is gone.
@@ -271,6 +302,13 @@ pub fn turn(ctx: &Ctx, cell: &mut CellRun, runs: std::ops::RangeInclusive<u32>) 
     for n in &running.notes {
         if !cell.notes.contains(n) {
             cell.notes.push(n.clone());
+        }
+    }
+    if ctx.args.protocol == Protocol::H2c && !cell.workload.kind.is_ws() {
+        if let Some(why) = h2c_unserved(&running, &cell.entry.name) {
+            cell.row.status = RowStatus::NotServed;
+            cell.row.error = Some(why);
+            cell.over = true;
         }
     }
     let mut holder = String::new();
