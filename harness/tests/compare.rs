@@ -651,6 +651,120 @@ fn the_default_compare_runs_every_server_installed_here() {
 }
 
 #[test]
+fn websocket_workloads_echo_hold_and_name_who_cannot_serve_them() {
+    let out = tmp("compare-ws");
+    let (stdout, _) = compare_ok(
+        &[
+            "--servers",
+            "event-loop,php-fpm,worker-pool",
+            "--workloads",
+            "ws-echo,ws-hold",
+            "-c",
+            "30",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    let results: Results = serde_json::from_str(&text).unwrap();
+    let row = |server: &str, workload: &str| {
+        results
+            .rows
+            .iter()
+            .find(|r| r.server == server && r.workload == workload)
+            .unwrap_or_else(|| panic!("no {server} {workload} row\n{stdout}"))
+    };
+    for w in ["ws-echo", "ws-hold"] {
+        let fpm = row("php-fpm", w);
+        assert_eq!(fpm.status, RowStatus::NotServed, "{stdout}");
+        assert!(fpm.error.as_deref().unwrap().contains("FastCGI"), "{fpm:?}");
+        assert!(
+            table_row(&stdout, "php-fpm", w)
+                .unwrap()
+                .contains("NOT SERVED"),
+            "{stdout}"
+        );
+    }
+    let echo = row("event-loop", "ws-echo");
+    assert_eq!(echo.status, RowStatus::Ok, "{stdout}");
+    let s = echo.summary.as_ref().unwrap();
+    assert!(s.requests > 0 && s.failed == 0, "{s:?}");
+    let hold = row("event-loop", "ws-hold");
+    let held = hold.runs[0].held.as_ref().unwrap();
+    assert_eq!((held.opened, held.stayed_up), (30, 30), "{stdout}");
+    assert!(held.waiting_note.is_none(), "{held:?}");
+    assert!(
+        held.rss_per_held_bytes
+            .map_or(held.rss_note.is_some(), |b| b > 0.0),
+        "{held:?}"
+    );
+    // 20 workers, a worker per connection: the rest wait, and that is no failure.
+    let pool = row("worker-pool", "ws-hold");
+    assert_eq!(pool.status, RowStatus::Ok, "{stdout}");
+    let held = pool.runs[0].held.as_ref().unwrap();
+    assert!(held.stayed_up > 0 && held.stayed_up < 30, "{held:?}");
+    let note = held.waiting_note.as_deref().unwrap();
+    assert!(
+        note.contains("of 30 held (the rest wait: a worker per connection)"),
+        "{note}"
+    );
+    assert!(stdout.contains(note), "{stdout}");
+}
+
+#[test]
+fn protocol_h2c_loads_who_serves_it_and_names_who_does_not() {
+    let out = tmp("compare-h2c");
+    let (stdout, _) = compare_ok(
+        &[
+            "--servers",
+            "event-loop,coroutine",
+            "--workloads",
+            "hello",
+            "--protocol",
+            "h2c",
+            "--streams",
+            "8",
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    let results: Results = serde_json::from_str(&text).unwrap();
+    assert_eq!(results.settings.protocol.as_deref(), Some("h2c 8"));
+    let row = |server: &str| results.rows.iter().find(|r| r.server == server).unwrap();
+    let el = row("event-loop");
+    assert_eq!(el.status, RowStatus::Ok, "{stdout}");
+    let s = el.summary.as_ref().unwrap();
+    assert!(s.requests > 0 && s.failed == 0, "{s:?}");
+    let co = row("coroutine");
+    assert_eq!(co.status, RowStatus::NotServed, "{stdout}");
+    assert!(
+        co.error.as_deref().unwrap().contains("does not serve h2c"),
+        "{co:?}"
+    );
+    assert!(
+        table_row(&stdout, "coroutine", "hello")
+            .unwrap()
+            .contains("NOT SERVED"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn servers_lists_the_catalog_with_reasons() {
     let o = Command::new(harness_bin()).arg("servers").output().unwrap();
     assert!(o.status.success());
@@ -1005,6 +1119,7 @@ fn synthetic() -> Results {
             started_s: None,
             profile: None,
             tls: None,
+            held: None,
         };
         Row {
             server: server.into(),
@@ -1075,6 +1190,7 @@ fn synthetic() -> Results {
             warmup_s: 3.0,
             runs: 2,
             keepalive: true,
+            protocol: None,
             threads: 2,
             timeout_s: 10.0,
             load_tool: "harness".into(),

@@ -109,6 +109,7 @@ fn run(rps: f64, p99_us: u64, outside_cpu_pct: f64) -> RunDoc {
         started_s: None,
         profile: None,
         tls: None,
+        held: None,
     }
 }
 
@@ -179,6 +180,7 @@ fn compare(servers: Vec<ServerDoc>, cells: &[Cell]) -> Results {
             warmup_s: 1.0,
             runs: 10,
             keepalive: true,
+            protocol: None,
             threads: 2,
             timeout_s: 10.0,
             load_tool: "harness".into(),

@@ -108,6 +108,21 @@ pub struct CompareArgs {
     #[arg(long)]
     pub no_keepalive: bool,
 
+    /// How every run frames its requests: HTTP/1.1 one at a time,
+    /// pipelined (`--pipeline`), or HTTP/2 in the clear (`--streams`). A
+    /// server whose /config does not list the protocol is named as not
+    /// serving it.
+    #[arg(long, value_enum, default_value_t = Protocol::H1)]
+    pub protocol: Protocol,
+
+    /// `--protocol h1-pipelined`: requests in flight per connection.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub pipeline: u16,
+
+    /// `--protocol h2c`: streams in flight per connection.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub streams: u16,
+
     /// Engine threads (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -193,4 +208,15 @@ Example:
 pub struct ReportArgs {
     /// A results directory (or its results.json).
     pub dir: PathBuf,
+}
+
+/// `--protocol`: how a comparison's runs frame their requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    #[value(name = "h1")]
+    H1,
+    #[value(name = "h1-pipelined")]
+    H1Pipelined,
+    #[value(name = "h2c")]
+    H2c,
 }

@@ -135,6 +135,17 @@ impl CompareArgs {
         if self.runs == 0 {
             bail!("--runs must be at least 1");
         }
+        if self.protocol != args::Protocol::H1 {
+            if self.load_tool != LoadTool::Harness {
+                bail!("--protocol h1-pipelined and h2c load only with the built-in engine (--load-tool harness)");
+            }
+            if self.no_keepalive || self.tls {
+                bail!("--protocol h1-pipelined and h2c need kept-alive plaintext connections: drop --no-keepalive and --tls");
+            }
+        }
+        if !(2..=1024).contains(&self.pipeline) || !(1..=1024).contains(&self.streams) {
+            bail!("--pipeline must be 2 to 1024 and --streams 1 to 1024");
+        }
         if self.connections.is_empty() || self.connections.contains(&0) {
             bail!("-c needs levels of at least 1 connection");
         }
@@ -361,6 +372,11 @@ fn settings(
         warmup_s: args.warmup.as_secs_f64(),
         runs: args.runs,
         keepalive: !args.no_keepalive,
+        protocol: match args.protocol {
+            args::Protocol::H1 => None,
+            args::Protocol::H1Pipelined => Some(format!("http/1.1-pipelined {}", args.pipeline)),
+            args::Protocol::H2c => Some(format!("h2c {}", args.streams)),
+        },
         threads: threads as u64,
         timeout_s: args.timeout.as_secs_f64(),
         load_tool: args.load_tool.name().into(),

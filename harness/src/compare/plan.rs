@@ -14,6 +14,24 @@ pub struct Workload {
     /// The request target: `/hello`.
     pub path: String,
     pub needs_db: bool,
+    pub kind: Kind,
+}
+
+/// How a workload loads its server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `GET path`, every response checked.
+    Http,
+    /// `ws-echo`: the WebSocket echo on `/ws`, 64-byte messages.
+    WsEcho,
+    /// `ws-hold`: connections upgraded and held, a ping each second.
+    WsHold,
+}
+
+impl Kind {
+    pub fn is_ws(self) -> bool {
+        self != Kind::Http
+    }
 }
 
 /// `hello` → `/hello`, `work` → `/work`, `cpu` → `/cpu`, `db` → `/db`,
@@ -23,6 +41,19 @@ pub fn workload(spec: &str) -> anyhow::Result<Workload> {
     let spec = spec.trim();
     if spec.is_empty() {
         bail!("an empty workload name");
+    }
+    let ws = match spec {
+        "ws-echo" => Some(Kind::WsEcho),
+        "ws-hold" => Some(Kind::WsHold),
+        _ => None,
+    };
+    if let Some(kind) = ws {
+        return Ok(Workload {
+            name: spec.to_string(),
+            path: "/ws".to_string(),
+            needs_db: false,
+            kind,
+        });
     }
     let path = match spec {
         "hello" => "/hello".to_string(),
@@ -36,7 +67,7 @@ pub fn workload(spec: &str) -> anyhow::Result<Workload> {
     let route = workloads::route("GET", &path).map_err(|r| {
         anyhow::anyhow!(
             "workload {spec:?}: GET {path} is not a contract endpoint ({}); \
-             try hello, work, cpu, db, sleep, db?sleep_ms=10 or /cpu?n=5000",
+             try hello, work, cpu, db, sleep, db?sleep_ms=10, /cpu?n=5000, ws-echo or ws-hold",
             String::from_utf8_lossy(r.into_response().body.as_bytes()).trim()
         )
     })?;
@@ -47,6 +78,7 @@ pub fn workload(spec: &str) -> anyhow::Result<Workload> {
         name: spec.to_string(),
         path,
         needs_db: route.endpoint.needs_db(),
+        kind: Kind::Http,
     })
 }
 
@@ -54,7 +86,7 @@ pub fn workloads(specs: &[String]) -> anyhow::Result<Vec<Workload>> {
     let mut out: Vec<Workload> = Vec::new();
     for s in specs.iter().filter(|s| !s.trim().is_empty()) {
         let w = workload(s).context("bad --workloads")?;
-        if !out.iter().any(|o| o.path == w.path) {
+        if !out.iter().any(|o| o.path == w.path && o.kind == w.kind) {
             out.push(w);
         }
     }
@@ -94,6 +126,15 @@ mod tests {
         assert!(workload("nope").is_err());
         assert!(workload("/cpu?n=abc").is_err());
         assert!(workload("/config").is_err());
+        let (e, h) = (workload("ws-echo").unwrap(), workload("ws-hold").unwrap());
+        assert_eq!((e.path.as_str(), e.kind), ("/ws", Kind::WsEcho));
+        assert_eq!(h.kind, Kind::WsHold);
+        assert_eq!(
+            workloads(&["ws-echo".into(), "ws-hold".into()])
+                .unwrap()
+                .len(),
+            2
+        );
         let ws = workloads(&["hello".into(), "/hello".into(), "work".into()]).unwrap();
         assert_eq!(ws.len(), 2);
         assert!(workloads(&[]).is_err());

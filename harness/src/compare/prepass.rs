@@ -150,7 +150,10 @@ pub fn run(
                     .all(|s| !matches!(procfs::effective_autogroup(s.pid), Some(g) if g != *own))
             });
         }
-        for w in workloads.iter().filter(|w| e.serves(&w.path)) {
+        for w in workloads
+            .iter()
+            .filter(|w| !w.kind.is_ws() && e.serves(&w.path))
+        {
             if let Err(msg) = runner::preflight(&running, &w.path) {
                 failed[i].push((w.name.clone(), msg));
             }

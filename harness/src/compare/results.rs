@@ -40,6 +40,10 @@ pub struct Settings {
     pub warmup_s: f64,
     pub runs: u32,
     pub keepalive: bool,
+    /// `--protocol` other than h1: `http/1.1-pipelined 16` or `h2c 100`
+    /// (requests or streams in flight per connection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
     /// Engine threads (the built-in engine and wrk).
     pub threads: u64,
     pub timeout_s: f64,
@@ -133,6 +137,10 @@ pub enum RowStatus {
     Failed,
     /// Ctrl-C stopped it: its runs so far are kept.
     Interrupted,
+    /// The server does not serve this workload (its `/config` says so,
+    /// e.g. `websocket_unsupported`): `error` says why. Not a failure.
+    #[serde(rename = "not_served")]
+    NotServed,
 }
 
 /// `harness verify` over a server: how many rows, which failed and why.
@@ -211,6 +219,24 @@ pub struct RunDoc {
     /// Over TLS: the run's handshakes (the built-in engine's count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<RunTls>,
+    /// `ws-hold`: the connections held and what they cost the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldDoc>,
+}
+
+/// `ws-hold`: connections upgraded, still up at the end, and the server's
+/// RSS per held one (its peak during the hold minus its RSS before).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldDoc {
+    pub opened: u64,
+    pub stayed_up: u64,
+    /// Absent when it would be ≤ 0 or could not be read: `rss_note` says why.
+    pub rss_per_held_bytes: Option<f64>,
+    pub rss_note: Option<String>,
+    /// Fewer held than connections asked for, because each takes a worker
+    /// (from `/config`): the rest wait, which is the model, not a failure.
+    pub waiting_note: Option<String>,
 }
 
 /// A run's TLS handshakes.

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::args::{CompareArgs, LoadTool};
-use super::plan::Workload;
+use super::args::{CompareArgs, LoadTool, Protocol};
+use super::plan::{Kind, Workload};
 use super::progress::Progress;
-use super::results::{CurvePoint, LatencyDoc, Row, RowStatus, RunDoc, RunTls, Summary};
+use super::results::{CurvePoint, HeldDoc, LatencyDoc, Row, RowStatus, RunDoc, RunTls, Summary};
 use crate::catalog::{Entry, Running};
 use crate::engine::{self, Control, End, Plan};
 use crate::lab::driver::Placed;
@@ -111,7 +111,111 @@ fn plan(ctx: &Ctx, running: &Running, w: &Workload, c: usize, length: Duration) 
         io: ctx.lab.io,
         gather: ctx.lab.gather,
     };
-    load::plan(running, &w.path, &shape, length)
+    match w.kind {
+        Kind::Http => {
+            let mut p = load::plan(running, &w.path, &shape, length);
+            p.framing = match ctx.args.protocol {
+                Protocol::H1 => engine::Framing::H1,
+                Protocol::H1Pipelined => engine::Framing::pipelined(ctx.args.pipeline),
+                Protocol::H2c => engine::Framing::H2c(ctx.args.streams),
+            };
+            p
+        }
+        Kind::WsEcho => {
+            let ws = load::WsShape::Echo { in_flight: 1 };
+            load::ws_plan(running, &w.path, &shape, ws, length)
+        }
+        Kind::WsHold => {
+            let ws = load::WsShape::Hold { every: HOLD_PING };
+            load::ws_plan(running, &w.path, &shape, ws, length)
+        }
+    }
+}
+
+/// `ws-hold`: a ping on each held connection this often.
+const HOLD_PING: Duration = Duration::from_secs(1);
+
+/// A WebSocket workload on `running`: `Ok(Ok(what holds a connection))`
+/// where its `/config` serves WebSocket, `Ok(Err(why not))` where it says
+/// it cannot.
+fn websocket_served(running: &Running) -> Result<Result<String, String>, String> {
+    let config = running.config()?;
+    Ok(match config.websocket {
+        Some(h) => Ok(h.connection),
+        None => Err(config
+            .websocket_unsupported
+            .unwrap_or_else(|| "its /config does not say it serves WebSocket".into())),
+    })
+}
+
+/// Servers whose h2c listens on a port of its own (nginx 1.22's `listen …
+/// http2` in the clear speaks only h2c; Node's `H2C_PORT`).
+const H2C_OWN_PORT: [&str; 2] = ["nginx-static", "node"];
+
+/// `--protocol h2c`: why `running` cannot be loaded over h2c on its port,
+/// or `None` where its `/config` lists h2c.
+fn h2c_unserved(running: &Running, name: &str) -> Option<String> {
+    if H2C_OWN_PORT.contains(&name) {
+        return Some(
+            "does not serve h2c here: h2c on a port of its own, not wired into compare yet".into(),
+        );
+    }
+    match running.config() {
+        Ok(c) if c.protocols.iter().any(|p| p == "h2c") => None,
+        Ok(c) => Some(format!(
+            "does not serve h2c: {}",
+            c.http2_unsupported
+                .unwrap_or_else(|| format!("its /config lists {:?}", c.protocols))
+        )),
+        Err(e) => Some(format!("does not serve h2c: its /config: {e}")),
+    }
+}
+
+/// The server's RSS now (its whole process tree), 0 if it is gone.
+fn rss_now(running: &Running) -> u64 {
+    crate::procfs::tree(&running.pids())
+        .iter()
+        .map(|s| s.rss_pages)
+        .sum::<u64>()
+        * crate::procfs::page_size()
+}
+
+/// `ws-hold`'s figures from a run: never a negative or a gone server's RSS.
+fn held_doc(
+    r: &engine::RunResult,
+    asked: usize,
+    rss_before: Option<u64>,
+    rss_peak: Option<u64>,
+    alive: bool,
+    holder: &str,
+) -> HeldDoc {
+    let (opened, stayed_up) = (r.stats.ws_upgraded, r.stats.ws_up_at_end);
+    let (rss_per_held_bytes, rss_note) = match (rss_before, rss_peak) {
+        _ if !alive => (None, Some("the server is gone: no RSS to read".to_string())),
+        _ if stayed_up == 0 => (None, Some("no connection stayed up".to_string())),
+        (Some(b), Some(p)) if p > b => (Some((p - b) as f64 / stayed_up as f64), None),
+        (Some(b), Some(p)) => (
+            None,
+            Some(format!(
+                "RSS did not grow ({} KiB before, {} KiB during the hold): no figure per connection",
+                b / 1024,
+                p / 1024
+            )),
+        ),
+        _ => (None, Some("the server's RSS was not sampled (not started by the harness)".to_string())),
+    };
+    let per_connection = holder.contains("per connection")
+        || holder.contains("connection's lifetime")
+        || holder.starts_with("a worker");
+    let waiting_note = (stayed_up < asked as u64 && per_connection)
+        .then(|| format!("{stayed_up} of {asked} held (the rest wait: a worker per connection)"));
+    HeldDoc {
+        opened,
+        stayed_up,
+        rss_per_held_bytes,
+        rss_note,
+        waiting_note,
+    }
 }
 
 /// One server × workload × c cell being measured: its row so far, taken
@@ -200,8 +304,38 @@ pub fn turn(ctx: &Ctx, cell: &mut CellRun, runs: std::ops::RangeInclusive<u32>) 
             cell.notes.push(n.clone());
         }
     }
-    if let Err(e) = load(ctx, &mut running, cell, runs, &label) {
-        cell.fail(ctx, e);
+    if ctx.args.protocol == Protocol::H2c && !cell.workload.kind.is_ws() {
+        if let Some(why) = h2c_unserved(&running, &cell.entry.name) {
+            cell.row.status = RowStatus::NotServed;
+            cell.row.error = Some(why);
+            cell.over = true;
+        }
+    }
+    let mut holder = String::new();
+    if cell.workload.kind.is_ws() {
+        match websocket_served(&running) {
+            Ok(Ok(h)) => holder = h,
+            Ok(Err(why)) => {
+                cell.row.status = RowStatus::NotServed;
+                cell.row.error = Some(format!("does not serve WebSocket: {why}"));
+                cell.over = true;
+            }
+            Err(e) => cell.fail(ctx, format!("its /config: {e}")),
+        }
+        if ctx.args.load_tool != LoadTool::Harness && !cell.over {
+            cell.fail(
+                ctx,
+                format!(
+                    "{} loads only with the built-in engine (--tool harness)",
+                    cell.workload.name
+                ),
+            );
+        }
+    }
+    if !cell.over {
+        if let Err(e) = load(ctx, &mut running, cell, runs, &label, &holder) {
+            cell.fail(ctx, e);
+        }
     }
     for n in running.stop() {
         if !cell.notes.contains(&n) {
@@ -218,9 +352,12 @@ fn load(
     cell: &mut CellRun,
     runs: std::ops::RangeInclusive<u32>,
     label: &str,
+    holder: &str,
 ) -> Result<(), String> {
     let (w, c, tool) = (cell.workload, cell.c, ctx.args.load_tool);
-    preflight(running, &w.path)?;
+    if !w.kind.is_ws() {
+        preflight(running, &w.path)?;
+    }
     let control = ctx.control();
     if !ctx.args.warmup.is_zero() {
         let mut bar = ctx
@@ -249,6 +386,7 @@ fn load(
             .run(format!("{label} run {i}/{total}"), ctx.args.duration);
         let started_s = ctx.clock.elapsed().as_secs_f64();
         let recording = ctx.profiles.as_ref().map(|p| (p, p.start(running)));
+        let rss_before = running.managed().then(|| rss_now(running));
         let (outcome, sample) = load::metered(
             running,
             ctx.lab.db_pid(ctx.placed.setup.as_ref()),
@@ -277,7 +415,13 @@ fn load(
         let mut doc = match outcome {
             Ok(Ok(result)) => {
                 let _ = cell.merged.add(&result.stats.latency_us);
-                engine_doc(&result, sample)
+                let rss_peak = sample.as_ref().map(|s| s.server_rss_peak_bytes);
+                let mut doc = engine_doc(&result, sample);
+                if w.kind == Kind::WsHold {
+                    let alive = running.check_alive().is_ok();
+                    doc.held = Some(held_doc(&result, c, rss_before, rss_peak, alive, holder));
+                }
+                doc
             }
             Ok(Err(t)) => tool_doc(&t, sample),
             Err(e) => {
@@ -389,6 +533,7 @@ fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
         started_s: None,
         profile: None,
         tls,
+        held: None,
     }
 }
 
@@ -429,6 +574,7 @@ fn tool_doc(t: &ToolRun, sample: Option<Sample>) -> RunDoc {
         started_s: None,
         profile: None,
         tls: None,
+        held: None,
     }
 }
 

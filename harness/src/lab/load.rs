@@ -58,3 +58,60 @@ pub fn metered<T>(
     let out = load();
     (out, meter.map(Meter::finish))
 }
+
+/// How a comparison loads a WebSocket server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WsShape {
+    /// Binary 64-byte messages echoed, `in_flight` per connection.
+    Echo { in_flight: u16 },
+    /// Connections upgraded and held, a ping on each every `every`.
+    Hold { every: Duration },
+}
+
+/// The WebSocket echo (or hold) on `path` of `running` for `length`, each
+/// echo checked byte for byte, as `harness run ws://…` does.
+pub fn ws_plan(
+    running: &Running,
+    path: &str,
+    shape: &Shape,
+    ws: WsShape,
+    length: Duration,
+) -> Plan {
+    use crate::engine::{ws, Framing, Pace};
+    let payload = ws::message(ws::DEFAULT_MESSAGE);
+    let request = Request {
+        method: "GET".into(),
+        target: path.to_string(),
+        bytes: std::sync::Arc::from(payload.clone()),
+        body_bytes: None,
+        chunked: false,
+    };
+    let check = Check::Exact {
+        status: 101,
+        body: std::sync::Arc::from(payload),
+    };
+    let mut p = Plan::new(&running.url(path), running.addr, request, check);
+    p.connections = shape.connections;
+    p.threads = shape.threads;
+    p.keepalive = true;
+    p.io = shape.io;
+    p.gather = shape.gather;
+    p.timeout = shape.timeout;
+    p.stop = Stop::Duration(length);
+    p.max_duration = length;
+    p.authority.clone_from(&running.authority);
+    p.ws = Some(ws::WsPlan {
+        target: path.to_string(),
+        host: running.authority.clone(),
+        binary: true,
+        hold: matches!(ws, WsShape::Hold { .. }),
+    });
+    match ws {
+        WsShape::Echo { in_flight } => p.framing = Framing::Ws(in_flight),
+        WsShape::Hold { every } => {
+            p.framing = Framing::Ws(1);
+            p.pace = Pace::Rate(p.connections as f64 / every.as_secs_f64());
+        }
+    }
+    p
+}

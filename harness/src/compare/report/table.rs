@@ -62,6 +62,18 @@ fn row_cells(r: &Row, results: &Results) -> Vec<String> {
             v.push(s.server_rss_peak_bytes.map_or("—".into(), bytes));
             v.push(s.ratio.map_or("—".into(), |x| format!("{x:.2}×")));
         }
+        _ if r.status == RowStatus::NotServed => {
+            v.push(format!(
+                "NOT SERVED: {}",
+                r.error
+                    .as_deref()
+                    .unwrap_or("")
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ));
+            v.resize(v.len() + 7, String::new());
+        }
         _ => {
             v.push(format!(
                 "FAILED: {}",
@@ -142,6 +154,12 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
             line(&format!(
                 "{} {} c={}: other processes took up to {pct:.0}% of the machine during its runs: \
                  its figures are contaminated (harness calibrate measures the machine's noise)",
+                r.server, r.workload, r.connections
+            ));
+        }
+        if let Some(note) = websocket_note(r) {
+            line(&format!(
+                "{} {} c={}: {note}",
                 r.server, r.workload, r.connections
             ));
         }
@@ -262,4 +280,38 @@ pub fn markdown(results: &Results) -> String {
     }
     out.push_str(&format!("\nScheduling: {}.\n", m.scheduling));
     out
+}
+
+/// A WebSocket row's own figures: server CPU per echoed message (`ws-echo`);
+/// connections held and server RSS per held one (`ws-hold`), or why there
+/// is no such figure.
+fn websocket_note(r: &Row) -> Option<String> {
+    if r.path != "/ws" || r.status == RowStatus::NotServed {
+        return None;
+    }
+    let last = r.runs.last()?;
+    if let Some(h) = &last.held {
+        let held = match &h.waiting_note {
+            Some(w) => w.clone(),
+            None => format!("held {} opened, {} stayed up", h.opened, h.stayed_up),
+        };
+        let rss = match (h.rss_per_held_bytes, &h.rss_note) {
+            (Some(b), _) => format!("{:.1} KiB of server RSS per held connection", b / 1024.0),
+            (None, Some(n)) => format!("no RSS per held connection: {n}"),
+            (None, None) => "no RSS per held connection".into(),
+        };
+        return Some(format!("{held}; {rss}"));
+    }
+    let (cpu, n) = r.runs.iter().fold((0.0, 0u64), |(cpu, n), run| {
+        (
+            cpu + run.server_cpu_pct.unwrap_or(0.0) / 100.0 * run.duration_s,
+            n + run.ok,
+        )
+    });
+    (n > 0 && cpu > 0.0).then(|| {
+        format!(
+            "{:.1} µs of server CPU per echoed message",
+            cpu * 1e6 / n as f64
+        )
+    })
 }
