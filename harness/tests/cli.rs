@@ -182,6 +182,28 @@ fn bad_input_is_an_error_with_context() {
 
     let out = harness(&["run", "http://127.0.0.1:1/", "-d", "ten"]);
     assert!(!out.status.success());
+
+    // compare refuses WebSocket workloads it cannot run, in one line,
+    // before it starts anything.
+    for (extra, says) in [
+        ("--tls", "drop --tls"),
+        ("--load-tool=ab", "drop --load-tool"),
+    ] {
+        let out = harness(&[
+            "compare",
+            "--workloads",
+            "hello,ws-echo",
+            "--servers",
+            "event-loop",
+            extra,
+        ]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("ws-echo") && err.contains(says) && err.lines().count() == 1,
+            "{err}"
+        );
+    }
 }
 
 #[test]

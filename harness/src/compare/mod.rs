@@ -143,6 +143,14 @@ impl CompareArgs {
                 bail!("--protocol h1-pipelined and h2c need kept-alive plaintext connections: drop --no-keepalive and --tls");
             }
         }
+        if let Some(ws) = self.workloads.iter().find(|w| w.starts_with("ws-")) {
+            if self.load_tool != LoadTool::Harness {
+                bail!("{ws} loads only with the built-in engine: drop --load-tool (ab and wrk speak no WebSocket)");
+            }
+            if self.tls {
+                bail!("{ws} runs over plain ws:// in compare: drop --tls (wss:// is `harness run wss://ADDR/ws`)");
+            }
+        }
         if !(2..=1024).contains(&self.pipeline) || !(1..=1024).contains(&self.streams) {
             bail!("--pipeline must be 2 to 1024 and --streams 1 to 1024");
         }

@@ -326,7 +326,7 @@ pub fn turn(ctx: &Ctx, cell: &mut CellRun, runs: std::ops::RangeInclusive<u32>) 
             cell.fail(
                 ctx,
                 format!(
-                    "{} loads only with the built-in engine (--tool harness)",
+                    "{} loads only with the built-in engine (--load-tool harness)",
                     cell.workload.name
                 ),
             );
