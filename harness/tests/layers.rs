@@ -23,7 +23,9 @@ const LAYERS: &[&[&str]] = &[
         "merge",
         "certs",
     ],
-    &["lab"],
+    // verify_h2: verify's HTTP/2 client (the h2 crate), a helper of the
+    // command, on the engine's TLS plan.
+    &["lab", "verify_h2"],
     &["env"],
     &["catalog"],
     &["engine", "report"],
