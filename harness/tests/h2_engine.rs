@@ -12,7 +12,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,8 +23,7 @@ use serde_json::Value;
 use testkit::ServerProcess;
 
 use crate::util::{
-    harness, own_session, reference_server, run, sibling_binary, skip_without, stdout,
-    two_path_plan,
+    harness, own_session, reference_server, run, sibling_binary, stdout, two_path_plan,
 };
 
 fn h2c_on_the_event_loop_verifies_every_stream(io: harness::engine::Io) {
@@ -225,11 +223,7 @@ fn resets_and_goaway_are_counted_by_kind_and_the_stream_limit_holds() {
 /// engine opened a ninth stream, nginx would have reset it).
 #[test]
 fn nginx_h2c_respects_its_stream_limit() {
-    let Some(nginx) = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        skip_without("nginx is not installed (apt-get install nginx-light)");
+    let Some(nginx) = crate::util::nginx_or_skip() else {
         return;
     };
     let dir = crate::util::tmp("h2c-nginx");

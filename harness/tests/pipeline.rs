@@ -275,11 +275,7 @@ crate::on_both_backends!(
 /// protocol and depth and matches its schema.
 #[test]
 fn nginx_is_loaded_pipelined_through_the_cli() {
-    let Some(nginx) = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        skip_without("nginx is not installed (apt-get install nginx-light)");
+    let Some(nginx) = crate::util::nginx_or_skip() else {
         return;
     };
     let dir = crate::util::tmp("pipeline-nginx");

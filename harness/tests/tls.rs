@@ -15,7 +15,7 @@ use harness::engine::{Io, Plan, RunResult, Stop, TlsPlan, TlsVersion};
 use labcert::LabCert;
 use testkit::ServerProcess;
 
-use crate::util::{harness, own_session, plan_on, run, sibling_binary, skip_without};
+use crate::util::{harness, own_session, plan_on, run, sibling_binary};
 
 /// The lab certificate and an event-loop server serving HTTPS with it,
 /// made once for this test binary (the server is killed when it exits).
@@ -301,11 +301,7 @@ fn harness_run_https_reports_tls_and_refuses_a_wrong_certificate_in_one_line() {
 /// `harness run https://` with every response verified.
 #[test]
 fn nginx_over_tls_is_loaded_and_verified() {
-    let Some(nginx) = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        skip_without("nginx is not installed (apt-get install nginx-light)");
+    let Some(nginx) = crate::util::nginx_or_skip() else {
         return;
     };
     let lab = LabCert::new().unwrap();

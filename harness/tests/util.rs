@@ -261,6 +261,18 @@ pub fn two_path_plan(
     })
 }
 
+/// Debian's nginx, or `None` after saying the test skips without it
+/// (under `CI=true`, install-deps provides it and `skip_without` fails).
+pub fn nginx_or_skip() -> Option<&'static str> {
+    let found = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    if found.is_none() {
+        skip_without("nginx is not installed (apt-get install nginx-light)");
+    }
+    found
+}
+
 /// A plan against `url` with the CLI's checks, tuned by `tune`.
 pub fn plan(url: &str, tune: impl FnOnce(&mut Plan)) -> Plan {
     plan_on(harness::engine::Io::default(), url, tune)
