@@ -46,7 +46,7 @@ pub enum Command {
     Report(crate::compare::args::ReportArgs),
     /// Measure the machine and each environment (bare, pinned, bridge, proxy) before comparing.
     Calibrate(crate::calibrate::CalibrateArgs),
-    /// Demonstrate how the concurrency models differ: waiting, a CPU stall, connection cost, memory.
+    /// Demonstrate how the concurrency models differ: waiting, a CPU stall, connection cost, memory, multiplexing.
     Models(crate::models::ModelsArgs),
     /// Redo a published benchmark (swoole-vs-node, docker-vs-bare): its figures beside ours.
     Reproduce(crate::reproduce::ReproduceArgs),

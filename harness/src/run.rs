@@ -117,12 +117,27 @@ is compared byte for byte with what was sent, counted ok or failed by kind,
 and timed from its send (with --rate R, R messages per second, from their
 intended send times). The contract's servers echo on /ws.
 
+Rooms (--room, on the contract's /ws/room?name=R): every connection is a
+member of a room, one room of all -c members, or rooms of --room-size K
+(named R-0, R-1, ...). A room starts once all its members are upgraded;
+each member then sends --pipeline N messages in flight (or its share of
+--rate R messages per second), and every member receives every message,
+its own included: K deliveries per message. A request of the report is a
+delivery, timed at its receiver from its message's send (or intended
+send): each is checked for the message's bytes (after a 24-byte header
+naming its sender, sequence and the room's epoch), for its sender's order
+(failures: order, also for one skipped) and for the room's one order, the
+same at every member (failures: interleave). A message ends once every
+member has it; a member whose connection fails fails its room's owed
+deliveries and the room rejoins. Deliveries grow as K^2: keep K small.
+
 Examples:
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s
   harness run http://127.0.0.1:8082/hello -c 16 -d 10s --pipeline 16
   harness run http://127.0.0.1:8082/hello -c 4 -d 10s --h2c --streams 100
   harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 4 -d 10s --h2
   harness run ws://127.0.0.1:8082/ws -c 50 -d 10s --pipeline 8 --ws-size 64
+  harness run 'ws://127.0.0.1:8082/ws/room?name=lab' -c 50 --room --room-size 10 -d 10s
   harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab
   harness run 'http://127.0.0.1:8082/sleep?ms=20' -c 50 -d 10s --rate 2000
   harness run http://127.0.0.1:8082/hello -d 5s --format json --hist run.hgrm > run.json
@@ -256,6 +271,17 @@ pub struct RunArgs {
     /// (JSON: connections.held).
     #[arg(long, value_name = "INTERVAL", value_parser = parse_duration)]
     pub hold: Option<Duration>,
+
+    /// ws:// and wss://: room fan-out on a room URL (`/ws/room?name=R`):
+    /// every member receives every member's messages, each arrival a
+    /// delivery timed and checked at its receiver (see above).
+    #[arg(long)]
+    pub room: bool,
+
+    /// --room: rooms of K members each (-c a multiple of K, K at most
+    /// 1024) rather than one room of all -c.
+    #[arg(long, value_name = "K", requires = "room")]
+    pub room_size: Option<usize>,
 
     /// An extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
@@ -531,8 +557,8 @@ fn ws_plan(args: &RunArgs) -> anyhow::Result<Option<Plan>> {
     } else if let Some(rest) = lower.strip_prefix("wss://").map(|_| &args.url[6..]) {
         format!("https://{rest}")
     } else {
-        if args.ws_size.is_some() || args.ws_text || args.hold.is_some() {
-            bail!("--ws-size, --ws-text and --hold are for ws:// and wss:// URLs");
+        if args.ws_size.is_some() || args.ws_text || args.hold.is_some() || args.room {
+            bail!("--ws-size, --ws-text, --hold and --room are for ws:// and wss:// URLs");
         }
         return Ok(None);
     };
@@ -557,6 +583,42 @@ fn ws_plan(args: &RunArgs) -> anyhow::Result<Option<Plan>> {
             workloads::ws::MAX_MESSAGE
         );
     }
+    let room = if args.room {
+        if args.hold.is_some() {
+            bail!("--hold and --room are different runs: choose one");
+        }
+        if engine::ws_room::name(&target.path).is_none() {
+            bail!(
+                "--room joins the room the URL names: give it one, e.g. ws://{}/ws/room?name=lab",
+                target.authority
+            );
+        }
+        if size < engine::ws_room::HEADER {
+            bail!(
+                "--room messages start with a {}-byte header (sender, sequence, epoch): --ws-size {size} is too small",
+                engine::ws_room::HEADER
+            );
+        }
+        let k = args.room_size.unwrap_or(args.connections);
+        if k == 0 || k > engine::ws_room::MAX_MEMBERS {
+            bail!(
+                "a room has 1 to {} members (its deliveries grow as K²): use --room-size",
+                engine::ws_room::MAX_MEMBERS
+            );
+        }
+        if !args.connections.is_multiple_of(k) {
+            bail!(
+                "-c {} is not a whole number of rooms of --room-size {k}",
+                args.connections
+            );
+        }
+        Some(engine::ws_room::RoomPlan {
+            size: k,
+            rooms: args.connections / k,
+        })
+    } else {
+        None
+    };
     if let Some(every) = args.hold {
         if size > 125 {
             bail!(
@@ -593,6 +655,7 @@ fn ws_plan(args: &RunArgs) -> anyhow::Result<Option<Plan>> {
         host: target.authority.clone(),
         binary: !args.ws_text,
         hold: args.hold.is_some(),
+        room,
     });
     let mut plan = settings(args, &target, plan)?;
     plan.framing = Framing::Ws(args.pipeline);

@@ -59,6 +59,14 @@ pub enum Failure {
     /// HTTP/2: the server's GOAWAY left the request unprocessed.
     #[error("the server's HTTP/2 GOAWAY left the request unprocessed")]
     GoAway,
+    /// WebSocket room: a delivery out of its sender's order (skipped, a
+    /// duplicate, or from no member).
+    #[error("a room delivery came out of its sender's order, twice, or from no member")]
+    Order,
+    /// WebSocket room: a member received the room's messages in another
+    /// order than another member.
+    #[error("a room member received the room's messages in another order than another member")]
+    Interleave,
 }
 
 /// Counters of [`Failure`]s, one field per variant.
@@ -81,6 +89,12 @@ pub struct FailureCounts {
     /// HTTP/2 requests a GOAWAY left unprocessed; absent before HTTP/2.
     #[serde(default)]
     pub goaway: u64,
+    /// Room deliveries out of their sender's order; absent before rooms.
+    #[serde(default)]
+    pub order: u64,
+    /// Room deliveries out of the room's one order; absent before rooms.
+    #[serde(default)]
+    pub interleave: u64,
 }
 
 impl FailureCounts {
@@ -98,6 +112,8 @@ impl FailureCounts {
             Failure::Handshake => &mut self.handshake,
             Failure::Reset => &mut self.reset,
             Failure::GoAway => &mut self.goaway,
+            Failure::Order => &mut self.order,
+            Failure::Interleave => &mut self.interleave,
         } += 1;
     }
 
@@ -113,10 +129,12 @@ impl FailureCounts {
             + self.handshake
             + self.reset
             + self.goaway
+            + self.order
+            + self.interleave
     }
 
     /// `(name, count)` for every counter, in a fixed order.
-    pub fn named(&self) -> [(&'static str, u64); 11] {
+    pub fn named(&self) -> [(&'static str, u64); 13] {
         [
             ("connect", self.connect),
             ("write", self.write),
@@ -129,6 +147,8 @@ impl FailureCounts {
             ("handshake", self.handshake),
             ("reset", self.reset),
             ("goaway", self.goaway),
+            ("order", self.order),
+            ("interleave", self.interleave),
         ]
     }
 }
@@ -146,6 +166,8 @@ impl AddAssign<&FailureCounts> for FailureCounts {
         self.handshake += o.handshake;
         self.reset += o.reset;
         self.goaway += o.goaway;
+        self.order += o.order;
+        self.interleave += o.interleave;
     }
 }
 
@@ -247,6 +269,10 @@ pub struct Stats {
     /// open when the run ended (`--hold` reports them as held).
     pub ws_upgraded: u64,
     pub ws_up_at_end: u64,
+    /// WebSocket rooms: messages sent, and those all members received
+    /// (each arrival is a delivery, counted as a response).
+    pub room_messages: u64,
+    pub room_messages_complete: u64,
     /// Latency of successful requests: from the intended send time (`--rate`)
     /// or the request's start (its connect, with `--no-keepalive`) to the
     /// complete response.
@@ -277,6 +303,11 @@ pub struct Stats {
     pub tls_error: Option<String>,
     /// The body length of the first successful response (ab's "Document Length").
     pub document_length: Option<u64>,
+    /// HTTP/2: the fewest streams in flight a connection was allowed (the
+    /// run's `--streams`, lowered by the server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS), over every SETTINGS received;
+    /// `None` when no connection received one (no HTTP/2 was spoken).
+    pub h2_streams: Option<u32>,
     /// Per path of the plan, in its order (one for a single-path run): the
     /// same requests as the totals above, split by path.
     pub paths: Vec<PathStats>,
@@ -331,6 +362,8 @@ impl Default for Stats {
             keepalive_responses: 0,
             ws_upgraded: 0,
             ws_up_at_end: 0,
+            room_messages: 0,
+            room_messages_complete: 0,
             latency_us: latency_histogram(),
             service_us: latency_histogram(),
             waiting_us: latency_histogram(),
@@ -343,6 +376,7 @@ impl Default for Stats {
             tls: None,
             tls_error: None,
             document_length: None,
+            h2_streams: None,
             paths: Vec::new(),
         }
     }
@@ -381,6 +415,8 @@ impl AddAssign<&Stats> for Stats {
         self.handshakes_full += o.handshakes_full;
         self.ws_upgraded += o.ws_upgraded;
         self.ws_up_at_end += o.ws_up_at_end;
+        self.room_messages += o.room_messages;
+        self.room_messages_complete += o.room_messages_complete;
         self.handshakes_resumed += o.handshakes_resumed;
         self.handshake_us.add(&o.handshake_us).expect("same bounds");
         if self.tls.is_none() {
@@ -392,6 +428,10 @@ impl AddAssign<&Stats> for Stats {
         if self.document_length.is_none() {
             self.document_length = o.document_length;
         }
+        self.h2_streams = match (self.h2_streams, o.h2_streams) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if self.paths.len() < o.paths.len() {
             self.paths.resize_with(o.paths.len(), PathStats::default);
         }

@@ -241,9 +241,25 @@ fn no_allocation_per_request_with_a_body() {
 /// Allocations on the engine's threads during `messages` WebSocket echoes
 /// of 64 bytes, 8 in flight per connection, to the event-loop server.
 fn ws_allocations(server: &testkit::ServerProcess, io: Io, messages: u64) -> u64 {
+    ws_allocations_in(server, io, messages, None)
+}
+
+/// The same, or with `room` (rooms, members) as room fan-out on
+/// `/ws/room?name=alloc`: `messages` × members deliveries.
+fn ws_allocations_in(
+    server: &testkit::ServerProcess,
+    io: Io,
+    messages: u64,
+    room: Option<(usize, usize)>,
+) -> u64 {
     let authority = server.addr.to_string();
     let payload = harness::engine::ws::message(64);
-    let p = plan_on(io, &format!("http://{authority}/ws"), |p| {
+    let target = if room.is_some() {
+        "/ws/room?name=alloc"
+    } else {
+        "/ws"
+    };
+    let p = plan_on(io, &format!("http://{authority}{target}"), |p| {
         p.stop = Stop::Count(messages);
         p.connections = 4;
         p.request.bytes = std::sync::Arc::from(payload.clone());
@@ -253,15 +269,21 @@ fn ws_allocations(server: &testkit::ServerProcess, io: Io, messages: u64) -> u64
         };
         p.framing = Framing::Ws(8);
         p.ws = Some(harness::engine::ws::WsPlan {
-            target: "/ws".into(),
+            target: target.into(),
             host: authority.clone(),
             binary: true,
             hold: false,
+            room: room.map(|(rooms, size)| harness::engine::ws_room::RoomPlan { size, rooms }),
         });
+        if let Some((rooms, size)) = room {
+            p.connections = rooms * size;
+            p.framing = Framing::Ws(2);
+        }
     });
     let before = ENGINE_ALLOCS.load(Ordering::Relaxed);
     let r = run(&p);
-    assert_eq!(r.stats.ok, messages, "{:?}", r.stats.failures);
+    let members = room.map_or(1, |(_, size)| size as u64);
+    assert_eq!(r.stats.ok, messages * members, "{:?}", r.stats.failures);
     ENGINE_ALLOCS.load(Ordering::Relaxed) - before
 }
 
@@ -282,6 +304,27 @@ fn no_allocation_per_websocket_message() {
         assert!(
             large <= small + 16,
             "{io:?}: {small} allocations for 1,000 messages, {large} for 20,000"
+        );
+    }
+}
+
+/// Room fan-out allocates nothing per message or delivery either: the
+/// header is written into the frame, the tables are the room's (two rooms
+/// of four, 4,000 and 80,000 deliveries).
+#[test]
+fn no_allocation_per_room_delivery() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = sibling_binary("event-loop");
+    let server = testkit::ServerProcess::start(
+        bin.to_str().unwrap(),
+        &["--mysql-url", "mysql://bench:bench@127.0.0.1:1/bench"],
+    );
+    for io in [Io::Epoll, Io::Uring] {
+        let small = ws_allocations_in(&server, io, 1_000, Some((2, 4)));
+        let large = ws_allocations_in(&server, io, 20_000, Some((2, 4)));
+        assert!(
+            large <= small + 16,
+            "{io:?}: {small} allocations for 1,000 room messages, {large} for 20,000"
         );
     }
 }

@@ -231,7 +231,57 @@ fn rate_with_a_handshake_per_request_keeps_the_schedule(io: Io) {
     assert!(r.stats.latency_us.min() >= min_handshake);
 }
 
+/// More than rustls's default 64 KiB of plaintext in flight on one
+/// connection: 8 pipelined 64 KiB POSTs, 16 h2 streams of them, 8 pipelined
+/// 60,000-byte WebSocket messages. Each was a short write into rustls
+/// that lost bytes: the pipelined POSTs stalled (0 answered in 1 s), every
+/// h2 stream failed (GOAWAY), two thirds of the echoes failed.
+fn more_than_64_kib_in_flight_arrives_whole(io: Io) {
+    let (lab, addr) = server();
+    let ca = lab.ca_path();
+    let body = tempfile::NamedTempFile::new().unwrap();
+    let bytes: Vec<u8> = (0..64 * 1024).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(body.path(), &bytes).unwrap();
+    let io = match io {
+        Io::Epoll => "epoll",
+        _ => "uring",
+    };
+    let echo = format!("https://{addr}/echo");
+    let ws = format!("wss://{addr}/ws");
+    for (url, extra) in [
+        (&echo, &["--pipeline", "8", "--body-file"][..]),
+        (&echo, &["--h2", "--streams", "16", "--body-file"][..]),
+        (&ws, &["--pipeline", "8", "--ws-size", "60000"][..]),
+    ] {
+        let mut args = vec![
+            "run",
+            url,
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--io",
+            io,
+            "-c",
+            "2",
+            "-n",
+            "64",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        if extra.last() == Some(&"--body-file") {
+            args.push(body.path().to_str().unwrap());
+        }
+        let o = harness(&args);
+        let json = String::from_utf8_lossy(&o.stdout);
+        let v: serde_json::Value =
+            serde_json::from_str(&json).unwrap_or_else(|e| panic!("{extra:?}: {e}: {json}"));
+        assert_eq!(v["requests"]["ok"], 64, "{extra:?}: {v}");
+        assert_eq!(v["requests"]["failed"], 0, "{extra:?}: {v}");
+    }
+}
+
 crate::on_both_backends!(
+    more_than_64_kib_in_flight_arrives_whole,
     rate_with_a_handshake_per_request_keeps_the_schedule,
     the_coroutine_and_worker_pool_servers_serve_tls_with_and_without_keepalive,
     keepalive_is_one_handshake_per_connection,

@@ -52,8 +52,12 @@ pub(crate) struct Conn {
     /// Requests go through `out` (a buffered framing, see `framing`).
     pub buffered: bool,
     /// io_uring, buffered: requests started while a send of `out` is out
-    /// (which must not be touched until it completes).
+    /// (which must not be touched until it completes). Allocated at its
+    /// first use, `room` bytes, then kept: a held connection never stages.
     pub staged: Vec<u8>,
+    /// A buffered framing: what `staged` and `out` hold at most (every
+    /// slot's request).
+    room: usize,
     /// HTTP/2: the socket's codec (a new one per socket), the bytes it
     /// writes before they are queued, and the events of one read.
     pub h2: Option<Box<H2Client>>,
@@ -119,7 +123,8 @@ impl Received {
 
 impl Conn {
     /// A connection of `framing`, whose requests are at most `request_max`
-    /// bytes: its ring and out buffers are allocated here, once.
+    /// bytes: its ring and out buffers are allocated here, once (io_uring's
+    /// `staged` at its first use).
     pub(crate) fn new(framing: Framing, request_max: usize) -> Conn {
         let buffered = framing.buffered();
         let room = if buffered {
@@ -137,7 +142,8 @@ impl Conn {
             due_ns: 0,
             wake_pending: false,
             buffered,
-            staged: Vec::with_capacity(room),
+            staged: Vec::new(),
+            room,
             h2: None,
             h2_out: Vec::with_capacity(if framing.is_h2() { room + 1024 } else { 0 }),
             h2_events: Vec::with_capacity(if framing.is_h2() {
@@ -168,6 +174,9 @@ impl Conn {
         if let Some(session) = &mut self.tls {
             session.queue_more(bytes);
         } else if uring && self.out.busy {
+            if self.staged.capacity() == 0 {
+                self.staged.reserve(self.room);
+            }
             self.staged.extend_from_slice(bytes);
         } else {
             self.out.bytes.extend_from_slice(bytes);
@@ -194,12 +203,9 @@ impl Conn {
         let Some(ws) = &mut self.ws else {
             return;
         };
-        ws.opening(plan);
-        let scratch = std::mem::take(&mut ws.scratch);
-        self.queue(&scratch, uring);
-        if let Some(ws) = &mut self.ws {
-            ws.scratch = scratch;
-        }
+        // Not through `scratch`, which stays the size of a message's frame.
+        let opening = ws.opening(plan);
+        self.queue(opening.as_bytes(), uring);
     }
 
     /// io_uring, buffered: moves staged requests into `out` once it is

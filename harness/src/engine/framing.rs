@@ -155,6 +155,8 @@ pub(crate) struct Slot {
     pub measured: bool,
     /// The order of sending, or an HTTP/2 stream id.
     pub key: u32,
+    /// A room message (`ws_room`): deliveries still owed, of one per member.
+    pub pending: u16,
 }
 
 /// A connection's requests in flight, oldest first: a fixed ring allocated
@@ -232,6 +234,18 @@ impl Ring {
     pub(crate) fn nth_mut(&mut self, k: usize) -> &mut Slot {
         let at = (self.head + k) % self.slots.len();
         &mut self.slots[at]
+    }
+
+    /// The key the next request pushed will get.
+    #[inline]
+    pub(crate) fn next_key(&self) -> u32 {
+        self.next_key
+    }
+
+    /// The `k`th oldest request in flight (`k` < [`Ring::len`]).
+    #[inline]
+    pub(crate) fn nth(&self, k: usize) -> &Slot {
+        &self.slots[(self.head + k) % self.slots.len()]
     }
 
     /// Removes the oldest request (answered in order).

@@ -63,7 +63,7 @@ impl Io {
 pub fn resolve(wanted: Io) -> (Io, Option<String>, bool) {
     match wanted {
         Io::Epoll => (Io::Epoll, None, false),
-        Io::Uring => match Uring::new(8, None) {
+        Io::Uring => match Uring::new(8, None, BUF_SIZE) {
             Ok(u) => (Io::Uring, None, u.ring.params().is_feature_min_timeout()),
             Err(e) => (
                 Io::Epoll,
@@ -108,16 +108,19 @@ impl Backend {
     /// `conns`: the thread's connections; `paced`: a `--rate` run;
     /// `gather`: how long an io_uring wait may hold out for more
     /// completions (see [`Uring::wait`]), if it gathers: `Some` only where
-    /// [`resolve`] found `min_wait` and the run is a closed loop.
+    /// [`resolve`] found `min_wait` and the run is a closed loop;
+    /// `response_max`: the largest response the run expects, in bytes (0:
+    /// unknown), which sizes io_uring's receive buffers.
     pub(crate) fn new(
         io: Io,
         conns: usize,
         paced: bool,
         gather: Option<Duration>,
+        response_max: usize,
     ) -> io::Result<Backend> {
         Ok(match io {
             Io::Epoll => Backend::Epoll(Epoll::new(paced)?),
-            Io::Uring => Backend::Uring(Uring::new(conns, gather)?),
+            Io::Uring => Backend::Uring(Uring::new(conns, gather, buf_size(response_max))?),
         })
     }
 
@@ -198,6 +201,19 @@ const BGID: u16 = 0;
 /// several. 1 KiB, not 2: every buffer is touched as the ring turns, and
 /// at 2 KiB 19,800 held connections took 0.65 KiB of RSS each.
 const BUF_SIZE: usize = 1024;
+/// The largest provided buffer, for runs whose responses are large.
+const BUF_SIZE_MAX: usize = 16 * 1024;
+
+/// The provided buffers' size for responses of up to `response_max` bytes:
+/// 1 KiB, or the response's size up to 16 KiB. A 64 KiB echo in 1 KiB
+/// buffers took 64 completions, and the few buffers ran out with every
+/// turn (each a receive armed again): 0.56× oha's rate.
+fn buf_size(response_max: usize) -> usize {
+    response_max
+        .next_power_of_two()
+        .clamp(BUF_SIZE, BUF_SIZE_MAX)
+}
+
 /// What `user_data` carries: connection index (low 32 bits), the kind of
 /// operation (8 bits), a 24-bit tag (the connection's epoch or request
 /// sequence number) to tell a stale completion from a live one.
@@ -241,7 +257,7 @@ impl Uring {
     /// epoll 0.57); more than 256 buffers only ever serve more than 256
     /// responses landing in one loop turn, and a turn handles 1,024 events
     /// at most (a full submission ring is flushed early).
-    fn new(conns: usize, gather: Option<Duration>) -> io::Result<Uring> {
+    fn new(conns: usize, gather: Option<Duration>, buf_size: usize) -> io::Result<Uring> {
         // Each connection queues at most a send, a receive and a
         // shutdown + close in one turn; a full ring is flushed early.
         let entries = (conns * 2 + 16).next_power_of_two().clamp(64, 2048) as u32;
@@ -255,7 +271,7 @@ impl Uring {
             .build(entries)
             .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))?;
         let count = (conns / 2).next_power_of_two().clamp(64, 256) as u16;
-        let bufs = BufRing::new(&ring, count)?;
+        let bufs = BufRing::new(&ring, count, buf_size)?;
         // Multishot receive needs 6.0: ask the kernel, not its version.
         let mut probe = io_uring::Probe::new();
         ring.submitter().register_probe(&mut probe)?;
@@ -453,11 +469,13 @@ struct BufRing {
     count: u16,
     /// The tail we publish (the kernel consumes from the head).
     tail: u16,
+    /// One buffer's bytes.
+    size: usize,
     data: Box<[u8]>,
 }
 
 impl BufRing {
-    fn new(ring: &IoUring, count: u16) -> io::Result<BufRing> {
+    fn new(ring: &IoUring, count: u16, size: usize) -> io::Result<BufRing> {
         let map_len = usize::from(count) * std::mem::size_of::<BufRingEntry>();
         // SAFETY: an anonymous private mapping, owned by the BufRing.
         let ptr = unsafe {
@@ -478,7 +496,8 @@ impl BufRing {
             map_len,
             count,
             tail: 0,
-            data: vec![0u8; usize::from(count) * BUF_SIZE].into_boxed_slice(),
+            size,
+            data: vec![0u8; usize::from(count) * size].into_boxed_slice(),
         };
         // SAFETY: the mapping is page-aligned, `count` entries long (a
         // power of two) and lives until after the ring is unregistered or
@@ -495,19 +514,19 @@ impl BufRing {
 
     #[inline]
     fn get(&self, bid: u16, len: usize) -> &[u8] {
-        let at = usize::from(bid) * BUF_SIZE;
-        &self.data[at..at + len.min(BUF_SIZE)]
+        let at = usize::from(bid) * self.size;
+        &self.data[at..at + len.min(self.size)]
     }
 
     #[inline]
     fn put(&mut self, bid: u16) {
         let idx = usize::from(self.tail & (self.count - 1));
-        let addr = self.data[usize::from(bid) * BUF_SIZE..].as_ptr() as u64;
+        let addr = self.data[usize::from(bid) * self.size..].as_ptr() as u64;
         // SAFETY: idx < count; the entry is ours until the tail passes it.
         unsafe {
             let e = &mut *self.entries.add(idx);
             e.set_addr(addr);
-            e.set_len(BUF_SIZE as u32);
+            e.set_len(self.size as u32);
             e.set_bid(bid);
         }
         self.tail = self.tail.wrapping_add(1);
@@ -542,7 +561,7 @@ mod tests {
     /// answered it returns with that answer, not at its 10 s timeout.
     #[test]
     fn a_gathering_wait_ends_at_its_bound_with_fewer_completions_than_it_asked_for() {
-        let Ok(mut u) = Uring::new(16, Some(Duration::from_micros(400))) else {
+        let Ok(mut u) = Uring::new(16, Some(Duration::from_micros(400)), BUF_SIZE) else {
             eprintln!("skipped: io_uring is unavailable here");
             return;
         };

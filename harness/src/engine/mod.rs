@@ -32,6 +32,7 @@ mod timer;
 pub mod tls;
 mod worker;
 pub mod ws;
+pub mod ws_room;
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -386,7 +387,14 @@ impl Plan {
 
     /// Threads actually used: never more than connections.
     pub fn effective_threads(&self) -> usize {
-        self.threads.clamp(1, self.connections.max(1))
+        // A room's members share one thread (its table is the thread's).
+        self.threads
+            .clamp(1, self.room().map_or(self.connections, |r| r.rooms).max(1))
+    }
+
+    /// A room fan-out run's rooms.
+    pub fn room(&self) -> Option<&ws_room::RoomPlan> {
+        self.ws.as_ref().and_then(|w| w.room.as_ref())
     }
 
     fn validate(&self) -> Result<(), EngineError> {
@@ -404,6 +412,17 @@ impl Plan {
         }
         if matches!(self.framing, Framing::Ws(_)) != self.ws.is_some() {
             return bad("a WebSocket run needs its upgrade (ws) and framing together");
+        }
+        if let Some(room) = self.room() {
+            if room.size == 0 || room.size > ws_room::MAX_MEMBERS {
+                return bad("a room has 1 to 1024 members (--room-size)");
+            }
+            if room.size * room.rooms != self.connections {
+                return bad("the connections must be a whole number of rooms (-c a multiple of --room-size)");
+            }
+            if self.ws.as_ref().is_some_and(|w| w.hold) {
+                return bad("--hold and --room are different runs");
+            }
         }
         if self.framing.buffered() && !self.keepalive {
             return bad("pipelining needs kept-alive connections");
@@ -635,7 +654,11 @@ pub(crate) struct Shared<'a> {
     /// The abort is for TLS handshakes that all failed.
     tls_refused: AtomicBool,
     sink: IntervalSink,
+    /// One per thread.
     progress: Vec<ThreadProgress>,
+    /// Threads whose loop has ended: each keeps its connections open
+    /// until all have (see `worker::EndTogether`).
+    threads_ended: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared<'_> {
@@ -680,11 +703,14 @@ pub fn run(
             Stop::Duration(d) => ns(d),
             Stop::Count(_) => ns(plan.max_duration),
         };
+    // Connections are split in whole rooms (of one, without rooms).
+    let unit = plan.room().map_or(1, |r| r.size);
+    let units = (plan.connections / unit) as u64;
     let shares: Vec<Share> = (0..threads)
         .map(|t| Share {
             thread: t,
-            first_conn: split_before(plan.connections as u64, threads, t) as usize,
-            conns: split(plan.connections as u64, threads, t) as usize,
+            first_conn: split_before(units, threads, t) as usize * unit,
+            conns: split(units, threads, t) as usize * unit,
             permits: match plan.stop {
                 Stop::Count(n) => Some(split(n, threads, t)),
                 Stop::Duration(_) => None,
@@ -713,6 +739,7 @@ pub fn run(
         tls_refused: AtomicBool::new(false),
         sink: IntervalSink::new(threads),
         progress: (0..threads).map(|_| ThreadProgress::default()).collect(),
+        threads_ended: std::sync::atomic::AtomicUsize::new(0),
     };
 
     let outputs = std::thread::scope(|s| -> Result<Vec<_>, EngineError> {

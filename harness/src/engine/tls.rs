@@ -35,12 +35,12 @@
 
 use std::io::{self, BufRead, Write};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use crate::stats::Negotiated;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::Resumption;
+use rustls::client::{Resumption, WebPkiServerVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -150,7 +150,13 @@ impl TlsPlan {
                     }
                     _ => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
                 }
-                builder.with_root_certificates(roots).with_no_client_auth()
+                let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .build()
+                    .map_err(|e| format!("no certificate verifier: {e}"))?;
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(Remembered::new(webpki)))
+                    .with_no_client_auth()
             }
         };
         config.alpn_protocols = vec![if self.h2 {
@@ -222,8 +228,15 @@ pub(crate) struct Session {
 
 impl Session {
     pub(crate) fn new(client: &Client) -> io::Result<Session> {
-        let conn = ClientConnection::new(Arc::clone(&client.config), client.name.clone())
+        let mut conn = ClientConnection::new(Arc::clone(&client.config), client.name.clone())
             .map_err(io::Error::other)?;
+        // rustls takes at most 64 KiB of unsent records by default and
+        // silently short-writes beyond it, which `write_all` into its
+        // writer turned into lost bytes: 8 pipelined 16 KB WebSocket
+        // messages over TLS failed two thirds of their echoes. What waits
+        // here is bounded by the run (requests in flight × their size),
+        // as it is in a plaintext connection's own send buffer.
+        conn.set_buffer_limit(None);
         Ok(Session {
             conn,
             queued: false,
@@ -411,6 +424,109 @@ impl Out {
     }
 }
 
+/// A thread's certificate verifier (webpki's, against the trusted CAs)
+/// that remembers the last chain it accepted, for [`Remembered::FOR_SECS`]:
+/// the same chain for the same name within that is accepted without
+/// parsing and verifying it again, as a browser's verifier caches its
+/// results (Chromium's `CachingCertVerifier`). Every handshake still
+/// checks the server's signature over the handshake with that
+/// certificate's key, so each full handshake proves the server holds it.
+/// Without this, a full handshake per request spent most of its
+/// client-side CPU re-verifying the one chain the server always sends.
+#[derive(Debug)]
+struct Remembered {
+    /// The verifier that decides (webpki's).
+    webpki: Arc<dyn ServerCertVerifier>,
+    last: Mutex<Option<Accepted>>,
+}
+
+/// A chain `Remembered` accepted, and when.
+#[derive(Debug)]
+struct Accepted {
+    end_entity: CertificateDer<'static>,
+    intermediates: Vec<CertificateDer<'static>>,
+    name: ServerName<'static>,
+    at_secs: u64,
+}
+
+impl Remembered {
+    /// How long an accepted chain is taken on trust: a certificate that
+    /// expires during a run is refused within this.
+    const FOR_SECS: u64 = 1;
+
+    fn new(webpki: Arc<dyn ServerCertVerifier>) -> Remembered {
+        Remembered {
+            webpki,
+            last: Mutex::new(None),
+        }
+    }
+}
+
+impl ServerCertVerifier for Remembered {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = last.as_ref() {
+            if now.as_secs().saturating_sub(a.at_secs) < Self::FOR_SECS
+                && a.end_entity == *end_entity
+                && a.intermediates.as_slice() == intermediates
+                && a.name == *server_name
+            {
+                return Ok(ServerCertVerified::assertion());
+            }
+        }
+        let verified =
+            self.webpki
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)?;
+        *last = Some(Accepted {
+            end_entity: end_entity.clone().into_owned(),
+            intermediates: intermediates
+                .iter()
+                .map(|c| c.clone().into_owned())
+                .collect(),
+            name: server_name.to_owned(),
+            at_secs: now.as_secs(),
+        });
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+
+    fn requires_raw_public_keys(&self) -> bool {
+        self.webpki.requires_raw_public_keys()
+    }
+
+    fn root_hint_subjects(&self) -> Option<&[rustls::DistinguishedName]> {
+        self.webpki.root_hint_subjects()
+    }
+}
+
 /// `--insecure`: accepts any certificate chain and name, but checks the
 /// handshake's signature with it (the client's crypto stays that of a
 /// verifying client, less the chain).
@@ -478,4 +594,100 @@ pub(crate) fn explain(server_name: &str, e: &rustls::Error) -> String {
         _ => "",
     };
     format!("the TLS handshake with {server_name} failed: {e}{hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// webpki's verifier, counting the chains it is asked about.
+    #[derive(Debug)]
+    struct Counting(Arc<WebPkiServerVerifier>, AtomicUsize);
+
+    impl ServerCertVerifier for Counting {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            intermediates: &[CertificateDer<'_>],
+            server_name: &ServerName<'_>,
+            ocsp: &[u8],
+            now: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            self.0
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        }
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls12_signature(message, cert, dss)
+        }
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls13_signature(message, cert, dss)
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.supported_verify_schemes()
+        }
+    }
+
+    fn der(pem: &str) -> CertificateDer<'static> {
+        CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
+    }
+
+    /// A remembered chain stands in only for itself, for the same name,
+    /// within its second: another CA's certificate or another name is
+    /// verified (and refused) right after an accepted chain, a refusal is
+    /// never remembered, and a second later the chain is verified again.
+    #[test]
+    fn a_remembered_chain_stands_in_only_for_itself_and_for_a_second() {
+        let ours = labcert::LabCert::new().unwrap();
+        let theirs = labcert::LabCert::new().unwrap();
+        let mut roots = RootCertStore::empty();
+        roots.add(der(&ours.ca_pem)).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .unwrap();
+        let counting = Arc::new(Counting(webpki, AtomicUsize::new(0)));
+        let v = Remembered::new(counting.clone());
+        let asked = || counting.1.load(Ordering::Relaxed);
+        let ip = ServerName::try_from("127.0.0.1").unwrap();
+        let t = UnixTime::now();
+        let verify = |cert: &str, name: &ServerName<'_>, at: UnixTime| {
+            v.verify_server_cert(&der(cert), &[], name, &[], at)
+        };
+
+        assert!(verify(&ours.cert_pem, &ip, t).is_ok());
+        assert!(verify(&ours.cert_pem, &ip, t).is_ok());
+        assert_eq!(asked(), 1, "the same chain within its second is remembered");
+
+        assert!(verify(&theirs.cert_pem, &ip, t).is_err());
+        assert!(verify(&theirs.cert_pem, &ip, t).is_err());
+        assert_eq!(asked(), 3, "another CA's chain is verified, every time");
+
+        let other = ServerName::try_from("example.com").unwrap();
+        assert!(verify(&ours.cert_pem, &other, t).is_err());
+        assert_eq!(asked(), 4, "another name is verified");
+
+        assert!(verify(&ours.cert_pem, &ip, t).is_ok());
+        assert_eq!(
+            asked(),
+            4,
+            "a refusal is not remembered, nor replaces the chain"
+        );
+        let later = UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+            t.as_secs() + Remembered::FOR_SECS,
+        ));
+        assert!(verify(&ours.cert_pem, &ip, later).is_ok());
+        assert_eq!(asked(), 5, "a second later it is verified again");
+    }
 }

@@ -28,6 +28,7 @@ use super::io::{Backend, Ev, TAG_MASK};
 use super::timer;
 use super::tls::{self, Handshake};
 use super::ws::{WsConn, WsFeed};
+use super::ws_room::{self, Arrival, Room};
 use super::{ns, schedule, Clock, End, Pace, Share, Shared, Stop, Wire, DRAIN};
 use crate::intervals::IntervalAcc;
 use crate::stats::{Failure, PathStats, Stats};
@@ -82,6 +83,10 @@ struct Worker<'s> {
     /// A buffered framing: requests started while a read is handed out
     /// are written together after it.
     deferring: bool,
+    /// WebSocket rooms (`ws_room`): this thread's, each of `room_size`
+    /// consecutive connections (none: 0).
+    rooms: Vec<Room>,
+    room_size: usize,
     /// The plan's paths, and the order each connection sends them in.
     wires: &'s [Wire<'s>],
     cycle: &'s [u16],
@@ -113,17 +118,71 @@ struct Worker<'s> {
 
 /// Runs one thread's share of the plan to its end.
 pub(crate) fn run(shared: &Shared<'_>, share: Share) -> io::Result<Output> {
+    let together = EndTogether::new(shared);
     let mut w = Worker::new(shared, &share)?;
     let end = w.run_loop();
     let last_ns = w.clock.now();
     let next = w.interval.index() + 1;
     shared.sink.hand_in(w.thread, &mut w.interval, next);
     w.publish();
-    Ok(Output {
-        stats: w.stats,
+    let out = Output {
+        stats: std::mem::take(&mut w.stats),
         last_ns,
         end,
-    })
+    };
+    // At `-d`'s end (or `-n`'s bound) every thread stops at one moment, and
+    // closes only once all have. A thread that finished its `-n` share, or
+    // drained after Ctrl-C, closes at once: its idle connections would
+    // keep a server's workers from the threads still running.
+    if !matches!(end, End::Duration | End::Deadline) {
+        drop(w);
+    }
+    together.wait();
+    Ok(out)
+}
+
+/// Keeps a thread's connections open, at a timed end, until every
+/// thread's loop has ended. A thread that closed its connections at its
+/// own end would free the server for another thread still in its loop: a
+/// worker-pool server whose workers held thread A's WebSockets answered
+/// thread B's waiting upgrade in B's last moment, and B counted a
+/// connection the server never held during the run. Arrives on drop too,
+/// so an early error or a panic never leaves the other threads waiting.
+struct EndTogether<'a> {
+    ended: &'a std::sync::atomic::AtomicUsize,
+    threads: usize,
+    arrived: bool,
+}
+
+impl<'a> EndTogether<'a> {
+    fn new(shared: &'a Shared<'_>) -> Self {
+        EndTogether {
+            ended: &shared.threads_ended,
+            threads: shared.progress.len(),
+            arrived: false,
+        }
+    }
+
+    /// Arrives, and returns once every thread has.
+    fn wait(mut self) {
+        self.arrive();
+    }
+
+    fn arrive(&mut self) {
+        if std::mem::replace(&mut self.arrived, true) {
+            return;
+        }
+        self.ended.fetch_add(1, Ordering::AcqRel);
+        while self.ended.load(Ordering::Acquire) < self.threads {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
+impl Drop for EndTogether<'_> {
+    fn drop(&mut self) {
+        self.arrive();
+    }
 }
 
 #[inline]
@@ -155,6 +214,11 @@ impl<'s> Worker<'s> {
                         seed ^ ((share.first_conn + j) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                     let mut w = WsConn::new(request_max, conn_seed);
                     w.pongs_answer = ws.hold;
+                    if let Some(room) = &ws.room {
+                        let k = (share.first_conn + j) / room.size;
+                        w.target = Some(ws_room::target(&ws.target, k, room.rooms));
+                        w.capture = ws_room::HEADER;
+                    }
                     c.ws = Some(Box::new(w));
                 }
                 c
@@ -174,8 +238,20 @@ impl<'s> Worker<'s> {
         let timeout_ns = ns(plan.timeout);
         timer::precise_timers();
         let paced = matches!(plan.pace, Pace::Rate(_));
-        let io = Backend::new(shared.io, share.conns, paced, shared.gather)?;
+        // The largest answer expected: its body and room for its head.
+        let response_max = shared
+            .wires
+            .iter()
+            .filter_map(|w| w.check.body())
+            .map(|b| b.len() + 512)
+            .max()
+            .unwrap_or(0);
+        let io = Backend::new(shared.io, share.conns, paced, shared.gather, response_max)?;
         let tls = plan.tls.as_ref().map(tls::Client::new).transpose()?;
+        let room_size = plan.room().map_or(0, |r| r.size);
+        let rooms = (0..share.conns.checked_div(room_size).unwrap_or(0))
+            .map(|k| Room::new(k * room_size, room_size, plan.framing.capacity()))
+            .collect();
         Ok(Worker {
             shared,
             thread: share.thread,
@@ -198,6 +274,8 @@ impl<'s> Worker<'s> {
                 0
             }),
             deferring: false,
+            rooms,
+            room_size,
             wires: &shared.wires,
             cycle: &shared.cycle,
             keepalive: plan.keepalive,
@@ -512,8 +590,10 @@ impl<'s> Worker<'s> {
     fn start(&mut self, i: usize, now: u64, origin: u64) -> bool {
         let measured = origin >= self.shared.measure_start_ns;
         let conn = &mut self.conns[i];
+        // A room member still receives the others' messages.
+        let rests = conn.ring.is_empty() && (self.room_size == 0 || conn.stream.is_none());
         if !self.sending || now >= self.shared.end_ns {
-            if conn.ring.is_empty() {
+            if rests {
                 conn.state = State::Idle;
             }
             return false;
@@ -521,12 +601,15 @@ impl<'s> Worker<'s> {
         if measured {
             if let Some(p) = &mut self.permits {
                 if *p == 0 {
-                    if conn.ring.is_empty() {
+                    if rests {
                         conn.state = State::Idle;
                     }
                     return false;
                 }
                 *p -= 1;
+            }
+            if self.room_size > 0 {
+                self.stats.room_messages += 1;
             }
         }
         // The next path of this connection's walk through the cycle.
@@ -548,8 +631,10 @@ impl<'s> Worker<'s> {
             deadline_ns: now.saturating_add(self.timeout_ns),
             measured,
             key: 0,
+            pending: self.room_size as u16,
         });
-        if first {
+        // A room member's reader may be amid another member's message.
+        if first && self.room_size == 0 {
             conn.first_byte = false;
             conn.reader.reset(self.wires[usize::from(path)].head);
         }
@@ -610,6 +695,23 @@ impl<'s> Worker<'s> {
         }
         match &conn.ws {
             Some(ws) if !ws.upgraded => return true, // sent once upgraded
+            Some(_) if self.room_size > 0 => {
+                let room = &self.rooms[i / self.room_size];
+                if room.joined < room.members {
+                    return true; // sent once the room is in (`upgraded`)
+                }
+                let newest = conn.ring.len() - 1;
+                let key = conn.ring.nth(newest).key;
+                Self::queue_room_frame(
+                    conn,
+                    opcode,
+                    bytes,
+                    i % self.room_size,
+                    key,
+                    room.epoch,
+                    uring,
+                );
+            }
             Some(_) => conn.queue_frame(opcode, bytes, uring),
             None if h2 => {
                 conn.h2_out.clear();
@@ -667,16 +769,51 @@ impl<'s> Worker<'s> {
         }
     }
 
+    /// A room message: its header (member, sequence, epoch), then the
+    /// plan's message after the header's bytes, framed and queued.
+    fn queue_room_frame(
+        conn: &mut super::conn::Conn,
+        opcode: u8,
+        message: &[u8],
+        member: usize,
+        seq: u32,
+        epoch: u32,
+        uring: bool,
+    ) {
+        let Some(ws) = conn.ws.as_mut() else {
+            return;
+        };
+        let header = ws_room::header(member as u32, seq, epoch);
+        let rest = message.get(ws_room::HEADER..).unwrap_or(&[]);
+        ws.frame_parts(opcode, &header, rest);
+        let scratch = std::mem::take(&mut ws.scratch);
+        conn.queue(&scratch, uring);
+        if let Some(ws) = conn.ws.as_mut() {
+            ws.scratch = scratch;
+        }
+    }
+
     /// WebSocket: connection `i`'s upgrade completed at `now`: the
     /// messages started meanwhile are sent, each timed from here (closed
-    /// loop) or from its intended send (`--rate`).
+    /// loop) or from its intended send (`--rate`). A room member's wait
+    /// for the whole room (`room_in`).
     fn upgraded(&mut self, i: usize, now: u64) {
         let uring = matches!(self.io, Backend::Uring(_));
         let opcode = self.opcode();
         let closed = matches!(self.pace, Pace::Closed);
-        let conn = &mut self.conns[i];
-        if conn.ring.head().measured {
+        if self.ws_upgrade_measured(i, now) {
             self.stats.ws_upgraded += 1;
+            self.stats.status.count(101);
+        }
+        let conn = &mut self.conns[i];
+        if let Some(r) = i.checked_div(self.room_size) {
+            conn.state = State::Reading;
+            let room = &mut self.rooms[r];
+            room.joined += 1;
+            if room.joined == room.members {
+                self.room_in(r, i, now);
+            }
+            return;
         }
         for k in 0..conn.ring.len() {
             let slot = conn.ring.nth_mut(k);
@@ -686,6 +823,60 @@ impl<'s> Worker<'s> {
             }
             let path = slot.path;
             conn.queue_frame(opcode, self.wires[usize::from(path)].bytes, uring);
+        }
+    }
+
+    /// WebSocket: whether connection `i`'s upgrade, answered at `now`,
+    /// counts: before the end, and for a hold whenever it came (a
+    /// connection upgraded in the warm-up is held in the measured time, and
+    /// "opened" must not read 0 beside "5 still up"); otherwise if its first
+    /// message's start was measured (a room member's ring may be empty, so
+    /// its time).
+    fn ws_upgrade_measured(&self, i: usize, now: u64) -> bool {
+        let conn = &self.conns[i];
+        if now >= self.shared.end_ns {
+            false
+        } else if conn.ws.as_ref().is_some_and(|w| w.pongs_answer) {
+            true
+        } else if self.room_size > 0 {
+            now >= self.shared.measure_start_ns
+        } else {
+            !conn.ring.is_empty() && conn.ring.head().measured
+        }
+    }
+
+    /// Every member of room `r` is upgraded (the last one is `i`, whose
+    /// read flushes it): each sends the messages it started meanwhile.
+    fn room_in(&mut self, r: usize, i: usize, now: u64) {
+        let uring = matches!(self.io, Backend::Uring(_));
+        let opcode = self.opcode();
+        let closed = matches!(self.pace, Pace::Closed);
+        let (first, members, epoch) = {
+            let room = &self.rooms[r];
+            (room.first, room.members, room.epoch)
+        };
+        let conns = &self.conns[first..first + members];
+        self.rooms[r].start(|s| {
+            let ring = &conns[s].ring;
+            ring.next_key().wrapping_sub(ring.len() as u32)
+        });
+        for m in 0..members {
+            let j = first + m;
+            let conn = &mut self.conns[j];
+            for k in 0..conn.ring.len() {
+                let slot = conn.ring.nth_mut(k);
+                slot.sent_ns = now;
+                slot.deadline_ns = now.saturating_add(self.timeout_ns);
+                if closed {
+                    slot.origin_ns = now;
+                }
+                let (path, key) = (slot.path, slot.key);
+                let bytes = self.wires[usize::from(path)].bytes;
+                Self::queue_room_frame(conn, opcode, bytes, m, key, epoch, uring);
+            }
+            if j != i {
+                self.flush_out(j);
+            }
         }
     }
 
@@ -1130,6 +1321,11 @@ impl<'s> Worker<'s> {
         if now >= self.next_interval_ns {
             self.roll(now);
         }
+        if self.room_size > 0 {
+            self.fail_room(i, failure, now);
+            self.count_refused(refused);
+            return;
+        }
         let conn = &mut self.conns[i];
         conn.close(&mut self.io);
         conn.state = State::Idle;
@@ -1147,6 +1343,17 @@ impl<'s> Worker<'s> {
             }
         });
         self.in_flight -= failed;
+        self.count_refused(refused);
+        if failure == Failure::Connect {
+            // Through the wake-up queue: no tight retry loop, no recursion.
+            self.wake(i, now + CONNECT_RETRY_NS);
+        } else {
+            self.next(i, now);
+        }
+    }
+
+    /// A refused connect, counted: [`REFUSED_LIMIT`] in a row end the run.
+    fn count_refused(&mut self, refused: bool) {
         if refused {
             self.refused += 1;
             if self.refused >= REFUSED_LIMIT {
@@ -1156,11 +1363,165 @@ impl<'s> Worker<'s> {
                 ));
             }
         }
-        if failure == Failure::Connect {
-            // Through the wake-up queue: no tight retry loop, no recursion.
-            self.wake(i, now + CONNECT_RETRY_NS);
-        } else {
-            self.next(i, now);
+    }
+
+    /// A room member's connection `i` failed: every delivery still owed
+    /// in its room fails once, each member closes, and the room rejoins
+    /// under a new epoch (through the wake-up queue: no recursion).
+    fn fail_room(&mut self, i: usize, failure: Failure, now: u64) {
+        let r = i / self.room_size;
+        let (first, members) = (self.rooms[r].first, self.rooms[r].members);
+        self.rooms[r].reset();
+        let end_ns = self.shared.end_ns;
+        for j in first..first + members {
+            let conn = &mut self.conns[j];
+            conn.close(&mut self.io);
+            conn.state = State::Idle;
+            let (stats, interval) = (&mut self.stats, &mut self.interval);
+            let mut failed = 0;
+            conn.ring.drain(|slot| {
+                failed += 1;
+                if slot.measured && now >= end_ns {
+                    stats.aborted += u64::from(slot.pending);
+                } else if slot.measured {
+                    for _ in 0..slot.pending {
+                        stats.failures.count(failure);
+                        stats.paths[usize::from(slot.path)].failures.count(failure);
+                        interval.failed(failure);
+                    }
+                }
+            });
+            self.in_flight -= failed;
+            let retry = if failure == Failure::Connect && j == i {
+                CONNECT_RETRY_NS
+            } else {
+                0
+            };
+            self.wake(j, now + retry);
+        }
+    }
+
+    /// A room delivery at `now`, of a message of `slot`'s: counted as a
+    /// response, timed from the message's send (or intended send).
+    fn delivered(&mut self, slot: &Slot, verdict: Option<Failure>, now: u64) {
+        if !slot.measured {
+            return;
+        }
+        if now >= self.shared.end_ns {
+            self.stats.aborted += 1;
+            return;
+        }
+        self.count_delivery(slot.path, slot.origin_ns, slot.sent_ns, verdict, now);
+    }
+
+    fn count_delivery(
+        &mut self,
+        path: u16,
+        origin_ns: u64,
+        sent_ns: u64,
+        verdict: Option<Failure>,
+        now: u64,
+    ) {
+        let s = &mut self.stats;
+        s.responses += 1;
+        let path = &mut s.paths[usize::from(path)];
+        match verdict {
+            None => {
+                s.ok += 1;
+                path.ok += 1;
+                let latency = us(now.saturating_sub(origin_ns));
+                self.interval.ok(latency);
+                path.latency_us.saturating_record(latency);
+                s.service_us
+                    .saturating_record(us(now.saturating_sub(sent_ns)));
+            }
+            Some(f) => {
+                s.failures.count(f);
+                path.failures.count(f);
+                self.interval.failed(f);
+            }
+        }
+    }
+
+    /// Room member `i` received a message at `now`, its header in the
+    /// connection's `captured`, its bytes after it judged (`verdict`):
+    /// settles the delivery (and those it shows skipped) on the sender's
+    /// slot; a message all members now have ends, and its sender sends
+    /// the next.
+    fn room_message(&mut self, i: usize, verdict: Option<Failure>, now: u64) {
+        if now >= self.next_interval_ns {
+            self.roll(now);
+        }
+        let k = self.room_size;
+        let (r, receiver) = (i / k, i % k);
+        let header = self.conns[i].ws.as_ref().map(|w| w.captured);
+        let parsed = header.as_ref().and_then(ws_room::parse);
+        let measured = now >= self.shared.measure_start_ns && now < self.shared.end_ns;
+        let Some((sender, seq, epoch)) = parsed else {
+            // Not a member's message at all.
+            if measured {
+                self.count_delivery(0, now, now, Some(Failure::Body), now);
+            }
+            return;
+        };
+        let first = self.rooms[r].first;
+        let sc = first + (sender as usize).min(k - 1);
+        let ring = &self.conns[sc].ring;
+        let head_key = ring.next_key().wrapping_sub(ring.len() as u32);
+        let flight = (head_key, ring.len());
+        match self.rooms[r].arrive(receiver, sender, seq, epoch, flight) {
+            Arrival::Stale => {}
+            Arrival::Extra => {
+                if measured {
+                    self.count_delivery(0, now, now, Some(Failure::Order), now);
+                }
+            }
+            Arrival::Deliver { skipped_from, seq } => {
+                let mut q = skipped_from;
+                while q != seq {
+                    let slot = self.conns[sc]
+                        .ring
+                        .nth_mut(q.wrapping_sub(head_key) as usize);
+                    slot.pending = slot.pending.saturating_sub(1);
+                    let slot = *slot;
+                    self.delivered(&slot, Some(Failure::Order), now);
+                    q = q.wrapping_add(1);
+                }
+                let in_order = self.rooms[r].in_room_order(receiver, sender, seq);
+                let slot = self.conns[sc]
+                    .ring
+                    .nth_mut(seq.wrapping_sub(head_key) as usize);
+                slot.pending = slot.pending.saturating_sub(1);
+                let slot = *slot;
+                let verdict = verdict.or((!in_order).then_some(Failure::Interleave));
+                self.delivered(&slot, verdict, now);
+                self.room_sent(sc, i, now);
+            }
+        }
+    }
+
+    /// Sender `sc`'s messages that every member now has end (in order: a
+    /// receiver gets a sender's messages in order), and it sends the next;
+    /// `i` is the connection whose read is being handled (flushed after it).
+    fn room_sent(&mut self, sc: usize, i: usize, now: u64) {
+        let mut ended = 0;
+        let conn = &mut self.conns[sc];
+        while !conn.ring.is_empty() && conn.ring.head().pending == 0 {
+            if let Some(slot) = conn.ring.pop() {
+                if slot.measured && now < self.shared.end_ns {
+                    self.stats.room_messages_complete += 1;
+                }
+            }
+            ended += 1;
+        }
+        if ended == 0 {
+            return;
+        }
+        self.in_flight -= ended;
+        self.refused = 0;
+        self.next(sc, now);
+        if sc != i {
+            self.flush_out(sc);
         }
     }
 
@@ -1284,7 +1645,8 @@ impl<'s> Worker<'s> {
             let aborted = &mut self.stats.aborted;
             c.ring.drain(|slot| {
                 if slot.measured {
-                    *aborted += 1;
+                    // A room message: each delivery still owed.
+                    *aborted += u64::from(slot.pending.max(1));
                 }
             });
             c.state = State::Idle;
@@ -1503,6 +1865,9 @@ impl<'s> Worker<'s> {
                 } => {
                     let streams = self.framing.capacity().min(max_concurrent_streams as usize);
                     conn.ring.set_limit(streams);
+                    let allowed = streams as u32;
+                    self.stats.h2_streams =
+                        Some(self.stats.h2_streams.map_or(allowed, |s| s.min(allowed)));
                     self.next(i, now);
                 }
                 H2Event::GoAway { .. } => after_goaway = true,
@@ -1542,10 +1907,58 @@ impl<'s> Worker<'s> {
                         continue;
                     }
                     Err(f) => {
+                        let answered = ws.answered;
+                        if answered != 0 && self.ws_upgrade_measured(i, now) {
+                            self.stats.status.count(answered);
+                        }
                         self.fail(i, f, now, false);
                         return;
                     }
                 }
+            }
+            if self.room_size > 0 {
+                // Every member's messages arrive here, its own among them.
+                let want = self.wires[0].check.body();
+                let reader = &mut conn.reader;
+                let feed = ws.feed(&data[at..], want, &mut reader.body_len, &mut reader.verdict);
+                if now >= self.shared.measure_start_ns {
+                    let used = match feed {
+                        WsFeed::Message { used, .. } | WsFeed::Control { used } => used,
+                        _ => data.len() - at,
+                    };
+                    self.stats.bytes_received += used as u64;
+                }
+                match feed {
+                    WsFeed::More => return,
+                    WsFeed::Control { used } => {
+                        at += used;
+                        if let Some((payload, n)) = ws.take_ping() {
+                            conn.queue_frame(10, &payload[..n], uring);
+                        }
+                    }
+                    WsFeed::Message { used, verdict, len } => {
+                        at += used;
+                        reader.body_len = 0;
+                        reader.verdict = None;
+                        if len < ws_room::HEADER as u64 {
+                            // Too short to be any member's message.
+                            if now >= self.shared.measure_start_ns && now < self.shared.end_ns {
+                                self.count_delivery(0, now, now, Some(Failure::Length), now);
+                            }
+                        } else {
+                            self.room_message(i, verdict, now);
+                        }
+                    }
+                    WsFeed::Closed => {
+                        self.fail(i, Failure::Receive, now, false);
+                        return;
+                    }
+                    WsFeed::Fail(f) => {
+                        self.fail(i, f, now, false);
+                        return;
+                    }
+                }
+                continue;
             }
             if conn.ring.is_empty() {
                 // A message nobody sent: the connection is dropped.
@@ -1566,7 +1979,7 @@ impl<'s> Worker<'s> {
                 }
                 WsFeed::Control { used } => {
                     at += used;
-                    if let Some((payload, n)) = ws.ping.take() {
+                    if let Some((payload, n)) = ws.take_ping() {
                         conn.queue_frame(10, &payload[..n], uring);
                     }
                 }
@@ -1592,6 +2005,11 @@ impl<'s> Worker<'s> {
     /// being read ends there (if the close delimits it); every other
     /// request in flight fails.
     fn peer_closed(&mut self, i: usize, now: u64) {
+        if self.room_size > 0 {
+            // A member gone: its room's deliveries cannot all arrive.
+            self.fail(i, Failure::Receive, now, false);
+            return;
+        }
         let conn = &mut self.conns[i];
         if conn.ring.is_empty() {
             conn.close(&mut self.io);

@@ -28,6 +28,8 @@ pub struct WsPlan {
     /// `--hold`: each "message" is a ping, its "echo" the pong (RFC 6455
     /// §5.5.3: the same payload), paced once per interval per connection.
     pub hold: bool,
+    /// `--room`: room fan-out rather than echo (`ws_room`).
+    pub room: Option<super::ws_room::RoomPlan>,
 }
 
 /// The default message size (`--ws-size`).
@@ -42,15 +44,18 @@ pub fn message(size: usize) -> Vec<u8> {
 pub(crate) struct WsConn {
     /// The `101` has been read and verified.
     pub upgraded: bool,
+    /// The status the upgrade was answered with, once its head is read
+    /// (0 before): a refusal's `503` is counted with the statuses.
+    pub answered: u16,
     /// The `Sec-WebSocket-Accept` the server must answer.
     accept: String,
     /// A response head split across reads.
     head: Vec<u8>,
     /// The frame being read.
     frame: Frame,
-    /// A ping's payload, to be answered by a pong.
-    pub ping: Option<([u8; 125], usize)>,
-    /// A control frame's payload so far.
+    /// A ping's payload, in `control`, is to be answered by a pong.
+    ping: bool,
+    /// A control frame's payload so far (a ping's until it is taken).
     control: ([u8; 125], usize),
     /// `--hold`: pongs are the answers judged.
     pub pongs_answer: bool,
@@ -58,6 +63,12 @@ pub(crate) struct WsConn {
     pub scratch: Vec<u8>,
     /// The masking keys' generator (xorshift64*).
     rng: u64,
+    /// A room member: its room's upgrade target (the plan's otherwise).
+    pub target: Option<String>,
+    /// A room member: a message's first bytes are its header, kept here
+    /// rather than compared (`ws_room`).
+    pub capture: usize,
+    pub captured: [u8; super::ws_room::HEADER],
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -105,14 +116,18 @@ impl WsConn {
     pub(crate) fn new(message_max: usize, seed: u64) -> WsConn {
         WsConn {
             upgraded: false,
+            answered: 0,
             accept: String::new(),
             head: Vec::new(),
             frame: FRESH,
-            ping: None,
+            ping: false,
             control: ([0; 125], 0),
             pongs_answer: false,
             scratch: Vec::with_capacity(message_max + 14),
             rng: seed | 1,
+            target: None,
+            capture: 0,
+            captured: [0; super::ws_room::HEADER],
         }
     }
 
@@ -125,8 +140,8 @@ impl WsConn {
         (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
     }
 
-    /// A new socket: the upgrade request (with a fresh key) in `scratch`.
-    pub(crate) fn opening(&mut self, plan: &WsPlan) {
+    /// A new socket: the upgrade request, with a fresh key.
+    pub(crate) fn opening(&mut self, plan: &WsPlan) -> String {
         use base64::Engine;
         let mut raw = [0u8; 16];
         for chunk in raw.chunks_mut(4) {
@@ -135,28 +150,43 @@ impl WsConn {
         let key = base64::engine::general_purpose::STANDARD.encode(raw);
         self.accept = workloads::ws::accept_key(key.as_bytes());
         self.upgraded = false;
+        self.answered = 0;
         self.head.clear();
         self.frame = FRESH;
-        self.ping = None;
-        self.scratch.clear();
-        self.scratch.extend_from_slice(
-            format!(
-                "GET {} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-                 Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n",
-                plan.target, plan.host
-            )
-            .as_bytes(),
-        );
+        self.ping = false;
+        format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            self.target.as_deref().unwrap_or(&plan.target),
+            plan.host
+        )
+    }
+
+    /// The payload of the ping just read (`WsFeed::Control`), once.
+    pub(crate) fn take_ping(&mut self) -> Option<([u8; 125], usize)> {
+        if !std::mem::take(&mut self.ping) {
+            return None;
+        }
+        let n = self.control.1;
+        let mut payload = [0; 125];
+        payload[..n].copy_from_slice(&self.control.0[..n]);
+        Some((payload, n))
     }
 
     /// A client frame of `payload` in `scratch`: FIN, `opcode`, masked with
     /// a key of its own (RFC 6455 §5.3).
     pub(crate) fn frame(&mut self, opcode: u8, payload: &[u8]) {
+        self.frame_parts(opcode, &[], payload);
+    }
+
+    /// A client frame whose payload is `head` then `rest` (a room
+    /// message: its header, then the plan's message after it).
+    pub(crate) fn frame_parts(&mut self, opcode: u8, head: &[u8], rest: &[u8]) {
         let key = self.next_u32().to_le_bytes();
         let s = &mut self.scratch;
         s.clear();
         s.push(0x80 | opcode);
-        let len = payload.len();
+        let len = head.len() + rest.len();
         if len < 126 {
             s.push(0x80 | len as u8);
         } else if len <= 0xffff {
@@ -168,7 +198,8 @@ impl WsConn {
         }
         s.extend_from_slice(&key);
         let at = s.len();
-        s.extend_from_slice(payload);
+        s.extend_from_slice(head);
+        s.extend_from_slice(rest);
         for (i, b) in s[at..].iter_mut().enumerate() {
             *b ^= key[i & 3];
         }
@@ -203,6 +234,7 @@ impl WsConn {
             }
             Err(_) => return Err(Failure::Exception),
         };
+        self.answered = resp.code.unwrap_or(0);
         if resp.code != Some(101) {
             return Err(Failure::Status);
         }
@@ -265,13 +297,23 @@ impl WsConn {
                 }
                 Frame::Data { remaining, last } => {
                     let take = (*remaining).min((data.len() - at) as u64) as usize;
-                    let bytes = &data[at..at + take];
+                    let mut bytes = &data[at..at + take];
+                    let mut seen_now = *seen;
+                    if (seen_now as usize) < self.capture {
+                        // A room message's header: kept, judged by `ws_room`.
+                        let from = seen_now as usize;
+                        let n = (self.capture - from).min(bytes.len());
+                        self.captured[from..from + n].copy_from_slice(&bytes[..n]);
+                        bytes = &bytes[n..];
+                        seen_now += n as u64;
+                    }
+                    let take_cmp = bytes.len();
                     if let (None, Some(want)) = (*verdict, want) {
-                        let from = (*seen as usize).min(want.len());
-                        let expected = &want[from..want.len().min(from + take)];
+                        let from = (seen_now as usize).min(want.len());
+                        let expected = &want[from..want.len().min(from + take_cmp)];
                         if bytes[..expected.len()] != *expected {
                             *verdict = Some(Failure::Body);
-                        } else if expected.len() < take {
+                        } else if expected.len() < take_cmp {
                             *verdict = Some(Failure::Length);
                         }
                     }
@@ -312,11 +354,7 @@ impl WsConn {
                     let payload = &self.control.0[..self.control.1];
                     match op {
                         8 => return WsFeed::Closed,
-                        9 => {
-                            let mut ping = ([0; 125], payload.len());
-                            ping.0[..payload.len()].copy_from_slice(payload);
-                            self.ping = Some(ping);
-                        }
+                        9 => self.ping = true,
                         10 if self.pongs_answer => {
                             if want.is_some_and(|w| payload != w) {
                                 *verdict = Some(Failure::Body);
@@ -422,7 +460,10 @@ mod tests {
                 }
             }
             assert_eq!(got, Some((None, 300)), "split {split}");
-            assert_eq!(ws.ping.map(|(p, n)| p[..n].to_vec()), Some(b"hi".to_vec()));
+            assert_eq!(
+                ws.take_ping().map(|(p, n)| p[..n].to_vec()),
+                Some(b"hi".to_vec())
+            );
         }
         let mut ws = WsConn::new(300, 1);
         let mut wrong = msg.clone();
@@ -453,10 +494,10 @@ mod tests {
             host: "h".into(),
             binary: true,
             hold: false,
+            room: None,
         };
         let mut ws = WsConn::new(64, 3);
-        ws.opening(&plan);
-        let req = String::from_utf8(ws.scratch.clone()).unwrap();
+        let req = ws.opening(&plan);
         let key = req
             .lines()
             .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))

@@ -95,6 +95,8 @@ fn parse_failures(line: &str) -> Option<FailureCounts> {
             "handshake" => &mut f.handshake,
             "reset" => &mut f.reset,
             "goaway" => &mut f.goaway,
+            "order" => &mut f.order,
+            "interleave" => &mut f.interleave,
             _ => continue,
         };
         *slot = n;

@@ -67,6 +67,9 @@ pub struct Document {
     /// handshakes (absent for plain HTTP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsDoc>,
+    /// A WebSocket room run (`--room`): the requests are its deliveries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<RoomDoc>,
 }
 
 /// What an https:// run spoke.
@@ -380,6 +383,24 @@ pub struct Connections {
     pub held: Option<Held>,
 }
 
+/// A room run: its rooms, the messages sent, and the deliveries (the
+/// run's requests: `requests.ok`, `failures`) they made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoomDoc {
+    pub rooms: u64,
+    /// Members per room: each message is owed this many deliveries.
+    pub members: u64,
+    pub messages_sent: u64,
+    /// Messages every member of their room received (ok or not).
+    pub messages_complete: u64,
+    /// Deliveries counted (ok and failed; `requests.responses` plus
+    /// failures without an arrival: lost, timed out).
+    pub deliveries: u64,
+    /// Deliveries ok per second of the measured stretch.
+    pub deliveries_ok_per_s: f64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Held {
@@ -568,6 +589,21 @@ pub fn document(r: &RunResult) -> Document {
             })
             .collect(),
         tls: TlsDoc::of(r),
+        room: p.room().map(|room| RoomDoc {
+            rooms: room.rooms as u64,
+            members: room.size as u64,
+            messages_sent: s.room_messages,
+            messages_complete: s.room_messages_complete,
+            deliveries: s.ok + s.failures.total(),
+            deliveries_ok_per_s: {
+                let secs = r.duration.as_secs_f64();
+                if secs > 0.0 {
+                    s.ok as f64 / secs
+                } else {
+                    0.0
+                }
+            },
+        }),
     }
 }
 

@@ -213,6 +213,16 @@ pub fn describe_check(r: &RunResult) -> String {
             .to_string();
     }
     if let Some(ws) = &r.plan.ws {
+        if ws.room.is_some() {
+            return match &r.plan.check {
+                Check::Exact { body, .. } => format!(
+                    "the upgrade's 101 and Sec-WebSocket-Accept, then each delivery: the {}-byte {} message after its header byte for byte, its sender's order, and the room's one order",
+                    body.len(),
+                    if ws.binary { "binary" } else { "text" }
+                ),
+                _ => "the upgrade's 101 and Sec-WebSocket-Accept, then each delivery's sender's order and the room's one order (--no-verify: not its bytes)".to_string(),
+            };
+        }
         if ws.hold {
             return "the upgrade's 101 and Sec-WebSocket-Accept, then that each ping's pong carries its payload".to_string();
         }
@@ -302,6 +312,16 @@ pub fn describe_load(r: &RunResult) -> String {
                         Pace::Rate(r) => p.connections as f64 / r,
                         Pace::Closed => 0.0,
                     }
+                )
+            }
+            (true, crate::engine::Framing::Ws(n)) if p.room().is_some() => {
+                let room = p.room().map_or(0, |r| r.size);
+                format!(
+                    "WebSocket room fan-out of {}-byte {} messages, {} room{} of {room} members, {n} in flight per member (a request is a delivery: {room} per message)",
+                    p.request.bytes.len(),
+                    if p.ws.as_ref().is_some_and(|w| w.binary) { "binary" } else { "text" },
+                    p.room().map_or(0, |r| r.rooms),
+                    if p.room().is_some_and(|r| r.rooms == 1) { "" } else { "s" },
                 )
             }
             (true, crate::engine::Framing::Ws(n)) => format!(

@@ -104,6 +104,17 @@ pub fn render(r: &RunResult) -> String {
         bytes(s.bytes_sent),
         thousands(s.connections),
     );
+    if let Some(room) = r.plan.room() {
+        let _ = writeln!(
+            out,
+            "  room       {} messages sent, {} of them received by all {} members; {} deliveries ({} ok)",
+            thousands(s.room_messages),
+            thousands(s.room_messages_complete),
+            room.size,
+            thousands(s.ok + s.failures.total()),
+            thousands(s.ok),
+        );
+    }
     if r.plan.ws.as_ref().is_some_and(|w| w.hold) {
         let _ = writeln!(
             out,
