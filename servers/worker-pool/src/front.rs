@@ -3,9 +3,10 @@
 //! writes the responses back in order. With `--tls-cert` it terminates TLS
 //! too (tokio-rustls; the handshake is a task of the front, bounded by
 //! [`READ_TIMEOUT`]), as an nginx in front of PHP-FPM does: the workers
-//! never see it.
+//! never see it, but for a WebSocket's, which takes the session with the
+//! connection ([`Client::into_socket`]).
 
-use std::io;
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -233,23 +234,27 @@ async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> io::Resul
 }
 
 /// A client connection: the socket, or a TLS session over it. A WebSocket
-/// goes to a worker as a plain socket ([`crate::ws`]); over TLS the front
-/// refuses the upgrade (its workers hold std sockets, not sessions).
+/// goes to a worker as the std socket, or the session with it
+/// ([`crate::ws::Socket`]).
 pub trait Client: AsyncRead + AsyncWrite + Unpin {
-    fn into_tcp(self) -> Result<TcpStream, Self>
-    where
-        Self: Sized;
+    /// The connection as a worker holds it: the socket blocking again is
+    /// the worker's to set ([`crate::ws::run`]).
+    fn into_socket(self) -> io::Result<Box<dyn crate::ws::Socket>>;
 }
 
 impl Client for TcpStream {
-    fn into_tcp(self) -> Result<TcpStream, Self> {
-        Ok(self)
+    fn into_socket(self) -> io::Result<Box<dyn crate::ws::Socket>> {
+        Ok(Box::new(self.into_std()?))
     }
 }
 
 impl Client for tokio_rustls::server::TlsStream<TcpStream> {
-    fn into_tcp(self) -> Result<TcpStream, Self> {
-        Err(self)
+    /// The session goes with the socket: the plaintext it opened beyond
+    /// what the front read stays in it, and the bytes the front read after
+    /// the head are the upgrade's `leftover`.
+    fn into_socket(self) -> io::Result<Box<dyn crate::ws::Socket>> {
+        let (tcp, conn) = self.into_inner();
+        Ok(Box::new(crate::ws::tls(conn, tcp.into_std()?)))
     }
 }
 
@@ -267,30 +272,11 @@ async fn hand_over<S: Client>(
     if !out.is_empty() && write(&mut stream, &out).await.is_err() {
         return;
     }
-    let stream = match stream.into_tcp() {
-        Ok(tcp) => tcp,
-        Err(mut tls) => {
-            out.clear();
-            let refusal =
-                Response::text(501, b"WebSocket over TLS is not served by the worker pool");
-            encode_reply(
-                &mut out,
-                front.name,
-                &refusal,
-                false,
-                http1::Connection::Close,
-                workloads::ALLOW,
-                true,
-            );
-            let _ = write(&mut tls, &out).await;
-            return;
-        }
-    };
-    let Ok(std) = stream.into_std() else {
+    let Ok(stream) = stream.into_socket() else {
         return;
     };
     let up = crate::ws::Upgrade {
-        stream: std,
+        stream,
         leftover,
         route,
         accept,
@@ -307,8 +293,8 @@ async fn hand_over<S: Client>(
             true,
         );
         let mut s = up.stream;
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
-        let _ = std::io::Write::write_all(&mut s, &out);
+        let _ = s.tcp().set_nonblocking(false);
+        let _ = s.tcp().set_write_timeout(Some(WRITE_TIMEOUT));
+        let _ = s.write_all(&out).and_then(|()| s.flush());
     }
 }

@@ -116,7 +116,7 @@ fn serve(mut stream: TcpStream, worker: &mut Worker, name: &'static str, shutdow
                     }
                     let leftover = inbox.take_pending();
                     return crate::ws::run(crate::ws::Upgrade {
-                        stream,
+                        stream: Box::new(stream),
                         leftover,
                         route,
                         accept,

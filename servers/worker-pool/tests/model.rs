@@ -302,3 +302,45 @@ fn websockets_beyond_the_workers_wait_for_a_free_one() {
     c.send(Message::text("my turn")).unwrap();
     assert_eq!(c.read().unwrap(), Message::text("my turn"));
 }
+
+/// A room member's worker waits in `poll(2)` on its socket and its room's
+/// wake-up pipe (not in a read that times out every few milliseconds), and
+/// a message from one member reaches the idle others through that wake-up:
+/// told by state, the workers' system call, then the messages read.
+#[test]
+fn room_members_wait_in_poll_and_are_woken_by_their_room() {
+    use std::net::TcpStream;
+    use tungstenite::Message;
+    let server = ServerProcess::start(BIN, &["--workers", "4", "--mysql-url", NO_DB]);
+    let url = format!("ws://{}/ws/room?name=wake", server.addr);
+    let open = || {
+        let s = TcpStream::connect(server.addr).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        tungstenite::client(url.as_str(), s).unwrap().0
+    };
+    let mut members = [open(), open(), open()];
+    let in_poll = || {
+        server
+            .threads()
+            .iter()
+            .filter(|t| {
+                is_worker(&t.name)
+                    && matches!(t.syscall, Some(n) if n == libc::SYS_poll || n == libc::SYS_ppoll)
+            })
+            .count()
+    };
+    wait_for("three room members' workers in poll(2)", || in_poll() == 3);
+    for round in 0..20 {
+        let from = round % 3;
+        let text = format!("round {round}");
+        members[from].send(Message::text(text.clone())).unwrap();
+        for m in members.iter_mut() {
+            assert_eq!(
+                m.read().unwrap(),
+                Message::text(text.clone()),
+                "round {round}"
+            );
+        }
+    }
+    wait_for("the idle members back in poll(2)", || in_poll() == 3);
+}

@@ -162,12 +162,25 @@ pub fn bad_handshake(reason: String) -> Response {
 /// with a clean close 1009; a frame over it is refused from its header.
 pub const MAX_FRAME: usize = 1 << 20;
 
-/// tungstenite's limits for a server of the contract: messages up to
-/// [`MAX_MESSAGE`], frames up to [`MAX_FRAME`].
+/// The read buffer each connection starts with: 4 KiB.
+///
+/// tungstenite allocates it whole when a connection opens, 128 KiB by
+/// default, which made a held WebSocket cost the event loop and the
+/// coroutine server about 140 KiB each (Node.js's `ws`: 7.5 KiB), so that
+/// `harness models` measured tungstenite's default rather than the model.
+/// 4 KiB is what tungstenite's own documentation suggests for many
+/// connections; a larger message still arrives whole, the buffer growing
+/// to hold it.
+pub const READ_BUFFER: usize = 4 * 1024;
+
+/// tungstenite's settings for a server of the contract: messages up to
+/// [`MAX_MESSAGE`], frames up to [`MAX_FRAME`], a [`READ_BUFFER`] per
+/// connection.
 pub fn limits() -> WebSocketConfig {
     WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE))
         .max_frame_size(Some(MAX_FRAME))
+        .read_buffer_size(READ_BUFFER)
 }
 
 /// The close frame a server sends for a read error: 1009 for a message
