@@ -6,9 +6,10 @@
 //   HOST (127.0.0.1) PORT (3000; 0 = any free port)
 //   DB_HOST (127.0.0.1) DB_PORT (3306) DB_USER DB_PASSWORD DB_NAME (bench)
 //   DB_POOL (20)
-//   TLS_CERT, TLS_KEY (PEM files): serve HTTPS (node:https, Node's OpenSSL)
-//   on the same HOST:PORT instead of HTTP; `harness compare --tls` gives
-//   the lab's certificate
+//   TLS_CERT, TLS_KEY (PEM files): serve HTTPS on the same HOST:PORT instead
+//   of HTTP, HTTP/2 or HTTP/1.1 by ALPN (node:http2's secure server with
+//   allowHTTP1, Node's OpenSSL); `harness compare --tls` gives the lab's
+//   certificate
 //   H2C_PORT (unset: none; 0 = any free port): also serve HTTP/2 by prior
 //     knowledge (h2c) on this port, same routes. A port of its own because
 //     node:http2's cleartext server has no HTTP/1.1 fallback (allowHTTP1 is
@@ -24,7 +25,6 @@
 const cluster = require('node:cluster');
 const fs = require('node:fs');
 const http = require('node:http');
-const https = require('node:https');
 const http2 = require('node:http2');
 const inspector = require('node:inspector');
 const workerThreads = require('node:worker_threads');
@@ -81,6 +81,22 @@ function sqrtSum(n) {
   let s = 0.0;
   for (let i = 1; i <= n; i++) s += Math.sqrt(i);
   return s;
+}
+
+// Calls `fn` once at least `ms` of wall-clock time has passed, as the
+// contract's /sleep promises. A timer counts from libuv's loop time, cached
+// when the loop's iteration began, so on a busy loop it fired up to that
+// iteration's age early (a compose check read 49.6 ms for /sleep?ms=50;
+// with the machine busy, 4 of 200 /sleep?ms=20 came back in under 20 ms,
+// and 0 of 400 since); it is re-armed for what is left.
+function afterAtLeast(ms, fn) {
+  const end = process.hrtime.bigint() + BigInt(ms) * 1000000n;
+  const check = () => {
+    const left = end - process.hrtime.bigint();
+    if (left <= 0n) fn();
+    else setTimeout(check, Math.ceil(Number(left) / 1e6));
+  };
+  setTimeout(check, ms);
 }
 
 function sleepSql(ms) {
@@ -169,7 +185,7 @@ function configJson() {
     jit: jitless ? 'off' : 'v8',
     debug: inspector.url() !== undefined,
     // absent over plain HTTP, as the other servers' documents
-    tls: TLS ? `node:https (OpenSSL ${process.versions.openssl}): TLS 1.3, 1.2; ALPN http/1.1; resumption` : undefined,
+    tls: TLS ? `node:http2 secure server, allowHTTP1 (OpenSSL ${process.versions.openssl}): TLS 1.3, 1.2; ALPN h2, http/1.1; resumption` : undefined,
     node: {
       pid: process.pid,
       cluster: cluster.isPrimary ? 'primary' : 'worker',
@@ -188,9 +204,11 @@ function configJson() {
       'node.uv_threadpool_size': 'configured: UV_THREADPOOL_SIZE (default 4); libuv has no getter',
     },
     configured: ['node.uv_threadpool_size'],
-    protocols: h2cServer && h2cServer.listening
-      ? ['http/1.1', `h2c on ${h2cServer.address().address}:${h2cServer.address().port}`]
-      : ['http/1.1'],
+    protocols: TLS
+      ? ['http/1.1', 'h2']
+      : h2cServer && h2cServer.listening
+        ? ['http/1.1', `h2c on ${h2cServer.address().address}:${h2cServer.address().port}`]
+        : ['http/1.1'],
     websocket: {
       connection: "a ws WebSocket on the process's one event loop (npm ws, noServer, upgraded from node:http)",
       rooms: 'per-process',
@@ -304,7 +322,7 @@ function handle(req, res) {
       case '/sleep': {
         const ms = intParam(params, 'ms', 0, SLEEP_MS_MAX, null);
         if (ms === null) throw new BadRequest('missing query parameter ms');
-        return setTimeout(() => send(req, res, 200, 'text/plain', `slept ${ms}`), ms);
+        return afterAtLeast(ms, () => send(req, res, 200, 'text/plain', `slept ${ms}`));
       }
       case '/config':
         return send(req, res, 200, 'application/json', configJson());
@@ -325,10 +343,19 @@ if (TLS) {
     cert: fs.readFileSync(TLS_CERT),
     key: fs.readFileSync(TLS_KEY),
     minVersion: 'TLSv1.2',
-    ALPNProtocols: ['http/1.1'],
+    // h2 or http/1.1 by ALPN on the one port: an HTTP/1.1 connection goes
+    // through node:http's own connection handling (requests, upgrades,
+    // clientError on this server), an h2 one through node:http2's
+    // compatibility API, the same handler either way.
+    allowHTTP1: true,
   });
 }
-const server = (TLS ? https : http).createServer(serverOptions, handle);
+const server = TLS ? http2.createSecureServer(serverOptions, handle) : http.createServer(serverOptions, handle);
+// node:http2's secure server takes node:http's settings for its HTTP/1.1
+// connections from these properties, not from its options (node:http sets
+// them from its own: 400 for an HTTP/1.1 request without Host).
+server.maxHeaderSize = 8192;
+server.requireHostHeader = true;
 // Keep idle benchmark connections open between runs and phases.
 server.keepAliveTimeout = 65000;
 server.headersTimeout = 66000;
@@ -447,7 +474,8 @@ function shutdown() {
     setTimeout(() => process.exit(0), 500).unref();
     pool.end(() => process.exit(0));
   });
-  server.closeIdleConnections();
+  // node:http2's secure server has no closeIdleConnections
+  if (server.closeIdleConnections) server.closeIdleConnections();
   if (h2cServer) h2cServer.close();
   for (const c of wss.clients) c.close(1001, 'server shutting down');
   // in-flight requests get 10 s; then exit anyway

@@ -158,6 +158,81 @@ function echo_body(string $method, ?callable $body): array
     return [200, 'application/octet-stream', $bytes, []];
 }
 
+/** The largest WebSocket message a server takes (64 KiB); a larger one closes with WS_TOO_BIG. */
+const WS_MAX_MESSAGE = 65536;
+/** RFC 6455 §7.4.1: the close code for a message over WS_MAX_MESSAGE. */
+const WS_TOO_BIG = 1009;
+
+/**
+ * The WebSocket route of an origin-form target, as workloads::ws::route:
+ * null where it names none, ['echo'] for /ws, ['room', NAME] for
+ * /ws/room?name=NAME, ['error', REASON] for /ws/room without a valid name
+ * (1 to 64 letters, digits, '-' or '_'; the first name= counts).
+ *
+ * @return null|array{0: string, 1?: string}
+ */
+function ws_route(string $target): ?array
+{
+    $q = strpos($target, '?');
+    $path = $q === false ? $target : substr($target, 0, $q);
+    if ($path === '/ws') {
+        return ['echo'];
+    }
+    if ($path !== '/ws/room') {
+        return null;
+    }
+    foreach (explode('&', $q === false ? '' : substr($target, $q + 1)) as $pair) {
+        if (str_starts_with($pair, 'name=')) {
+            $name = substr($pair, 5);
+            if (preg_match('/^[A-Za-z0-9_-]{1,64}$/D', $name) === 1) {
+                return ['room', $name];
+            }
+            break;
+        }
+    }
+    return ['error', "name must be 1 to 64 letters, digits, '-' or '_'"];
+}
+
+/**
+ * Validates an opening handshake (RFC 6455 §4.2.1) as workloads::ws::accept
+ * does: the Sec-WebSocket-Accept to answer, or BadRequest with the one-line
+ * reason for the 400, the same reasons in the same order.
+ *
+ * @param array<string, string> $headers header values by lower-case name
+ */
+function ws_accept(string $method, array $headers): string
+{
+    $lists = static function (string $value, string $token): bool {
+        foreach (explode(',', $value) as $t) {
+            if (strcasecmp(trim($t), $token) === 0) {
+                return true;
+            }
+        }
+        return false;
+    };
+    if ($method !== 'GET') {
+        throw new BadRequest('a WebSocket handshake is a GET');
+    }
+    if (!$lists($headers['upgrade'] ?? '', 'websocket')) {
+        throw new BadRequest('no Upgrade: websocket');
+    }
+    if (!$lists($headers['connection'] ?? '', 'upgrade')) {
+        throw new BadRequest('no Connection: Upgrade');
+    }
+    if (trim($headers['sec-websocket-version'] ?? '') !== '13') {
+        throw new BadRequest('Sec-WebSocket-Version must be 13');
+    }
+    if (!isset($headers['sec-websocket-key'])) {
+        throw new BadRequest('no Sec-WebSocket-Key');
+    }
+    $key = trim($headers['sec-websocket-key']);
+    $raw = base64_decode($key, true);
+    if ($raw === false || strlen($raw) !== 16) {
+        throw new BadRequest('Sec-WebSocket-Key is not 16 bytes in base64');
+    }
+    return base64_encode(sha1($key . '258EAFA5-E914-47DA-95CA-C5AB0DC85B11', true));
+}
+
 function sqrt_sum(int $n): float
 {
     $s = 0.0;

@@ -47,6 +47,11 @@ $facts = static function (): array {
         // the http plugin's requests arrive as protobuf: decoded by
         // ext-protobuf when loaded, else in pure PHP (google/protobuf)
         'protobuf' => extension_loaded('protobuf') ? 'ext-protobuf ' . phpversion('protobuf') : 'pure php (google/protobuf)',
+        'websocket' => null,
+        'websocket_unsupported' => 'RoadRunner has no WebSocket server of its own since 2.12, where its websockets '
+            . 'and broadcast plugins were replaced by the centrifuge plugin: a WebSocket is held by a separate '
+            . 'Centrifugo server, which speaks its own protocol and forwards events to PHP workers over gRPC; '
+            . 'a worker serves one request at a time and never holds the connection',
     ];
 };
 

@@ -31,6 +31,15 @@
  *   - it has no 431: a head over 8 KiB is served (up to its buffer);
  *   - pipelined requests run as concurrent coroutines and are answered in
  *     the order they finish, not the order they came.
+ *
+ * WebSocket (GET /ws, GET /ws/room?name=R): Swoole\WebSocket\Server, whose
+ * core frames messages, reassembles fragments, answers pings and completes
+ * the close handshake. The handshake is ours (onHandshake), validated by the
+ * contract's Bench\ws_accept so that a bad one gets the same 400 and reason
+ * as every other server. In SWOOLE_BASE a connection lives in the worker
+ * that accepted it, so a room spans workers through Rooms below: each room
+ * has one owner worker that puts its messages in one order and hands each
+ * to the workers holding members, over Swoole's worker pipes.
  */
 
 declare(strict_types=1);
@@ -39,9 +48,11 @@ require_once __DIR__ . '/../php/contract.php';
 
 use Swoole\Database\PDOConfig;
 use Swoole\Database\PDOPool;
+use Swoole\Coroutine\Channel;
 use Swoole\Http\Request;
 use Swoole\Http\Response;
-use Swoole\Http\Server;
+use Swoole\WebSocket\Frame;
+use Swoole\WebSocket\Server;
 
 $envInt = static function (string $k, int $default): int {
     $v = getenv($k);
@@ -81,6 +92,8 @@ if ($tls && !defined('SWOOLE_SSL')) {
 }
 
 // SWOOLE_BASE is Swoole 5+'s default mode; spelled out so that it is visible.
+// Swoole\WebSocket\Server is its HTTP server that also takes upgrades: every
+// plain request still goes to onRequest.
 $server = new Server($host, $port, SWOOLE_BASE, $tls ? SWOOLE_SOCK_TCP | SWOOLE_SSL : SWOOLE_SOCK_TCP);
 $server->set(($tls ? [
     'ssl_cert_file' => $tlsCert,
@@ -96,6 +109,15 @@ $server->set(($tls ? [
     // tells them apart by the connection preface.
     'open_http2_protocol' => true,
     'http2_max_concurrent_streams' => 128,
+    // The largest request or WebSocket frame read whole (Swoole's default,
+    // spelled out): a 1 MiB POST /echo body, and a frame over the contract's
+    // 64 KiB message limit, which is read to its end and closed with 1009.
+    'package_max_length' => 2 * 1024 * 1024,
+    // Pings answered and close frames completed by Swoole's core, fragments
+    // reassembled into one onMessage (the defaults, spelled out).
+    'open_websocket_ping_frame' => false,
+    'open_websocket_close_frame' => false,
+    'websocket_compression' => false,
     'log_level' => SWOOLE_LOG_WARNING,
 ]);
 
@@ -176,10 +198,172 @@ final class BenchPool extends PDOPool
     }
 }
 
+/** How long a handshake waits for its room's owner to register it: then 503. */
+const ROOM_JOIN_WAIT_SECONDS = 5.0;
+
+/**
+ * WebSocket rooms across SWOOLE_BASE workers.
+ *
+ * A connection lives in the worker that accepted it, and Swoole's
+ * sendMessage() is a pipe from one worker to another (FIFO per pair). So
+ * each room has one owner, worker crc32(name) mod worker_num, which keeps
+ * the room's members (session id => the worker holding it). Every message
+ * sent in the room goes to the owner, which receives the room's messages in
+ * one order and hands each, in that order, to every worker holding members
+ * (one pipe message per worker). Each worker pushes it to its own members.
+ * Every member thus receives the room's messages in the one order the owner
+ * received them, the sender too.
+ *
+ * A member is in the room once its 101 is sent: the handshake waits for the
+ * owner's acknowledgement of its join before answering 101.
+ */
+final class Rooms
+{
+    /** @var array<string, array<int, int>> rooms this worker owns: name => [fd => worker id] */
+    private array $owned = [];
+    /** @var array<int, string> this worker's members: fd => room name */
+    private array $local = [];
+    /** @var array<int, Channel> handshakes waiting for their owner's acknowledgement */
+    private array $joining = [];
+
+    public function __construct(private Server $server)
+    {
+    }
+
+    private function owner(string $room): int
+    {
+        return crc32($room) % (int) $this->server->setting['worker_num'];
+    }
+
+    private function self(): int
+    {
+        return (int) $this->server->worker_id;
+    }
+
+    /** Registers $fd in $room with the room's owner; false if the owner did not answer. */
+    public function join(string $room, int $fd): bool
+    {
+        $owner = $this->owner($room);
+        $this->local[$fd] = $room;
+        if ($owner === $this->self()) {
+            $this->owned[$room][$fd] = $owner;
+            return true;
+        }
+        $acknowledged = new Channel(1);
+        $this->joining[$fd] = $acknowledged;
+        $this->server->sendMessage(['join', $room, $fd, $this->self()], $owner);
+        $ok = $acknowledged->pop(ROOM_JOIN_WAIT_SECONDS) === true;
+        unset($this->joining[$fd]);
+        if (!$ok) {
+            $this->leave($fd);
+        }
+        return $ok;
+    }
+
+    /** $fd closed: out of its room, if it was in one. */
+    public function leave(int $fd): void
+    {
+        $room = $this->local[$fd] ?? null;
+        if ($room === null) {
+            return;
+        }
+        unset($this->local[$fd]);
+        $owner = $this->owner($room);
+        if ($owner === $this->self()) {
+            $this->forget($room, $fd);
+        } else {
+            $this->server->sendMessage(['leave', $room, $fd], $owner);
+        }
+    }
+
+    /** Whether $fd is a room member of this worker. */
+    public function holds(int $fd): bool
+    {
+        return isset($this->local[$fd]);
+    }
+
+    /** A message from member $fd, to every member of its room. */
+    public function publish(int $fd, string $data, int $opcode): void
+    {
+        $room = $this->local[$fd];
+        $owner = $this->owner($room);
+        if ($owner === $this->self()) {
+            $this->fanOut($room, $data, $opcode);
+        } else {
+            $this->server->sendMessage(['publish', $room, $data, $opcode], $owner);
+        }
+    }
+
+    /** onPipeMessage: what another worker's Rooms sent this one. */
+    public function onPipeMessage(mixed $message): void
+    {
+        if (!is_array($message)) {
+            return;
+        }
+        switch ($message[0]) {
+            case 'join': // at the owner: register, then let the handshake answer 101
+                [, $room, $fd, $worker] = $message;
+                $this->owned[$room][$fd] = $worker;
+                $this->server->sendMessage(['joined', $fd], $worker);
+                break;
+            case 'joined':
+                ($this->joining[$message[1]] ?? null)?->push(true);
+                break;
+            case 'leave':
+                $this->forget($message[1], $message[2]);
+                break;
+            case 'publish':
+                $this->fanOut($message[1], $message[2], $message[3]);
+                break;
+            case 'deliver':
+                $this->deliver($message[1], $message[2], $message[3]);
+                break;
+        }
+    }
+
+    /** At the owner: the message to every worker holding members, in this order. */
+    private function fanOut(string $room, string $data, int $opcode): void
+    {
+        $byWorker = [];
+        foreach ($this->owned[$room] ?? [] as $fd => $worker) {
+            $byWorker[$worker][] = $fd;
+        }
+        foreach ($byWorker as $worker => $fds) {
+            if ($worker === $this->self()) {
+                $this->deliver($fds, $data, $opcode);
+            } else {
+                $this->server->sendMessage(['deliver', $fds, $data, $opcode], $worker);
+            }
+        }
+    }
+
+    /** @param list<int> $fds members of this worker */
+    private function deliver(array $fds, string $data, int $opcode): void
+    {
+        foreach ($fds as $fd) {
+            if (isset($this->local[$fd])) {
+                $this->server->push($fd, $data, $opcode);
+            }
+        }
+    }
+
+    private function forget(string $room, int $fd): void
+    {
+        unset($this->owned[$room][$fd]);
+        if (($this->owned[$room] ?? null) === []) {
+            unset($this->owned[$room]);
+        }
+    }
+}
+
 /** @var BenchPool|null $pool one per worker process, created in workerStart */
 $pool = null;
 
-$server->on('workerStart', static function () use (&$pool, $perWorker): void {
+/** @var Rooms|null $rooms one per worker process, created in workerStart */
+$rooms = null;
+
+$server->on('workerStart', static function (Server $server) use (&$pool, &$rooms, $perWorker): void {
+    $rooms = new Rooms($server);
     $e = Bench\db_env();
     $config = (new PDOConfig())
         ->withHost($e['host'])
@@ -245,6 +429,13 @@ $facts = static function () use ($server, &$pool, $logLevels): array {
         'db_pool' => $pool === null ? null : $workers * $pool->capacity(),
         'debug' => (bool) SWOOLE_DEBUG,
         'tls' => isset($server->setting['ssl_cert_file']) ? 'swoole: SWOOLE_SSL (OpenSSL)' : null,
+        'websocket' => [
+            'connection' => 'a Swoole\\WebSocket\\Server connection in the worker that accepted it '
+                . '(SWOOLE_BASE: each worker its own reactor), each message handled in a coroutine of that worker',
+            'rooms' => 'shared-across-workers',
+            // each room ordered by one owner worker, handed to the others over Swoole's worker pipes
+            'room_spans_workers' => true,
+        ],
         'swoole' => [
             'version' => phpversion('swoole'),
             'mode' => $base ? 'base' : 'process',
@@ -272,6 +463,7 @@ $facts = static function () use ($server, &$pool, $logLevels): array {
             'swoole.dispatch_mode' => 'read: Server->mode (SWOOLE_BASE dispatches nothing); else the setting',
             'swoole.hook_flags' => 'read: Swoole\Runtime::getHookFlags()',
             'swoole.log_level' => 'configured: Server->setting[log_level]; Swoole has no getter',
+            'websocket' => 'built in: Swoole\\WebSocket\\Server in SWOOLE_BASE, rooms owned per worker (Rooms in server.php)',
             'debug' => 'read: the PHP facts, and SWOOLE_DEBUG (a debug build of Swoole)',
             'php' => 'read: ini_get() and PHP constants at run time, in this worker',
         ] + Bench\php_sources(),
@@ -279,11 +471,34 @@ $facts = static function () use ($server, &$pool, $logLevels): array {
     ];
 };
 
-$server->on('request', static function (Request $req, Response $res) use ($db, $facts): void {
-    $method = $req->server['request_method'] ?? 'GET';
+/** The request's method and origin-form target. */
+$targetOf = static function (Request $req): array {
     $target = $req->server['request_uri'] ?? '/';
     if (isset($req->server['query_string']) && $req->server['query_string'] !== '') {
         $target .= '?' . $req->server['query_string'];
+    }
+    return [$req->server['request_method'] ?? 'GET', $target];
+};
+
+/** A 400 with its one-line reason, and the connection closed. */
+$refuse = static function (Response $res, string $reason): void {
+    $res->status(400);
+    $res->header('Content-Type', 'text/plain');
+    $res->header('Connection', 'close');
+    $res->end($reason);
+};
+
+$serve = static function (Request $req, Response $res) use ($db, $facts, $targetOf, $refuse): void {
+    [$method, $target] = $targetOf($req);
+    $route = Bench\ws_route($target);
+    if ($route !== null) {
+        // /ws without an upgrade: the handshake's reason, as every server answers
+        try {
+            Bench\ws_accept($method, $route[0] === 'error' ? [] : ($req->header ?? []));
+        } catch (Bench\BadRequest $e) {
+            $refuse($res, $route[0] === 'error' ? $route[1] : $e->getMessage());
+            return;
+        }
     }
     $input = static fn (): string => (string) $req->rawContent();
     [$status, $type, $body, $headers] = Bench\handle($method, $target, $db, $facts, $input);
@@ -299,6 +514,64 @@ $server->on('request', static function (Request $req, Response $res) use ($db, $
     } else {
         $res->end($body);
     }
+};
+
+$server->on('request', $serve);
+
+// The opening handshake (RFC 6455 §4.2): ours rather than Swoole's, so that a
+// bad one is refused with the contract's reason. true: the 101 went out.
+$server->on('handshake', static function (Request $req, Response $res) use (&$rooms, $serve, $targetOf, $refuse): bool {
+    [$method, $target] = $targetOf($req);
+    $route = Bench\ws_route($target);
+    if ($route === null) {
+        // An Upgrade on another path is ignored (RFC 9110 §7.8): answered as a
+        // plain request, then closed (what follows it is not HTTP).
+        $res->header('Connection', 'close');
+        $serve($req, $res);
+        return false;
+    }
+    try {
+        if ($route[0] === 'error') {
+            throw new Bench\BadRequest($route[1]);
+        }
+        $accept = Bench\ws_accept($method, $req->header ?? []);
+    } catch (Bench\BadRequest $e) {
+        $refuse($res, $e->getMessage());
+        return false;
+    }
+    if ($route[0] === 'room' && !$rooms->join($route[1], $req->fd)) {
+        $res->status(503);
+        $res->header('Content-Type', 'text/plain');
+        $res->header('Connection', 'close');
+        $res->end('the room\'s owner worker did not answer');
+        return false;
+    }
+    $res->status(101);
+    $res->header('Upgrade', 'websocket');
+    $res->header('Connection', 'Upgrade');
+    $res->header('Sec-WebSocket-Accept', $accept);
+    $res->end();
+    return true;
+});
+
+$server->on('message', static function (Server $server, Frame $frame) use (&$rooms): void {
+    if (strlen($frame->data) > Bench\WS_MAX_MESSAGE) {
+        $server->disconnect($frame->fd, Bench\WS_TOO_BIG, 'message over 64 KiB');
+        return;
+    }
+    if ($rooms->holds($frame->fd)) {
+        $rooms->publish($frame->fd, $frame->data, $frame->opcode);
+    } else {
+        $server->push($frame->fd, $frame->data, $frame->opcode);
+    }
+});
+
+$server->on('pipeMessage', static function (Server $server, int $fromWorker, mixed $message) use (&$rooms): void {
+    $rooms?->onPipeMessage($message);
+});
+
+$server->on('close', static function (Server $server, int $fd) use (&$rooms): void {
+    $rooms?->leave($fd);
 });
 
 $server->on('start', static function () use ($host, $port, $workers, $perWorker): void {

@@ -29,6 +29,9 @@ $facts = static fn (): array => [
     'model' => $workerMode ? 'worker-pool' : 'classic',
     'workers' => $workers > 0 ? $workers : null,
     'db_pool' => $workers > 0 ? $workers : null, // one connection per worker
+    'websocket' => null,
+    'websocket_unsupported' => 'FrankenPHP hands a worker one request at a time and gives PHP no upgraded '
+        . 'connection; its real-time answer is Mercure (server-sent events, built into its Caddy), not WebSocket',
     'php' => Bench\php_runtime_facts(),
     'source' => [
         'model' => 'read: function_exists(frankenphp_handle_request) (worker mode)',
