@@ -44,9 +44,25 @@ impl Connect for Tls {
 /// Runs the HTTP/2 rows against `addr` (over TLS when `tls` is given),
 /// prints a verdict per row; fails if any row does.
 pub fn run(addr: SocketAddr, tls: Option<&TlsPlan>, timeout: Duration) -> anyhow::Result<ExitCode> {
-    let rows = h2rows::rows();
-    let verdicts = match tls {
-        None => h2rows::check(&Cleartext(addr), &rows, timeout),
+    let verdicts = check(addr, tls, &h2rows::rows(), timeout)?;
+    print!("{}", text(&verdicts));
+    Ok(if verdicts.iter().all(|v| v.result.is_ok()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `rows` against `addr`: h2c by prior knowledge, or h2 by ALPN over TLS
+/// when `tls` is given. `Err` only when no TLS client can be made.
+pub fn check(
+    addr: SocketAddr,
+    tls: Option<&TlsPlan>,
+    rows: &[h2rows::Row],
+    timeout: Duration,
+) -> anyhow::Result<Vec<h2rows::Verdict>> {
+    Ok(match tls {
+        None => h2rows::check(&Cleartext(addr), rows, timeout),
         Some(plan) => {
             let mut config = plan.client_config().map_err(anyhow::Error::msg)?;
             config.alpn_protocols = vec![b"h2".to_vec()];
@@ -55,14 +71,8 @@ pub fn run(addr: SocketAddr, tls: Option<&TlsPlan>, timeout: Duration) -> anyhow
                 name: plan.name().map_err(anyhow::Error::msg)?,
                 connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
             };
-            h2rows::check(&connect, &rows, timeout)
+            h2rows::check(&connect, rows, timeout)
         }
-    };
-    print!("{}", text(&verdicts));
-    Ok(if verdicts.iter().all(|v| v.result.is_ok()) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     })
 }
 

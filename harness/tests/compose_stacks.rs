@@ -41,6 +41,7 @@ fn start(name: &str, db_url: &str) -> Running {
         interrupt: &interrupt,
         php_jit: Default::default(),
         tls: None,
+        h2c: false,
     };
     entry
         .start(&ctx)
@@ -704,4 +705,120 @@ fn swoole_answers_the_request_in_flight_on_sigterm_and_exits_0() {
         "still answering after exit"
     );
     assert!(running.stop().is_empty());
+}
+
+/// The PHP stacks' WebSocket handshake (`Bench\ws_accept`, `Bench\ws_route`
+/// in compose/php/contract.php, which Swoole's onHandshake calls) agrees with
+/// the contract's (`workloads::ws::accept`, `route`) on every case: the same
+/// `Sec-WebSocket-Accept`, or the same reason for the 400. Swoole itself
+/// cannot run here; this runs the PHP it calls, with php-cli.
+#[test]
+fn php_websocket_handshake_agrees_with_the_contract() {
+    const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ=="; // RFC 6455 §1.3's sample
+    let ok: &[(&str, &str)] = &[
+        ("Upgrade", "websocket"),
+        ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Version", "13"),
+        ("Sec-WebSocket-Key", KEY),
+    ];
+    let with = |name: &str, value: Option<&str>| -> Vec<(String, String)> {
+        let mut h: Vec<(String, String)> = ok
+            .iter()
+            .filter(|(n, _)| *n != name)
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        if let Some(v) = value {
+            h.push((name.to_string(), v.to_string()));
+        }
+        h
+    };
+    let handshakes: Vec<(&str, Vec<(String, String)>)> = vec![
+        ("GET", with("Upgrade", Some("websocket"))),
+        ("GET", with("Upgrade", Some(" WebSocket "))),
+        ("GET", with("Upgrade", None)),
+        ("GET", with("Upgrade", Some("h2c"))),
+        ("GET", with("Connection", Some("keep-alive, Upgrade"))),
+        ("GET", with("Connection", Some("keep-alive"))),
+        ("GET", with("Connection", None)),
+        ("GET", with("Sec-WebSocket-Version", Some("8"))),
+        ("GET", with("Sec-WebSocket-Version", None)),
+        ("GET", with("Sec-WebSocket-Key", None)),
+        ("GET", with("Sec-WebSocket-Key", Some("c2hvcnQ="))),
+        ("GET", with("Sec-WebSocket-Key", Some("not base64 at all!"))),
+        ("POST", with("Upgrade", Some("websocket"))),
+    ];
+    let long = format!("/ws/room?name={}", "a".repeat(65));
+    let targets = [
+        "/ws",
+        "/ws?x=1",
+        "/ws/room?name=lobby",
+        "/ws/room?x=1&name=a-b_9",
+        "/ws/room?name=",
+        "/ws/room",
+        "/ws/room?name=no!",
+        "/ws/room?name=ok&name=no!",
+        long.as_str(),
+        "/hello",
+        "/wsx",
+    ];
+
+    let input = serde_json::json!({
+        "handshakes": handshakes.iter().map(|(m, h)| serde_json::json!({"method": m, "headers": h})).collect::<Vec<_>>(),
+        "targets": targets,
+    });
+    let contract = concat!(env!("CARGO_MANIFEST_DIR"), "/../compose/php/contract.php");
+    let script = format!(
+        r#"require {contract:?};
+        $in = json_decode(stream_get_contents(STDIN), true);
+        $out = ['accept' => [], 'route' => []];
+        foreach ($in['handshakes'] as $c) {{
+            $h = [];
+            foreach ($c['headers'] as [$n, $v]) {{ $h[strtolower($n)] = $v; }}
+            try {{ $out['accept'][] = ['ok' => Bench\ws_accept($c['method'], $h)]; }}
+            catch (Bench\BadRequest $e) {{ $out['accept'][] = ['err' => $e->getMessage()]; }}
+        }}
+        foreach ($in['targets'] as $t) {{ $out['route'][] = Bench\ws_route($t); }}
+        echo json_encode($out);"#
+    );
+    let mut php = Command::new("php")
+        .args(["-r", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("php-cli (scripts/install-deps installs php8.2-cli)");
+    php.stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = php.wait_with_output().unwrap();
+    assert!(out.status.success(), "php: {:?}", out.status);
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "php printed {:?}: {e}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+
+    for (i, (method, headers)) in handshakes.iter().enumerate() {
+        let pairs = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+        let want = match workloads::ws::accept(method, pairs) {
+            Ok(accept) => serde_json::json!({ "ok": accept }),
+            Err(reason) => serde_json::json!({ "err": reason }),
+        };
+        assert_eq!(got["accept"][i], want, "{method} {headers:?}");
+    }
+    assert_eq!(
+        got["accept"][0]["ok"], "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=",
+        "RFC 6455's sample"
+    );
+    for (i, target) in targets.iter().enumerate() {
+        let want = match workloads::ws::route(target) {
+            None => serde_json::Value::Null,
+            Some(Ok(workloads::ws::WsRoute::Echo)) => serde_json::json!(["echo"]),
+            Some(Ok(workloads::ws::WsRoute::Room(n))) => serde_json::json!(["room", n]),
+            Some(Err(e)) => serde_json::json!(["error", e]),
+        };
+        assert_eq!(got["route"][i], want, "{target}");
+    }
 }

@@ -67,6 +67,7 @@ impl Session {
             interrupt: &self.interrupt,
             php_jit: Default::default(),
             tls: None,
+            h2c: false,
         }
     }
 }

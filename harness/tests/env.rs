@@ -104,6 +104,7 @@ fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
         interrupt: &interrupt,
         php_jit: Default::default(),
         tls: None,
+        h2c: false,
     };
     let running = entry.start_placed(&ctx, &placement).unwrap();
     // The load's side, on a thread of its own so the test runner's is untouched.
@@ -154,6 +155,7 @@ fn the_bridge_serves_directly_across_dnat_and_through_the_proxy_and_is_torn_down
             interrupt: &interrupt,
             php_jit: Default::default(),
             tls: None,
+            h2c: false,
         };
         let mut running = entry.start_placed(&ctx, &placement).unwrap();
         setup.verify(&running.pids()).unwrap();
@@ -198,6 +200,7 @@ fn php_fpm_and_nginx_are_placed_whole() {
         interrupt: &interrupt,
         php_jit: Default::default(),
         tls: None,
+        h2c: false,
     };
     let mut kinds = vec![Environment::Pinned];
     if bridge_refused().is_none() {
@@ -462,8 +465,43 @@ fn calibrate_json_matches_its_schema() {
             assert!(w["ratio_to_bare"].as_f64().unwrap() >= 0.0, "{name}: {w}");
             assert!(w["route"].as_str().unwrap().contains("TLS"), "{name}: {w}");
             assert_eq!(w["runs"].as_array().unwrap().len(), 2, "{name}: {w}");
+            // CPU per request beside RPS where a request was answered,
+            // and the row's contamination.
+            let answered = w["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["requests"].as_u64().unwrap() > 0);
+            assert_eq!(
+                w["cpu_us_per_request"].as_f64().is_some(),
+                answered,
+                "{name}: {w}"
+            );
+            assert!(w["contaminated"].is_boolean(), "{name}: {w}");
+            if name == "tls-proxy" {
+                // The nginx in front is metered as the path (and counted
+                // in the server's tree: the meter's ticks and the path's
+                // schedstat ns differ too much in a 200 ms run to compare).
+                for r in w["runs"].as_array().unwrap() {
+                    if r["requests"].as_u64().unwrap() > 0 {
+                        assert!(r["proxy_cpu_us_per_request"].as_f64().unwrap() > 0.0, "{r}");
+                    }
+                }
+            }
         }
     }
+    // tls-server brings its handshake-per-request rows, read against
+    // plaintext with a connection per request.
+    for name in [
+        "bare/new-conn",
+        "tls-server/new-conn",
+        "tls-server/new-conn-full",
+    ] {
+        let env = envs.iter().find(|e| e["name"] == name).unwrap();
+        assert_eq!(env["workloads"].as_array().unwrap().len(), 3, "{env}");
+        assert_eq!(env["baseline"], "bare/new-conn");
+    }
+    assert_eq!(value["tax"].as_array().unwrap().len(), 3);
     let docker = envs.iter().find(|e| e["name"] == "docker").unwrap();
     if docker["status"] == "not_available" {
         assert!(docker["reason"].as_str().unwrap().contains("Docker engine"));
@@ -579,6 +617,7 @@ fn swoole_is_placed_whole_while_it_still_forks_its_workers() {
         interrupt: &interrupt,
         php_jit: Default::default(),
         tls: None,
+        h2c: false,
     };
     let setup = Setup::build(Environment::Bridge, Some(db.port)).unwrap();
     for round in 0..3 {
@@ -605,5 +644,201 @@ fn swoole_is_placed_whole_while_it_still_forks_its_workers() {
             checked[0].starts_with("21 server process(es)"),
             "{checked:?}"
         );
+    }
+}
+
+/// Two CPU burners the test starts and stops by pid, killed on every path
+/// out of the test.
+struct Burners(Vec<std::process::Child>);
+
+impl Burners {
+    fn start(n: usize) -> Burners {
+        Burners(
+            (0..n)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .stdin(Stdio::null())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect(),
+        )
+    }
+
+    /// Their CPU time so far, ns.
+    fn cpu_ns(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|c| harness::procfs::cpu_ns(c.id() as i32).unwrap_or(0))
+            .sum()
+    }
+
+    fn stop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Burners {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A short calibrate while two CPU burners of the test's own take the
+/// machine: every row whose runs had other processes at 10% or more is
+/// marked contaminated, in the JSON and in the text, and no other; the
+/// handshake-per-request rows count a handshake per request (full with
+/// resumption off), the keep-alive TLS row far fewer, plaintext none.
+#[test]
+fn calibrate_marks_contaminated_rows_and_counts_a_handshake_per_request() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    sibling_binary("event-loop");
+    let out = tmp("calibrate-tax");
+    let mut burners = Burners::start(2);
+    // The burners run before calibrate does: their CPU time moves.
+    let t0 = burners.cpu_ns();
+    let bound = Instant::now() + Duration::from_secs(120);
+    while burners.cpu_ns() < t0 + 50_000_000 {
+        assert!(Instant::now() < bound, "the burners got no CPU in 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = burners.cpu_ns();
+    let o = Command::new(harness_bin())
+        .args(["calibrate", "--json", "--servers", "event-loop"])
+        .args(["--out", out.path().to_str().unwrap()])
+        .args(["--env", "bare,tls-server", "--env-servers", "event-loop"])
+        .args(["-c", "20", "-d", "1s", "--runs", "1", "--noise-runs", "2"])
+        .args(["--warmup", "0s"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let burned = burners.cpu_ns() - before;
+    burners.stop();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{}\n{text}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // They ran through the calibration: at least a second of CPU.
+    assert!(burned > 1_000_000_000, "the burners took {burned} ns");
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/calibrate.schema.json")).unwrap();
+    let value: Value = serde_json::from_str(&text).expect("calibrate --json parses");
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
+    }
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let report = std::fs::read_to_string(dir.join("calibration.txt")).unwrap();
+    let envs = value["environments"].as_array().unwrap();
+    let names: Vec<&str> = envs.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "bare",
+            "bare/new-conn",
+            "tls-server",
+            "tls-server/new-conn",
+            "tls-server/new-conn-full"
+        ]
+    );
+    let mut marked = 0;
+    for e in envs {
+        let name = e["name"].as_str().unwrap();
+        assert_eq!(e["status"], "measured", "{e}");
+        let base = if name.contains("/new-conn") {
+            "bare/new-conn"
+        } else {
+            "bare"
+        };
+        assert_eq!(e["baseline"], base);
+        for w in e["workloads"].as_array().unwrap() {
+            assert!(w["error"].is_null(), "{name}: {w}");
+            let runs = w["runs"].as_array().unwrap();
+            let outside = runs
+                .iter()
+                .map(|r| r["outside_cpu_pct"].as_f64().unwrap())
+                .fold(0.0, f64::max);
+            assert_eq!(w["outside_cpu_pct_max"].as_f64().unwrap(), outside);
+            let contaminated = outside >= harness::lab::meter::CONTAMINATED_PCT;
+            assert_eq!(w["contaminated"], contaminated, "{name}: {w}");
+            // The text marks the same rows.
+            let line = report
+                .lines()
+                .find(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.len() > 3 && f[0] == name && f[1] == w["path"] && f[2] == w["server"]
+                })
+                .unwrap_or_else(|| panic!("no row {name} {} in:\n{report}", w["path"]));
+            assert_eq!(line.contains("% !"), contaminated, "{line}");
+            marked += usize::from(contaminated);
+            // CPU per request, metered, and its ratio to the baseline's.
+            assert!(
+                w["cpu_us_per_request"].as_f64().unwrap() > 0.0,
+                "{name}: {w}"
+            );
+            assert!(
+                w["cpu_ratio_to_bare"].as_f64().unwrap() > 0.0,
+                "{name}: {w}"
+            );
+            for r in runs {
+                let requests = r["requests"].as_u64().unwrap();
+                let (full, resumed) = (
+                    r["handshakes_full"].as_u64().unwrap(),
+                    r["handshakes_resumed"].as_u64().unwrap(),
+                );
+                let most = requests + r["failures"].as_u64().unwrap() + 20;
+                assert!(requests > 0, "{name}: {r}");
+                match name {
+                    "bare" | "bare/new-conn" => assert_eq!(full + resumed, 0, "{name}: {r}"),
+                    // One handshake per connection, 20 connections.
+                    "tls-server" => assert!(full + resumed <= 20 * 2, "{name}: {r}"),
+                    // A connection, so a handshake, per request: resumed
+                    // after each connection's first.
+                    "tls-server/new-conn" => {
+                        assert!((requests..=most).contains(&(full + resumed)), "{name}: {r}");
+                        assert!(resumed > 0, "{name}: {r}");
+                    }
+                    _ => {
+                        assert!((requests..=most).contains(&full), "{name}: {r}");
+                        assert_eq!(resumed, 0, "{name}: {r}");
+                    }
+                }
+            }
+            if name.contains("tls-server/new-conn") {
+                assert!(w["handshakes_per_s"].as_f64().unwrap() > 0.0, "{w}");
+                assert!(w["cpu_us_per_handshake"].as_f64().unwrap() > 0.0, "{w}");
+            }
+        }
+    }
+    // The burners took two cores' worth of runnable threads: some row saw them.
+    assert!(marked > 0, "no row marked contaminated:\n{report}");
+    // A computed sentence per server and workload; no profile was asked for.
+    let tax = value["tax"].as_array().unwrap();
+    assert_eq!(
+        tax.len(),
+        value["environments"][0]["workloads"]
+            .as_array()
+            .unwrap()
+            .len()
+    );
+    for t in tax {
+        let s = t["sentence"].as_str().unwrap();
+        assert!(s.starts_with("event-loop /"), "{s}");
+        assert!(
+            s.contains("TLS at the server") && s.contains("No profile was taken"),
+            "{s}"
+        );
+        assert!(s.contains("handshake per request runs"), "{s}");
+        assert!(report.contains(s), "{report}");
     }
 }

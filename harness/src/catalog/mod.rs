@@ -199,6 +199,12 @@ pub struct StartCtx<'a> {
     pub php_jit: php_jit::PhpJit,
     /// `compare --tls`: the certificate every server terminates TLS with.
     pub tls: Option<&'a tls::ServerTls>,
+    /// `compare --protocol h2c`: a server whose h2c cannot share its
+    /// HTTP/1.1 port (nginx's `listen … http2` in the clear speaks only
+    /// h2c, node:http2's cleartext server has no HTTP/1.1 fallback) serves
+    /// it on a second listener too, [`Running::h2c`]. Servers that take
+    /// h2c on their one port (the Rust servers) need nothing.
+    pub h2c: bool,
 }
 
 impl Entry {

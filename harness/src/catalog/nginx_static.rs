@@ -141,6 +141,11 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     let mut last = String::new();
     for _ in 0..3 {
         let listen = format!("{}:{}", placement.listen_ip(), placement.port_or_free()?);
+        // h2c on a port of its own: over plaintext, when asked.
+        let h2c_listen = match ctx.tls {
+            None if ctx.h2c => Some(format!("{}:{}", placement.listen_ip(), super::free_port()?)),
+            _ => None,
+        };
         let prefix = w.display().to_string();
         let conf = match ctx.tls {
             Some(tls) => config_tls(
@@ -151,7 +156,10 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
                 &tls.cert.display().to_string(),
                 &tls.key.display().to_string(),
             ),
-            None => config(&prefix, &listen, workers, &version),
+            None => match &h2c_listen {
+                Some(h2c) => config_h2c(&prefix, &listen, h2c, workers, &version),
+                None => config(&prefix, &listen, workers, &version),
+            },
         };
         std::fs::write(w.join("nginx.conf"), conf).context("cannot write nginx.conf")?;
         let cmd = super::nginx_command(&nginx, &w);
@@ -166,6 +174,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
         let addr = placement.reach(listen.parse().expect("addr"));
         let mut running = Running::started(entry, addr, vec![version.clone()], child, None);
         running.tls = ctx.tls.map(|t| t.client.clone());
+        running.h2c = h2c_listen.map(|l| placement.reach(l.parse().expect("addr")));
         match super::wait_ready(
             &mut running,
             ctx.interrupt,

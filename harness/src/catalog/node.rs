@@ -1,7 +1,9 @@
-//! Node.js: `node compose/node/server.js` (HOST, PORT=0, DB_*, DB_POOL),
-//! ready when it prints `listening on ADDR` and `/hello` answers. Needs
+//! Node.js: `node compose/node/server.js` (HOST, PORT=0, DB_*, DB_POOL;
+//! H2C_PORT when [`StartCtx::h2c`] asks), ready when it prints `listening
+//! on ADDR` and `/hello` answers (and its h2c port accepts). Needs
 //! `compose/node/node_modules` (`npm ci`, done by scripts/install-deps).
 
+use std::net::SocketAddr;
 use std::process::Command;
 
 use super::supervise::{Child, Stdout};
@@ -53,6 +55,14 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     if let Some(tls) = ctx.tls {
         cmd.envs(tls.env());
     }
+    // h2c on a port of its own (`H2C_PORT`): over plaintext, when asked.
+    let h2c_port = match ctx.tls {
+        None if ctx.h2c => Some(super::free_port()?),
+        _ => None,
+    };
+    if let Some(port) = h2c_port {
+        cmd.env("H2C_PORT", port.to_string());
+    }
     let (mut child, rx) = Child::spawn_placed(
         &entry.name,
         cmd,
@@ -69,5 +79,11 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     let versions = version_of(&node, &["--version"])
         .map(|v| vec![format!("node {v}")])
         .unwrap_or_default();
-    Ok(Running::started(entry, addr, versions, child, Some(dir)))
+    let mut running = Running::started(entry, addr, versions, child, Some(dir));
+    if let Some(port) = h2c_port {
+        let h2c = placement.reach(SocketAddr::new(placement.listen_ip(), port));
+        running.wait_listening(h2c, ctx.interrupt)?;
+        running.h2c = Some(h2c);
+    }
+    Ok(running)
 }

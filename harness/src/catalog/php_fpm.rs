@@ -183,6 +183,7 @@ pub fn start(entry: &Entry, ctx: &StartCtx, placement: &Placement) -> anyhow::Re
     )?;
     wait_ready(&mut running, ctx.interrupt, READY_TIMEOUT)?;
     check_jit(&mut running, ctx.php_jit);
+    running.http2_front = http2_front(&running, ctx);
     Ok(running)
 }
 
@@ -211,16 +212,22 @@ fn start_nginx(
         dir: Some(dir),
         tls: ctx.tls.map(|t| t.client.clone()),
         fronts: Vec::new(),
+        h2c: None,
+        http2_front: None,
     };
     let mut last_err = None;
     for _ in 0..3 {
         let port = placement.port_or_free()?;
         let listen = format!("{}:{port}", placement.listen_ip());
         let mut conf = render(template, &w, &listen, app_dir)?;
+        let listen_line = format!("        listen {listen} backlog=4096;");
+        let mut h2c = None;
         if let Some(tls) = ctx.tls {
-            conf = tls
-                .nginx(&conf, &format!("        listen {listen} backlog=4096;"))
-                .map_err(anyhow::Error::msg)?;
+            conf = http2_by_alpn(&tls.nginx(&conf, &listen_line).map_err(anyhow::Error::msg)?);
+        } else if ctx.h2c {
+            let h2c_listen = SocketAddr::new(placement.listen_ip(), super::free_port()?);
+            conf = with_h2c(&conf, &listen_line, h2c_listen).map_err(anyhow::Error::msg)?;
+            h2c = Some(placement.reach(h2c_listen));
         }
         std::fs::write(w.join("nginx.conf"), conf).context("cannot write nginx.conf")?;
         let cmd = super::nginx_command(nginx_bin, &w);
@@ -235,6 +242,7 @@ fn start_nginx(
         running.children.push(nginx);
         running.addr = placement.reach(SocketAddr::new(placement.listen_ip(), port));
         running.authority = running.addr.to_string();
+        running.h2c = h2c;
         // nginx binds at once or exits: give it a moment to say which.
         let deadline = Instant::now() + Duration::from_millis(500);
         let mut failed = false;
@@ -267,6 +275,46 @@ fn start_nginx(
         "nginx could not bind a free port:\n{}",
         last_err.unwrap_or_default()
     )
+}
+
+/// `conf` with a second listener after `listen_line`: h2c (HTTP/2 by prior
+/// knowledge) on `h2c` in front of the same FastCGI pool. A port of its
+/// own: nginx 1.22's `listen … http2` in the clear speaks only h2c.
+fn with_h2c(conf: &str, listen_line: &str, h2c: SocketAddr) -> Result<String, String> {
+    if conf.matches(listen_line).count() != 1 {
+        return Err(format!(
+            "nginx configuration: expected the line {listen_line:?} once"
+        ));
+    }
+    Ok(conf.replacen(
+        listen_line,
+        &format!("{listen_line}\n        listen {h2c} http2 backlog=4096;"),
+        1,
+    ))
+}
+
+/// nginx over TLS ([`super::tls::ServerTls::nginx`]) offering HTTP/2 by
+/// ALPN beside HTTP/1.1: `listen … ssl http2`. A client that offers no
+/// ALPN, or only `http/1.1`, still speaks HTTP/1.1.
+fn http2_by_alpn(conf: &str) -> String {
+    conf.replacen(" ssl backlog=", " ssl http2 backlog=", 1)
+}
+
+/// Where HTTP/2 ends for this server ([`Running::http2_front`]): nginx, in
+/// front of PHP, whose `/config` describes PHP and not the front; `None`
+/// where it serves no HTTP/2 (plaintext without [`StartCtx::h2c`]).
+fn http2_front(running: &Running, ctx: &StartCtx) -> Option<String> {
+    let nginx = running
+        .versions
+        .iter()
+        .find(|v| v.starts_with("nginx"))
+        .map_or("nginx", String::as_str);
+    (ctx.tls.is_some() || running.h2c.is_some()).then(|| {
+        format!(
+            "{nginx} in front of the FastCGI pool (each stream one FastCGI request; \
+             PHP's /config does not describe it)"
+        )
+    })
 }
 
 /// Records a note when OPcache is off, or its JIT is not the mode asked for.
@@ -311,6 +359,25 @@ mod tests {
             Path::new("/a")
         )
         .is_err());
+    }
+
+    #[test]
+    fn http2_is_a_second_listener_in_the_clear_and_alpn_over_tls() {
+        let env = Env::discover(None);
+        let dir = env.compose().join("php-fpm");
+        let t = std::fs::read_to_string(dir.join("nginx.conf")).unwrap();
+        let conf = render(&t, Path::new("/w"), "127.0.0.1:1", &dir).unwrap();
+        let line = "        listen 127.0.0.1:1 backlog=4096;";
+        let h2c = with_h2c(&conf, line, "127.0.0.1:2".parse().unwrap()).unwrap();
+        assert!(
+            h2c.contains(&format!(
+                "{line}\n        listen 127.0.0.1:2 http2 backlog=4096;\n"
+            )),
+            "{h2c}"
+        );
+        assert!(with_h2c(&conf, "        listen 9;", "127.0.0.1:2".parse().unwrap()).is_err());
+        let tls = conf.replacen(line, "        listen 127.0.0.1:1 ssl backlog=4096;", 1);
+        assert!(http2_by_alpn(&tls).contains("listen 127.0.0.1:1 ssl http2 backlog=4096;"));
     }
 
     #[test]

@@ -32,6 +32,14 @@ pub struct Running {
     pub tls: Option<crate::engine::TlsPlan>,
     /// The run dirs of processes put in front of it (`--env tls-proxy`).
     pub(super) fronts: Vec<TempDir>,
+    /// Where it serves h2c on a listener of its own, beside HTTP/1.1 on
+    /// `addr` ([`super::StartCtx::h2c`]); `None` where it was not asked,
+    /// or where h2c shares `addr` (its `/config` lists `h2c`).
+    pub h2c: Option<SocketAddr>,
+    /// Where HTTP/2 (h2c, or h2 by ALPN) is terminated when not by the
+    /// server's own code, whose `/config` then does not describe it:
+    /// php-fpm's nginx, in front of the FastCGI pool.
+    pub http2_front: Option<String>,
 }
 
 impl Running {
@@ -48,6 +56,8 @@ impl Running {
             dir: None,
             tls: None,
             fronts: Vec::new(),
+            h2c: None,
+            http2_front: None,
         })
     }
 
@@ -70,6 +80,8 @@ impl Running {
             dir,
             tls: None,
             fronts: Vec::new(),
+            h2c: None,
+            http2_front: None,
         }
     }
 
@@ -146,6 +158,32 @@ impl Running {
     pub fn add_front(&mut self, child: Child, dir: TempDir) {
         self.children.push(child);
         self.fronts.push(dir);
+    }
+
+    /// Waits until `addr` (a second listener of its own, such as
+    /// [`Running::h2c`]) accepts a connection: a child that dies, an
+    /// interrupt or [`super::READY_TIMEOUT`] ends the wait with an error.
+    pub(super) fn wait_listening(
+        &mut self,
+        addr: SocketAddr,
+        interrupt: &AtomicBool,
+    ) -> anyhow::Result<()> {
+        let deadline = Instant::now() + super::READY_TIMEOUT;
+        loop {
+            if interrupt.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            self.check_alive()?;
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                Ok(_) => return Ok(()),
+                Err(e) if Instant::now() >= deadline => bail!(
+                    "{} does not accept connections on {addr}: {e}\n{}",
+                    self.name,
+                    self.logs()
+                ),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
     }
 
     /// The last lines of every child's log.

@@ -49,6 +49,12 @@ struct Spec {
 
 /// Live bridges of this process, by id.
 static LIVE: Mutex<BTreeMap<String, Spec>> = Mutex::new(BTreeMap::new());
+/// Held through a teardown, orderly or the signal path's: the signal path
+/// exits the process right after its own, so it must wait for one under
+/// way on the main thread, which has already taken its bridge out of
+/// [`LIVE`]. Without it a second Ctrl-C during an orderly teardown exited
+/// mid-way and left the namespace and the bridge behind.
+static TEARING_DOWN: Mutex<()> = Mutex::new(());
 /// `route_localnet`: how many bridges of this process need it (the value to
 /// restore is kept across processes in [`LOCALNET_STATE`]).
 static LOCALNET: Mutex<usize> = Mutex::new(0);
@@ -392,6 +398,7 @@ impl Spec {
 
 /// Tears down every live bridge of this process (the signal path).
 pub fn teardown_all() {
+    let _serial = TEARING_DOWN.lock().unwrap_or_else(|e| e.into_inner());
     let specs: Vec<(String, Spec)> = {
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         std::mem::take(&mut *live).into_iter().collect()
@@ -401,10 +408,9 @@ pub fn teardown_all() {
             eprintln!("harness: bridge {id}: {e}");
         }
     }
-    // The process exits right after this hook. A bridge whose orderly
-    // teardown was under way on another thread is no longer in LIVE, and
-    // would not get to give route_localnet back: give back this process's
-    // whole hold now (a later release of that teardown then finds none).
+    // The process exits right after this hook: give back this process's
+    // whole hold on route_localnet now, whatever any count says (a later
+    // release then finds none).
     if let Some(e) = release_all_localnet() {
         eprintln!("harness: {e}");
     }
@@ -641,6 +647,7 @@ impl Bridge {
             return Vec::new();
         }
         self.done = true;
+        let _serial = TEARING_DOWN.lock().unwrap_or_else(|e| e.into_inner());
         let spec = LIVE
             .lock()
             .unwrap_or_else(|e| e.into_inner())

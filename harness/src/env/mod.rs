@@ -313,6 +313,7 @@ impl Setup {
                 interrupt: ctx.interrupt,
                 php_jit: ctx.php_jit,
                 tls: Some(&lab.tls),
+                h2c: ctx.h2c,
             };
             let running = entry.start_placed(&ctx, &Placement::default())?;
             let route = format!("{} (loopback, TLS terminated by the server)", running.addr);

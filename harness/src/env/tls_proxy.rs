@@ -113,9 +113,27 @@ impl TlsFront {
     }
 }
 
+/// The processes of the nginx [`TlsFront::put_in_front`] put before
+/// `running` (its last child: fronts are started after the server).
+pub fn front_pids(running: &Running) -> Vec<u32> {
+    running
+        .pids()
+        .last()
+        .map(|&root| {
+            crate::procfs::tree(&[root])
+                .iter()
+                .map(|s| s.pid as u32)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// nginx terminating TLS on `listen` and proxying every request to
 /// `upstream` over HTTP/1.1 with kept-alive connections; the upstream's
 /// `Server` and `Date` headers passed on, bodies up to the contract's 1 MiB.
+/// `/ws` and `/ws/room` pass the WebSocket upgrade on (nginx's documented
+/// `Upgrade`/`Connection` pair), and an upgraded connection may idle for an
+/// hour, as a held one does.
 pub fn config(
     prefix: &str,
     listen: &str,
@@ -141,6 +159,10 @@ http {{
     fastcgi_temp_path {prefix}/tmp/fastcgi;
     uwsgi_temp_path {prefix}/tmp/uwsgi;
     scgi_temp_path {prefix}/tmp/scgi;
+    map $http_upgrade $connection_upgrade {{
+        default upgrade;
+        "" close;
+    }}
     upstream backend {{
         server {upstream};
         keepalive 256;
@@ -156,6 +178,17 @@ http {{
             proxy_set_header Host $http_host;
             proxy_pass_header Server;
             proxy_pass_header Date;
+        }}
+        location /ws {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
+            proxy_set_header Host $http_host;
+            proxy_pass_header Server;
+            proxy_pass_header Date;
+            proxy_read_timeout 1h;
+            proxy_send_timeout 1h;
         }}
     }}
 }}
@@ -184,6 +217,10 @@ mod tests {
         assert!(c.contains("server 127.0.0.1:9000;"), "{c}");
         assert!(c.contains("keepalive 256;"), "{c}");
         assert!(c.contains("proxy_set_header Connection \"\";"), "{c}");
+        assert!(
+            c.contains("location /ws {") && c.contains("proxy_set_header Upgrade $http_upgrade;"),
+            "{c}"
+        );
         assert!(c.contains(&format!("ssl_certificate {};", cert.cert_path().display())));
     }
 }

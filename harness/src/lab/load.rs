@@ -66,10 +66,14 @@ pub enum WsShape {
     Echo { in_flight: u16 },
     /// Connections upgraded and held, a ping on each every `every`.
     Hold { every: Duration },
+    /// Room fan-out: rooms of `members` (dividing the connections), each
+    /// member with `in_flight` messages not yet received by all.
+    Room { in_flight: u16, members: usize },
 }
 
-/// The WebSocket echo (or hold) on `path` of `running` for `length`, each
-/// echo checked byte for byte, as `harness run ws://…` does.
+/// The WebSocket echo (or hold, or room fan-out) on `path` of `running`
+/// for `length`, each echo (or delivery) checked byte for byte, as
+/// `harness run ws://…` does.
 pub fn ws_plan(
     running: &Running,
     path: &str,
@@ -90,7 +94,10 @@ pub fn ws_plan(
         status: 101,
         body: std::sync::Arc::from(payload),
     };
-    let mut p = Plan::new(&running.url(path), running.addr, request, check);
+    // ws:// or wss://, as the server serves TLS (its session is the plan's).
+    let url = running.url(path).replacen("http", "ws", 1);
+    let mut p = Plan::new(&url, running.addr, request, check);
+    p.tls.clone_from(&running.tls);
     p.connections = shape.connections;
     p.threads = shape.threads;
     p.keepalive = true;
@@ -105,9 +112,18 @@ pub fn ws_plan(
         host: running.authority.clone(),
         binary: true,
         hold: matches!(ws, WsShape::Hold { .. }),
+        room: match ws {
+            WsShape::Room { members, .. } => Some(crate::engine::ws_room::RoomPlan {
+                size: members,
+                rooms: shape.connections / members.max(1),
+            }),
+            _ => None,
+        },
     });
     match ws {
-        WsShape::Echo { in_flight } => p.framing = Framing::Ws(in_flight),
+        WsShape::Echo { in_flight } | WsShape::Room { in_flight, .. } => {
+            p.framing = Framing::Ws(in_flight)
+        }
         WsShape::Hold { every } => {
             p.framing = Framing::Ws(1);
             p.pace = Pace::Rate(p.connections as f64 / every.as_secs_f64());

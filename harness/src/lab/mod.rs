@@ -55,6 +55,9 @@ pub struct Lab {
     /// `--tls`: the run's certificate (removed with the session) and how
     /// servers and clients use it.
     pub tls: Option<(labcert::LabCert, catalog::tls::ServerTls)>,
+    /// `compare --protocol h2c`: servers also serve h2c where it needs a
+    /// listener of its own ([`StartCtx::h2c`]).
+    pub h2c: bool,
 }
 
 pub use crate::env::Started;
@@ -76,6 +79,7 @@ impl Lab {
             from_image: args.from_image.clone(),
             gather: args.gather,
             tls: None,
+            h2c: false,
         })
     }
 
@@ -157,6 +161,7 @@ impl Lab {
             interrupt: &self.interrupt,
             php_jit: self.php_jit,
             tls: self.server_tls(),
+            h2c: self.h2c,
         }
     }
 }
