@@ -658,11 +658,15 @@ fn websocket_workloads_echo_hold_and_name_who_cannot_serve_them() {
             "--servers",
             "event-loop,php-fpm,worker-pool",
             "--workloads",
-            "ws-echo,ws-hold",
+            "ws-echo,ws-hold,ws-room",
+            "--pipeline",
+            "2",
             "-c",
             "30",
+            // ws-hold counts the upgrades made while it measures: 1 s once
+            // opened 11 of 30 on a machine busy with builds and other tests.
             "-d",
-            "1s",
+            "2s",
             "--runs",
             "1",
             "--warmup",
@@ -680,7 +684,7 @@ fn websocket_workloads_echo_hold_and_name_who_cannot_serve_them() {
             .find(|r| r.server == server && r.workload == workload)
             .unwrap_or_else(|| panic!("no {server} {workload} row\n{stdout}"))
     };
-    for w in ["ws-echo", "ws-hold"] {
+    for w in ["ws-echo", "ws-hold", "ws-room"] {
         let fpm = row("php-fpm", w);
         assert_eq!(fpm.status, RowStatus::NotServed, "{stdout}");
         assert!(fpm.error.as_deref().unwrap().contains("FastCGI"), "{fpm:?}");
@@ -715,21 +719,52 @@ fn websocket_workloads_echo_hold_and_name_who_cannot_serve_them() {
         "{note}"
     );
     assert!(stdout.contains(note), "{stdout}");
+    // --pipeline: messages in flight per connection, in the settings.
+    assert_eq!(results.settings.ws_in_flight, Some(2), "{stdout}");
+    // ws-room: 30 connections in rooms of 10, every delivery ok, the
+    // deliveries counted beside the messages (10 per message, less those
+    // in flight at the end).
+    let room = row("event-loop", "ws-room");
+    assert_eq!(room.status, RowStatus::Ok, "{stdout}");
+    let run = &room.runs[0];
+    let doc = run.room.as_ref().unwrap();
+    assert_eq!((doc.rooms, doc.members), (3, 10), "{doc:?}");
+    assert!(run.ok > 0 && run.failed == 0, "{run:?}");
+    assert_eq!(doc.deliveries, run.ok, "{doc:?}");
+    assert!(doc.deliveries <= doc.messages_sent * 10, "{doc:?}");
+    assert!(
+        doc.deliveries + 30 * 2 * 10 >= doc.messages_sent * 10,
+        "{doc:?}"
+    );
+    assert!(doc.spans_note.is_none(), "{doc:?}");
+    assert!(
+        stdout.contains("rooms of 10: 10 deliveries per message"),
+        "{stdout}"
+    );
 }
 
+/// `compare --protocol h2c` on every server here that can serve it, two
+/// stream counts swept: the Rust event-loop on its one port, nginx-static,
+/// Node.js and php-fpm's nginx each on an h2c port of its own; coroutine
+/// and worker-pool named as not serving it, with their reasons. A run
+/// counts as h2c only where the engine got the server's SETTINGS back: an
+/// HTTP/1.1 run (event-loop answers both on one port) fails this test.
 #[test]
-fn protocol_h2c_loads_who_serves_it_and_names_who_does_not() {
+fn protocol_h2c_loads_every_server_that_serves_it_and_names_the_others() {
+    for b in ["event-loop", "coroutine", "worker-pool"] {
+        sibling_binary(b);
+    }
     let out = tmp("compare-h2c");
-    let (stdout, _) = compare_ok(
+    let (stdout, stderr) = compare_ok(
         &[
             "--servers",
-            "event-loop,coroutine",
+            "event-loop,coroutine,worker-pool,node,nginx-static,php-fpm",
             "--workloads",
             "hello",
             "--protocol",
             "h2c",
             "--streams",
-            "8",
+            "1,8",
             "-c",
             "4",
             "-d",
@@ -744,24 +779,105 @@ fn protocol_h2c_loads_who_serves_it_and_names_who_does_not() {
     let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
     check_schema(&text);
     let results: Results = serde_json::from_str(&text).unwrap();
-    assert_eq!(results.settings.protocol.as_deref(), Some("h2c 8"));
-    let row = |server: &str| results.rows.iter().find(|r| r.server == server).unwrap();
-    let el = row("event-loop");
-    assert_eq!(el.status, RowStatus::Ok, "{stdout}");
-    let s = el.summary.as_ref().unwrap();
-    assert!(s.requests > 0 && s.failed == 0, "{s:?}");
-    let co = row("coroutine");
-    assert_eq!(co.status, RowStatus::NotServed, "{stdout}");
+    assert_eq!(results.settings.protocol.as_deref(), Some("h2c 1, h2c 8"));
+    for s in &results.servers {
+        assert_eq!(
+            s.status,
+            ServerStatus::Ran,
+            "{}: {:?}\n{stderr}",
+            s.name,
+            s.reason
+        );
+    }
+    assert_eq!(results.rows.len(), 12, "{stdout}");
+    for r in &results.rows {
+        let streams: u32 = match r.protocol.as_deref() {
+            Some("h2c 1") => 1,
+            Some("h2c 8") => 8,
+            other => panic!("{}: protocol {other:?}", r.server),
+        };
+        match r.server.as_str() {
+            "coroutine" | "worker-pool" => {
+                assert_eq!(r.status, RowStatus::NotServed, "{r:?}");
+                let why = r.error.as_deref().unwrap();
+                assert!(why.starts_with("does not serve h2c: "), "{why}");
+                // Their own words, from /config's http2_unsupported.
+                assert!(why.len() > 60, "{why}");
+                assert!(r.runs.is_empty(), "{r:?}");
+            }
+            _ => {
+                assert_eq!(r.status, RowStatus::Ok, "{r:?}\n{stdout}");
+                let run = &r.runs[0];
+                assert!(run.ok > 0 && run.failed == 0, "{}: {run:?}", r.server);
+                let f = run.framing.as_ref().expect("the run's framing");
+                assert_eq!(f.protocol, "h2c", "{}: {f:?}", r.server);
+                assert_eq!(f.in_flight, streams, "{}: {f:?}", r.server);
+                assert_eq!(f.streams_asked, Some(streams), "{}", r.server);
+                assert_eq!(
+                    r.http2_front.is_some(),
+                    r.server == "php-fpm",
+                    "{}: {:?}",
+                    r.server,
+                    r.http2_front
+                );
+            }
+        }
+    }
+    let front = results
+        .rows
+        .iter()
+        .find_map(|r| r.http2_front.as_deref())
+        .unwrap();
     assert!(
-        co.error.as_deref().unwrap().contains("does not serve h2c"),
-        "{co:?}"
+        front.starts_with("nginx ") && front.contains("FastCGI"),
+        "{front}"
     );
+    // Each server was checked over h2c before it was loaded.
+    for s in ["node", "php-fpm"] {
+        let line = stderr
+            .lines()
+            .skip_while(|l| !l.starts_with(&format!("starting {s} ")))
+            .find(|l| l.contains("(harness verify --h2c)"))
+            .unwrap_or_else(|| panic!("{s}: no h2c rows\n{stderr}"));
+        assert!(line.contains("rows pass"), "{line}");
+    }
+    let el = table_row(&stdout, "event-loop", "hello").unwrap();
+    assert!(el.contains("hello h2c ×1"), "{stdout}");
+    assert!(stdout.contains("hello h2c ×8"), "{stdout}");
     assert!(
         table_row(&stdout, "coroutine", "hello")
             .unwrap()
             .contains("NOT SERVED"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("php-fpm hello h2c ×8 c=4: HTTP/2 terminated by nginx"),
+        "{stdout}"
+    );
+}
+
+/// A protocol that cannot run as asked is refused in one line, before
+/// anything starts: h2 is by ALPN over TLS, h2c in the clear.
+#[test]
+fn protocols_that_cannot_run_as_asked_are_refused_in_one_line() {
+    let out = tmp("compare-h2-refused");
+    for (args, says) in [
+        (&["--protocol", "h2"][..], "add --tls"),
+        (&["--protocol", "h1,h2c", "--tls"][..], "use --protocol h2"),
+        (
+            &["--protocol", "h2c", "--streams", "8,0"][..],
+            "--streams counts of 1 to 1024",
+        ),
+    ] {
+        let mut all = vec!["--servers", "event-loop", "--workloads", "hello"];
+        all.extend_from_slice(args);
+        let (code, _, stderr) = compare_exit(&all, out.path());
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(says) && stderr.lines().count() == 1,
+            "{args:?}: {stderr}"
+        );
+    }
 }
 
 #[test]
@@ -1120,6 +1236,8 @@ fn synthetic() -> Results {
             profile: None,
             tls: None,
             held: None,
+            framing: None,
+            room: None,
         };
         Row {
             server: server.into(),
@@ -1127,6 +1245,8 @@ fn synthetic() -> Results {
             workload: workload.into(),
             path: format!("/{workload}"),
             connections: 100,
+            protocol: None,
+            http2_front: None,
             tool: "harness".into(),
             bodies_verified: true,
             status: RowStatus::Ok,
@@ -1191,6 +1311,7 @@ fn synthetic() -> Results {
             runs: 2,
             keepalive: true,
             protocol: None,
+            ws_in_flight: None,
             threads: 2,
             timeout_s: 10.0,
             load_tool: "harness".into(),
@@ -1522,6 +1643,9 @@ fn a_server_answering_200_with_a_db_error_is_reported_not_benchmarked() {
 /// the run's certificate, passes the contract over TLS before loading
 /// (through verify's relay), says what it negotiated, and is loaded over
 /// TLS (handshakes counted); a server that cannot is skipped with why.
+/// `--protocol h1,h2` in the same comparison: each server also loaded over
+/// HTTP/2 where ALPN picks h2 (event-loop, Node.js, both nginx), the
+/// others named as not serving it.
 #[test]
 fn compare_tls_runs_every_server_over_tls_end_to_end() {
     for b in ["event-loop", "coroutine", "worker-pool"] {
@@ -1531,6 +1655,10 @@ fn compare_tls_runs_every_server_over_tls_end_to_end() {
     let (stdout, stderr) = compare_ok(
         &[
             "--tls",
+            "--protocol",
+            "h1,h2",
+            "--streams",
+            "8",
             "--servers",
             "event-loop,coroutine,worker-pool,node,nginx-static,php-fpm",
             "--target",
@@ -1596,10 +1724,33 @@ fn compare_tls_runs_every_server_over_tls_end_to_end() {
         "{:?}",
         results.fairness.warnings
     );
-    assert_eq!(results.rows.len(), 6, "{stdout}");
+    assert_eq!(results.settings.protocol.as_deref(), Some("h1, h2 8"));
+    assert_eq!(results.rows.len(), 12, "{stdout}");
     for r in &results.rows {
+        let h2 = r.protocol.as_deref() == Some("h2 8");
+        assert!(h2 || r.protocol.is_none(), "{r:?}");
+        if h2 && ["coroutine", "worker-pool"].contains(&r.server.as_str()) {
+            assert_eq!(r.status, RowStatus::NotServed, "{r:?}");
+            let why = r.error.as_deref().unwrap();
+            assert!(why.starts_with("does not serve h2: "), "{why}");
+            assert!(why.contains("by ALPN"), "{why}");
+            continue;
+        }
         assert_eq!(r.status, RowStatus::Ok, "{r:?}");
         let run = &r.runs[0];
+        let f = run.framing.as_ref().expect("the run's framing");
+        if h2 {
+            assert_eq!(
+                (f.protocol.as_str(), f.in_flight),
+                ("h2", 8),
+                "{}",
+                r.server
+            );
+            assert_eq!(f.alpn.as_deref(), Some("h2"), "{}", r.server);
+        } else {
+            assert_eq!(f.protocol, "http/1.1", "{}", r.server);
+            assert_eq!(f.alpn.as_deref(), Some("http/1.1"), "{}", r.server);
+        }
         assert_eq!(run.failed, 0, "{} {:?}", r.server, run.failures);
         assert!(run.ok > 0, "{}", r.server);
         let t = run.tls.expect("handshakes counted");
@@ -1662,4 +1813,110 @@ fn compare_in_tls_proxy_loads_the_server_through_nginx_over_tls() {
     let (code, _, err) = compare_exit(&["--tls", "--env", "tls-proxy"], out.path());
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("not both"), "{err}");
+}
+
+/// The WebSocket workloads over TLS, both ways a deployment puts it:
+/// `--tls` (each server terminates it: `wss://` straight to event-loop,
+/// Node.js and the worker pool) and `--env tls-proxy` (nginx terminates
+/// it and passes the upgrade on to the plain server). Every run upgraded
+/// over TLS (its
+/// handshakes counted, one per connection), every echo and delivery
+/// verified, and the held connections all held.
+#[test]
+fn websocket_workloads_run_over_tls_at_the_server_and_through_a_proxy() {
+    for b in ["event-loop", "worker-pool"] {
+        sibling_binary(b);
+    }
+    let out = tmp("compare-wss");
+    let quick = ["-c", "20", "-d", "1s", "--runs", "1", "--warmup", "0"];
+    // ws-hold requires all 20 held: 2 s, as websocket_workloads_echo_hold… learned
+    // (1 s once opened 11 of 30 on a machine busy with builds), here with
+    // a TLS handshake through the proxy before each upgrade.
+    let held = ["-c", "20", "-d", "2s", "--runs", "1", "--warmup", "0"];
+    let check = |results: &Results, stdout: &str, expect: &[(&str, &str)]| {
+        for (server, workload) in expect {
+            let r = results
+                .rows
+                .iter()
+                .find(|r| r.server == *server && r.workload == *workload)
+                .unwrap_or_else(|| panic!("no {server} {workload} row\n{stdout}"));
+            assert_eq!(r.status, RowStatus::Ok, "{r:?}\n{stdout}");
+            let run = &r.runs[0];
+            assert!(
+                run.ok > 0 && run.failed == 0,
+                "{server} {workload}: {run:?}"
+            );
+            let t = run
+                .tls
+                .expect("a WebSocket run over TLS counts its handshakes");
+            assert!(
+                t.handshakes_full + t.handshakes_resumed >= 20,
+                "{server} {workload}: {t:?}"
+            );
+            let framing = run.framing.as_ref().expect("what the run spoke");
+            assert_eq!(framing.protocol, "websocket", "{framing:?}");
+            if let Some(held) = &run.held {
+                assert_eq!((held.opened, held.stayed_up), (20, 20), "{held:?}");
+            }
+            if let Some(room) = &run.room {
+                assert_eq!(room.deliveries, run.ok, "{room:?}");
+            }
+        }
+    };
+
+    let (stdout, _) = compare_ok(
+        &[
+            &[
+                "--tls",
+                "--servers",
+                "event-loop,node,worker-pool",
+                "--workloads",
+                "ws-echo,ws-room",
+            ][..],
+            &quick[..],
+        ]
+        .concat(),
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    let results = Results::from_json(&text).unwrap();
+    assert!(results.settings.tls.is_some(), "{stdout}");
+    check(
+        &results,
+        &stdout,
+        &[
+            ("event-loop", "ws-echo"),
+            ("event-loop", "ws-room"),
+            ("node", "ws-echo"),
+            ("node", "ws-room"),
+            // Its 20 workers hold the 20 connections, each its session.
+            ("worker-pool", "ws-echo"),
+            ("worker-pool", "ws-room"),
+        ],
+    );
+
+    let out = tmp("compare-wss-proxy");
+    let (stdout, _) = compare_ok(
+        &[
+            &[
+                "--env",
+                "tls-proxy",
+                "--servers",
+                "event-loop",
+                "--workloads",
+                "ws-hold,ws-room",
+            ][..],
+            &held[..],
+        ]
+        .concat(),
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    let results = Results::from_json(&text).unwrap();
+    check(
+        &results,
+        &stdout,
+        &[("event-loop", "ws-hold"), ("event-loop", "ws-room")],
+    );
 }

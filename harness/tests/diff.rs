@@ -110,6 +110,8 @@ fn run(rps: f64, p99_us: u64, outside_cpu_pct: f64) -> RunDoc {
         profile: None,
         tls: None,
         held: None,
+        framing: None,
+        room: None,
     }
 }
 
@@ -146,6 +148,8 @@ fn compare(servers: Vec<ServerDoc>, cells: &[Cell]) -> Results {
             workload: c.workload.into(),
             path: "/hello".into(),
             connections: 100,
+            protocol: None,
+            http2_front: None,
             tool: "harness".into(),
             bodies_verified: true,
             status: RowStatus::Ok,
@@ -181,6 +185,7 @@ fn compare(servers: Vec<ServerDoc>, cells: &[Cell]) -> Results {
             runs: 10,
             keepalive: true,
             protocol: None,
+            ws_in_flight: None,
             threads: 2,
             timeout_s: 10.0,
             load_tool: "harness".into(),
@@ -516,6 +521,42 @@ fn the_environment_is_part_of_a_cell_even_in_results_from_before_it_was_recorded
     assert_eq!(d["cells"][0]["environment"], "bridge", "{d:#}");
 }
 
+/// A comparison swept over `--protocol h1,h2c` has a row per framing of
+/// one workload: each is a cell of its own, never pooled into one sample.
+#[test]
+fn each_framing_of_a_workload_is_a_cell_of_its_own() {
+    let dir = tmp("diff-protocol");
+    let sweep = || {
+        let mut r = compare(
+            php(),
+            &[
+                Cell::new("php-fpm", 20_000.0, 5),
+                Cell::new("php-fpm", 30_000.0, 5),
+            ],
+        );
+        r.rows[1].protocol = Some("h2c 16".into());
+        r
+    };
+    let (base, candidate) = (
+        write(dir.path(), "base", &sweep()),
+        write(dir.path(), "candidate", &sweep()),
+    );
+    let d = diff_json(&base, &candidate, &[]);
+    let cells = d["cells"].as_array().unwrap();
+    let mut workloads: Vec<&str> = cells
+        .iter()
+        .map(|c| c["workload"].as_str().unwrap())
+        .collect();
+    workloads.sort_unstable();
+    assert_eq!(workloads, ["hello", "hello h2c 16"], "{d:#}");
+    for c in cells {
+        assert_eq!(
+            c["rps"]["verdict"], "~",
+            "the same figures on both sides: {d:#}"
+        );
+    }
+}
+
 fn no_database() -> Database {
     Database {
         kind: "none".into(),
@@ -543,6 +584,8 @@ fn models(waiting: Vec<WaitCurve>) -> Models {
         stall: Vec::new(),
         connection_cost: Vec::new(),
         memory: Vec::new(),
+        websocket_held: Vec::new(),
+        multiplexing: Vec::new(),
         findings: Vec::new(),
     }
 }

@@ -37,6 +37,14 @@ are in the table and the JSON), 1 when none was, 130 after Ctrl-C.
 Workloads: hello (/hello), work (/work), cpu (/cpu), db (/db), sleep
 (/sleep?ms=10), or any contract path: /cpu?n=5000, db?sleep_ms=10.
 
+Protocols (--protocol, a row per framing, swept like -c): h1; h1-pipelined
+(--pipeline N deep); h2c, HTTP/2 by prior knowledge (nginx-static, Node.js
+and php-fpm's nginx get an h2c port of their own); h2, HTTP/2 by ALPN,
+with --tls. Each server is checked over the protocol first; one that does
+not serve it is NOT SERVED with why. Each run records what it spoke, as
+the engine saw it: the protocol and the streams the server's SETTINGS
+allowed (`hello h2c ×16` in the table).
+
 Examples:
   harness compare
   harness compare --servers coroutine,node,php-fpm --workloads work -c 100 -d 30s --runs 3 --baseline php-fpm
@@ -46,6 +54,9 @@ Examples:
   harness compare --servers php-fpm --php-jit off --out results/jit-off
   harness compare --env bridge --servers coroutine,php-fpm --workloads hello,work
   harness compare --tls --servers event-loop,nginx-static,php-fpm --workloads hello
+  harness compare --servers event-loop,nginx-static,node,php-fpm --workloads hello --protocol h1,h2c -c 4 --streams 1,16,100
+  harness compare --tls --protocol h2 --servers event-loop,nginx-static,php-fpm --workloads hello
+  harness compare --tls --servers event-loop,coroutine,node --workloads ws-echo,ws-hold,ws-room
   harness servers
   harness report results/2026-11-30T02-40-00Z")]
 #[command(mut_arg("servers", |a| a.help(
@@ -108,20 +119,40 @@ pub struct CompareArgs {
     #[arg(long)]
     pub no_keepalive: bool,
 
-    /// How every run frames its requests: HTTP/1.1 one at a time,
-    /// pipelined (`--pipeline`), or HTTP/2 in the clear (`--streams`). A
-    /// server whose /config does not list the protocol is named as not
-    /// serving it.
-    #[arg(long, value_enum, default_value_t = Protocol::H1)]
-    pub protocol: Protocol,
+    /// How the runs frame their requests, comma-separated, a row per
+    /// protocol: HTTP/1.1 one at a time (h1), pipelined (h1-pipelined,
+    /// `--pipeline`), HTTP/2 by prior knowledge in the clear (h2c,
+    /// `--streams`; where a server needs a port of its own for it, it is
+    /// given one), or HTTP/2 by ALPN over TLS (h2, with --tls; a server
+    /// whose TLS does not pick h2 is named as not serving it). Every
+    /// server is checked over the protocol before it is loaded, and every
+    /// run records the framing it really spoke.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "h1",
+        value_name = "LIST"
+    )]
+    pub protocol: Vec<Protocol>,
 
-    /// `--protocol h1-pipelined`: requests in flight per connection.
-    #[arg(long, default_value_t = 16, value_name = "N")]
-    pub pipeline: u16,
+    /// `--protocol h1-pipelined`: requests in flight per connection,
+    /// comma-separated, a row per depth (default 16). `ws-echo`, `ws-room`:
+    /// messages in flight per connection, one count (default 1), recorded
+    /// in the settings.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub pipeline: Vec<u16>,
 
-    /// `--protocol h2c`: streams in flight per connection.
-    #[arg(long, default_value_t = 100, value_name = "N")]
-    pub streams: u16,
+    /// h2c and h2: streams in flight per connection, comma-separated: a
+    /// row per count (fewer if the server's SETTINGS allow fewer; the run
+    /// records how many).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "100",
+        value_name = "LIST"
+    )]
+    pub streams: Vec<u16>,
 
     /// Engine threads (default: the number of cores).
     #[arg(long, value_name = "N")]
@@ -162,7 +193,8 @@ pub struct CompareArgs {
     /// Where the servers run: bare, pinned, bridge-direct, bridge, bridge-proxy
     /// (emulated), or the real Docker Engine: docker, docker-host,
     /// docker-host-pinned (see `harness calibrate --help`); or tls-proxy (on
-    /// loopback behind an nginx terminating TLS, metered with the server). Every process of
+    /// loopback behind an nginx terminating TLS, metered with the server; it
+    /// passes WebSocket upgrades on, so the ws-* workloads run as wss://). Every process of
     /// each server (nginx and php-fpm, node, the Rust servers) is placed; a
     /// --target server runs where it was started and is skipped with the reason.
     #[arg(long, default_value = "bare", value_name = "ENV")]
@@ -173,7 +205,8 @@ pub struct CompareArgs {
     /// certificate made for the run (a private CA and an ECDSA P-256
     /// certificate; nothing from the system's trust store), verify and the
     /// conformance section run over TLS before loading, and the load speaks
-    /// TLS trusting only that CA. A server that cannot is skipped with why.
+    /// TLS trusting only that CA (`wss://` for the WebSocket workloads). A
+    /// server that cannot is skipped with why.
     #[arg(long)]
     pub tls: bool,
 
@@ -219,4 +252,23 @@ pub enum Protocol {
     H1Pipelined,
     #[value(name = "h2c")]
     H2c,
+    #[value(name = "h2")]
+    H2,
+}
+
+impl CompareArgs {
+    /// `--protocol h1-pipelined`'s depths, a row each.
+    pub fn pipeline_depths(&self) -> Vec<u16> {
+        if self.pipeline.is_empty() {
+            vec![16]
+        } else {
+            self.pipeline.clone()
+        }
+    }
+
+    /// WebSocket messages in flight per connection (`ws-echo`, `ws-room`):
+    /// one count, checked when the arguments are.
+    pub fn ws_in_flight(&self) -> u16 {
+        self.pipeline.first().copied().unwrap_or(1)
+    }
 }

@@ -17,6 +17,7 @@ pub mod audit;
 pub mod plan;
 mod prepass;
 pub mod progress;
+pub mod protocol;
 pub mod report;
 pub mod results;
 pub mod runner;
@@ -27,6 +28,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 
 use crate::catalog::{supervise, Entry};
+use crate::engine::Framing;
 use crate::env::Environment;
 use crate::lab::driver::Selection;
 use crate::lab::record::Header;
@@ -56,6 +58,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let progress = progress::Progress::new();
     let mut lab = Lab::open(&args.lab)?;
     lab.php_jit = args.php_jit;
+    lab.h2c = args.protocol.contains(&args::Protocol::H2c);
     if args.tls {
         lab.use_tls(args.tls_version)?;
     }
@@ -108,7 +111,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     for w in &fairness.warnings {
         progress.line(&format!("warning: {w}"));
     }
-    let cells = cells(&entries, &docs, &workloads, &args.connections);
+    let framings = protocol::framings(&args);
+    let cells = cells(&entries, &docs, &workloads, &args.connections, &framings);
     progress.line(&eta(&args, cells.len()));
     let rows = run_cells(&ctx, &entries, &mut docs, &preflight_failures, cells);
     let threads = placed.threads;
@@ -135,24 +139,42 @@ impl CompareArgs {
         if self.runs == 0 {
             bail!("--runs must be at least 1");
         }
-        if self.protocol != args::Protocol::H1 {
+        use args::Protocol;
+        if self.protocol.iter().any(|&p| p != Protocol::H1) {
             if self.load_tool != LoadTool::Harness {
-                bail!("--protocol h1-pipelined and h2c load only with the built-in engine (--load-tool harness)");
+                bail!("--protocol h1-pipelined, h2c and h2 load only with the built-in engine (--load-tool harness)");
             }
-            if self.no_keepalive || self.tls {
-                bail!("--protocol h1-pipelined and h2c need kept-alive plaintext connections: drop --no-keepalive and --tls");
+            if self.no_keepalive {
+                bail!("--protocol h1-pipelined, h2c and h2 need kept-alive connections: drop --no-keepalive");
             }
+        }
+        if self.protocol.contains(&Protocol::H2) && !self.tls {
+            bail!("--protocol h2 is HTTP/2 by ALPN over TLS: add --tls (or --protocol h2c for HTTP/2 in the clear)");
+        }
+        if self.tls && self.protocol.contains(&Protocol::H2c) {
+            bail!("--protocol h2c is HTTP/2 in the clear: with --tls, use --protocol h2");
+        }
+        if self.tls && self.protocol.contains(&Protocol::H1Pipelined) {
+            bail!("--protocol h1-pipelined runs over plaintext: drop --tls");
         }
         if let Some(ws) = self.workloads.iter().find(|w| w.starts_with("ws-")) {
             if self.load_tool != LoadTool::Harness {
                 bail!("{ws} loads only with the built-in engine: drop --load-tool (ab and wrk speak no WebSocket)");
             }
-            if self.tls {
-                bail!("{ws} runs over plain ws:// in compare: drop --tls (wss:// is `harness run wss://ADDR/ws`)");
-            }
         }
-        if !(2..=1024).contains(&self.pipeline) || !(1..=1024).contains(&self.streams) {
-            bail!("--pipeline must be 2 to 1024 and --streams 1 to 1024");
+        let pipelined = self.protocol.contains(&Protocol::H1Pipelined);
+        let least = if pipelined { 2 } else { 1 };
+        if self.pipeline.iter().any(|n| !(least..=1024).contains(n))
+            || self.streams.iter().any(|n| !(1..=1024).contains(n))
+        {
+            bail!("--pipeline takes 1 to 1024 (depths of 2 to 1024 with h1-pipelined) and --streams counts of 1 to 1024");
+        }
+        let ws_in_flight = self
+            .workloads
+            .iter()
+            .any(|w| w == "ws-echo" || w == "ws-room");
+        if ws_in_flight && self.pipeline.len() > 1 {
+            bail!("with ws-echo or ws-room, --pipeline is one count of messages in flight per connection, not a list");
         }
         if self.connections.is_empty() || self.connections.contains(&0) {
             bail!("-c needs levels of at least 1 connection");
@@ -234,19 +256,31 @@ fn server_docs(selection: &Selection, environment: Environment, tls: bool) -> Ve
     docs
 }
 
-/// Every server × workload × c cell to run, workload-major.
+/// A cell: server (index), workload, c, framing.
+type Cell<'w> = (usize, &'w Workload, usize, Framing);
+
+/// Every server × workload × c × framing cell to run, workload-major (a
+/// WebSocket workload frames its own messages: one cell per c).
 fn cells<'w>(
     entries: &[Entry],
     docs: &[ServerDoc],
     workloads: &'w [Workload],
     connections: &[usize],
-) -> Vec<(usize, &'w Workload, usize)> {
+    framings: &[Framing],
+) -> Vec<Cell<'w>> {
     let mut cells = Vec::new();
     for w in workloads {
+        let framings = if w.kind.is_ws() {
+            &[Framing::H1][..]
+        } else {
+            framings
+        };
         for &c in connections {
-            for (i, e) in entries.iter().enumerate() {
-                if docs[i].status == ServerStatus::Ran && e.serves(&w.path) {
-                    cells.push((i, w, c));
+            for &f in framings {
+                for (i, e) in entries.iter().enumerate() {
+                    if docs[i].status == ServerStatus::Ran && e.serves(&w.path) {
+                        cells.push((i, w, c, f));
+                    }
                 }
             }
         }
@@ -264,17 +298,21 @@ fn run_cells(
     entries: &[Entry],
     docs: &mut [ServerDoc],
     preflight_failures: &[Vec<(String, String)>],
-    cells: Vec<(usize, &Workload, usize)>,
+    cells: Vec<Cell>,
 ) -> Vec<results::Row> {
     let tool = ctx.args.load_tool;
     let mut rows: Vec<Option<results::Row>> = vec![None; cells.len()];
     let mut open = Vec::new();
-    for (k, &(i, w, c)) in cells.iter().enumerate() {
-        match preflight_failures[i].iter().find(|(n, _)| n == &w.name) {
+    for (k, &(i, w, c, f)) in cells.iter().enumerate() {
+        let over = prepass::over(w, f);
+        match preflight_failures[i]
+            .iter()
+            .find(|(n, _)| n == &w.name || n == &over)
+        {
             Some((_, msg)) => {
-                rows[k] = Some(runner::failed_row(&entries[i], w, c, tool, msg.clone()))
+                rows[k] = Some(runner::failed_row(&entries[i], w, c, f, tool, msg.clone()))
             }
-            None => open.push((k, runner::CellRun::new(ctx, i, &entries[i], w, c))),
+            None => open.push((k, runner::CellRun::new(ctx, i, &entries[i], w, c, f))),
         }
     }
     let runs = ctx.args.runs;
@@ -380,11 +418,20 @@ fn settings(
         warmup_s: args.warmup.as_secs_f64(),
         runs: args.runs,
         keepalive: !args.no_keepalive,
-        protocol: match args.protocol {
-            args::Protocol::H1 => None,
-            args::Protocol::H1Pipelined => Some(format!("http/1.1-pipelined {}", args.pipeline)),
-            args::Protocol::H2c => Some(format!("h2c {}", args.streams)),
+        protocol: match protocol::framings(args).as_slice() {
+            [Framing::H1] => None,
+            framings => Some(
+                framings
+                    .iter()
+                    .map(|&f| protocol::name(f))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
         },
+        ws_in_flight: workloads
+            .iter()
+            .any(|w| matches!(w.kind, plan::Kind::WsEcho | plan::Kind::WsRoom))
+            .then(|| u64::from(args.ws_in_flight())),
         threads: threads as u64,
         timeout_s: args.timeout.as_secs_f64(),
         load_tool: args.load_tool.name().into(),
@@ -450,12 +497,13 @@ fn pick_baseline(args: &CompareArgs, docs: &[ServerDoc]) -> Option<String> {
     }
 }
 
-/// Each row's RPS over the baseline's, same workload, level and tool.
+/// Each row's RPS over the baseline's, same workload, level, tool and
+/// framing.
 pub fn apply_ratios(results: &mut Results) {
     let Some(base) = results.settings.baseline.clone() else {
         return;
     };
-    let lookup: Vec<(String, u64, String, f64)> = results
+    let lookup: Vec<(String, u64, String, Option<String>, f64)> = results
         .rows
         .iter()
         .filter(|r| r.server == base && r.status != RowStatus::Failed)
@@ -464,6 +512,7 @@ pub fn apply_ratios(results: &mut Results) {
                 r.workload.clone(),
                 r.connections,
                 r.tool.clone(),
+                r.protocol.clone(),
                 r.summary.as_ref()?.rps_mean,
             ))
         })
@@ -474,7 +523,9 @@ pub fn apply_ratios(results: &mut Results) {
         };
         s.ratio = lookup
             .iter()
-            .find(|(w, c, t, _)| *w == r.workload && *c == r.connections && *t == r.tool)
+            .find(|(w, c, t, p, _)| {
+                *w == r.workload && *c == r.connections && *t == r.tool && *p == r.protocol
+            })
             .filter(|(.., b)| *b > 0.0)
             .map(|(.., b)| s.rps_mean / b);
     }

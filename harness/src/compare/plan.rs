@@ -26,6 +26,21 @@ pub enum Kind {
     WsEcho,
     /// `ws-hold`: connections upgraded and held, a ping each second.
     WsHold,
+    /// `ws-room`: room fan-out on `/ws/room`, rooms of up to
+    /// [`ROOM_MEMBERS`], each delivery timed and checked at its receiver.
+    WsRoom,
+}
+
+/// `ws-room`'s members per room at most: the largest divisor of `-c` not
+/// above it (c = 50: rooms of 10), so deliveries grow as c × K, not c².
+pub const ROOM_MEMBERS: usize = 10;
+
+/// `ws-room` at `c` connections: members per room.
+pub fn room_size(c: usize) -> usize {
+    (1..=ROOM_MEMBERS.min(c.max(1)))
+        .rev()
+        .find(|&k| c.is_multiple_of(k))
+        .unwrap_or(1)
 }
 
 impl Kind {
@@ -45,12 +60,17 @@ pub fn workload(spec: &str) -> anyhow::Result<Workload> {
     let ws = match spec {
         "ws-echo" => Some(Kind::WsEcho),
         "ws-hold" => Some(Kind::WsHold),
+        "ws-room" => Some(Kind::WsRoom),
         _ => None,
     };
     if let Some(kind) = ws {
         return Ok(Workload {
             name: spec.to_string(),
-            path: "/ws".to_string(),
+            path: if kind == Kind::WsRoom {
+                "/ws/room?name=compare".to_string()
+            } else {
+                "/ws".to_string()
+            },
             needs_db: false,
             kind,
         });
@@ -67,7 +87,7 @@ pub fn workload(spec: &str) -> anyhow::Result<Workload> {
     let route = workloads::route("GET", &path).map_err(|r| {
         anyhow::anyhow!(
             "workload {spec:?}: GET {path} is not a contract endpoint ({}); \
-             try hello, work, cpu, db, sleep, db?sleep_ms=10, /cpu?n=5000, ws-echo or ws-hold",
+             try hello, work, cpu, db, sleep, db?sleep_ms=10, /cpu?n=5000, ws-echo, ws-hold or ws-room",
             String::from_utf8_lossy(r.into_response().body.as_bytes()).trim()
         )
     })?;
@@ -129,6 +149,12 @@ mod tests {
         let (e, h) = (workload("ws-echo").unwrap(), workload("ws-hold").unwrap());
         assert_eq!((e.path.as_str(), e.kind), ("/ws", Kind::WsEcho));
         assert_eq!(h.kind, Kind::WsHold);
+        let r = workload("ws-room").unwrap();
+        assert_eq!(
+            (r.path.as_str(), r.kind),
+            ("/ws/room?name=compare", Kind::WsRoom)
+        );
+        assert_eq!([1, 7, 16, 50, 100, 13].map(room_size), [1, 7, 8, 10, 10, 1]);
         assert_eq!(
             workloads(&["ws-echo".into(), "ws-hold".into()])
                 .unwrap()

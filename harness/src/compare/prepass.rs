@@ -1,15 +1,19 @@
 //! The pre-pass of a comparison: each runnable server started once, its
 //! `/config` read, its processes' scheduler autogroup checked, the whole
 //! contract run (`harness verify`) with its conformance section (`harness
-//! verify --conformance`), each workload's own answer checked, and stopped,
-//! before anything is loaded.
+//! verify --conformance`), over HTTP/2 the contract's HTTP/2 rows (`harness
+//! verify --h2c` / `--h2`, where it serves the protocol), each workload's
+//! own answer checked (over each protocol of the run), and stopped, before
+//! anything is loaded.
 
 use std::time::Duration;
 
 use super::plan::Workload;
+use super::protocol;
 use super::results::{ConformanceCheck, ContractCheck, ServerDoc, ServerStatus};
 use super::runner;
 use crate::catalog::{Entry, Running};
+use crate::engine::Framing;
 use crate::lab::record::TlsDoc;
 use crate::lab::tls_relay::{handshake, Relay};
 use crate::procfs;
@@ -158,9 +162,74 @@ pub fn run(
                 failed[i].push((w.name.clone(), msg));
             }
         }
+        over_http2(ctx, e, &running, &mut docs[i], workloads, &mut failed[i]);
         docs[i].notes.extend(running.stop());
     }
     failed
+}
+
+/// The key of a workload's failed check over `f`'s protocol (its check
+/// over HTTP/1.1 is keyed by its name alone).
+pub fn over(w: &Workload, f: Framing) -> String {
+    format!("{} over {}", w.name, f.protocol())
+}
+
+/// Over each HTTP/2 protocol of the run that the server serves: the
+/// contract's HTTP/2 rows (printed, failures noted in its document) and
+/// each workload's answer (a failure keeps that workload from being
+/// loaded over that protocol). Where it does not serve it, nothing: its
+/// rows say why.
+fn over_http2(
+    ctx: &runner::Ctx,
+    e: &Entry,
+    running: &Running,
+    doc: &mut ServerDoc,
+    workloads: &[Workload],
+    failed: &mut Vec<(String, String)>,
+) {
+    let mut seen = Vec::new();
+    let loopback = matches!(
+        ctx.placed.environment,
+        crate::env::Environment::Bare | crate::env::Environment::Pinned
+    );
+    for f in protocol::framings(ctx.args) {
+        if !protocol::is_h2(f) || seen.contains(&f.protocol()) {
+            continue;
+        }
+        seen.push(f.protocol());
+        let addr = match protocol::served(running, f, loopback) {
+            Ok(addr) => addr,
+            Err(why) => {
+                ctx.progress.line(&format!("  {}: {why}", f.protocol()));
+                continue;
+            }
+        };
+        if e.serves_whole_contract() {
+            let (tally, failures) = protocol::check_rows(running, addr, ctx.lab.db().is_some());
+            ctx.progress.line(&format!(
+                "  {tally}{}",
+                failures
+                    .iter()
+                    .map(|f| format!("\n    FAIL {f}"))
+                    .collect::<String>()
+            ));
+            if !failures.is_empty() {
+                doc.notes.push(format!(
+                    "{}: {tally}; failing: {}",
+                    e.name,
+                    failures.join("; ")
+                ));
+            }
+        }
+        for w in workloads
+            .iter()
+            .filter(|w| !w.kind.is_ws() && e.serves(&w.path))
+        {
+            if let Err(msg) = protocol::check_answer(running, addr, &w.path) {
+                failed.push((over(w, f), msg));
+            }
+        }
+    }
 }
 
 /// For a server over TLS: one handshake (what it negotiated, printed) and

@@ -40,10 +40,14 @@ pub struct Settings {
     pub warmup_s: f64,
     pub runs: u32,
     pub keepalive: bool,
-    /// `--protocol` other than h1: `http/1.1-pipelined 16` or `h2c 100`
-    /// (requests or streams in flight per connection).
+    /// `--protocol` other than h1 alone: every framing the rows ran with,
+    /// comma-separated (`h1, h2c 16`; `h1-pipelined 16`, `h2c 100`, `h2 100`:
+    /// requests or streams in flight per connection asked for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    /// `ws-echo`, `ws-room`: messages in flight per connection (`--pipeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws_in_flight: Option<u64>,
     /// Engine threads (the built-in engine and wrk).
     pub threads: u64,
     pub timeout_s: f64,
@@ -164,6 +168,15 @@ pub struct Row {
     pub workload: String,
     pub path: String,
     pub connections: u64,
+    /// The framing asked for when it is not plain HTTP/1.1 (`--protocol`):
+    /// `h1-pipelined 16`, `h2c 100`, `h2 100`. What each run really spoke is
+    /// its `framing`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// Over HTTP/2, where it was terminated when not by the server's own
+    /// code (php-fpm: its nginx, in front of the FastCGI pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2_front: Option<String>,
     /// What drove the load: `harness`, `ab` or `wrk`.
     pub tool: String,
     /// Whether every response's status and body were checked (the built-in
@@ -222,6 +235,45 @@ pub struct RunDoc {
     /// `ws-hold`: the connections held and what they cost the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<HeldDoc>,
+    /// What the run really spoke, from the built-in engine's result (absent
+    /// for ab and wrk, and in results written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framing: Option<RunFraming>,
+    /// `ws-room`: the rooms, the messages sent and the deliveries made
+    /// (the run's requests are its deliveries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<RoomRunDoc>,
+}
+
+/// The framing a run spoke, as the engine saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunFraming {
+    /// `http/1.1`, `http/1.1-pipelined`, `h2c` (HTTP/2 by prior knowledge:
+    /// the server answered with SETTINGS) or `h2` (HTTP/2, ALPN picked h2).
+    pub protocol: String,
+    /// Requests in flight allowed per connection: 1, the pipeline depth,
+    /// or the streams the server's SETTINGS_MAX_CONCURRENT_STREAMS left
+    /// of those asked for (the fewest any connection was allowed).
+    pub in_flight: u32,
+    /// HTTP/2: the streams per connection asked for (`--streams`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams_asked: Option<u32>,
+    /// Over TLS: the protocol ALPN picked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpn: Option<String>,
+}
+
+/// `ws-room`: rooms of `members`, messages sent, deliveries counted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoomRunDoc {
+    pub rooms: u64,
+    pub members: u64,
+    pub messages_sent: u64,
+    pub deliveries: u64,
+    /// The server's `/config` says its rooms do not span its workers.
+    pub spans_note: Option<String>,
 }
 
 /// `ws-hold`: connections upgraded, still up at the end, and the server's

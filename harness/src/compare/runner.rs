@@ -9,12 +9,15 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::args::{CompareArgs, LoadTool, Protocol};
+use super::args::{CompareArgs, LoadTool};
 use super::plan::{Kind, Workload};
 use super::progress::Progress;
-use super::results::{CurvePoint, HeldDoc, LatencyDoc, Row, RowStatus, RunDoc, RunTls, Summary};
+use super::protocol;
+use super::results::{
+    CurvePoint, HeldDoc, LatencyDoc, RoomRunDoc, Row, RowStatus, RunDoc, RunTls, Summary,
+};
 use crate::catalog::{Entry, Running};
-use crate::engine::{self, Control, End, Plan};
+use crate::engine::{self, Control, End, Framing, Plan};
 use crate::lab::driver::Placed;
 use crate::lab::load::{self, Shape};
 use crate::lab::meter::Sample;
@@ -77,13 +80,15 @@ pub fn preflight(running: &Running, path: &str) -> Result<(), String> {
     })
 }
 
-fn empty_row(entry: &Entry, w: &Workload, c: usize, tool: LoadTool) -> Row {
+fn empty_row(entry: &Entry, w: &Workload, c: usize, f: Framing, tool: LoadTool) -> Row {
     Row {
         server: entry.name.clone(),
         model: entry.model.to_string(),
         workload: w.name.clone(),
         path: w.path.clone(),
         connections: c as u64,
+        protocol: (f != Framing::H1).then(|| protocol::name(f)),
+        http2_front: None,
         tool: tool.name().to_string(),
         bodies_verified: tool == LoadTool::Harness,
         status: RowStatus::Ok,
@@ -95,14 +100,29 @@ fn empty_row(entry: &Entry, w: &Workload, c: usize, tool: LoadTool) -> Row {
 }
 
 /// A row for a cell that was not run: its check failed before loading.
-pub fn failed_row(entry: &Entry, w: &Workload, c: usize, tool: LoadTool, error: String) -> Row {
-    let mut row = empty_row(entry, w, c, tool);
+pub fn failed_row(
+    entry: &Entry,
+    w: &Workload,
+    c: usize,
+    f: Framing,
+    tool: LoadTool,
+    error: String,
+) -> Row {
+    let mut row = empty_row(entry, w, c, f, tool);
     row.status = RowStatus::Failed;
     row.error = Some(error);
     row
 }
 
-fn plan(ctx: &Ctx, running: &Running, w: &Workload, c: usize, length: Duration) -> Plan {
+/// The load of one run; `on`: where and how HTTP is framed.
+fn plan(
+    ctx: &Ctx,
+    running: &Running,
+    w: &Workload,
+    c: usize,
+    on: (Framing, std::net::SocketAddr),
+    length: Duration,
+) -> Plan {
     let shape = Shape {
         connections: c,
         threads: ctx.threads,
@@ -114,15 +134,20 @@ fn plan(ctx: &Ctx, running: &Running, w: &Workload, c: usize, length: Duration) 
     match w.kind {
         Kind::Http => {
             let mut p = load::plan(running, &w.path, &shape, length);
-            p.framing = match ctx.args.protocol {
-                Protocol::H1 => engine::Framing::H1,
-                Protocol::H1Pipelined => engine::Framing::pipelined(ctx.args.pipeline),
-                Protocol::H2c => engine::Framing::H2c(ctx.args.streams),
-            };
+            protocol::apply(&mut p, running, on.0, on.1, &w.path);
             p
         }
         Kind::WsEcho => {
-            let ws = load::WsShape::Echo { in_flight: 1 };
+            let ws = load::WsShape::Echo {
+                in_flight: ctx.args.ws_in_flight(),
+            };
+            load::ws_plan(running, &w.path, &shape, ws, length)
+        }
+        Kind::WsRoom => {
+            let ws = load::WsShape::Room {
+                in_flight: ctx.args.ws_in_flight(),
+                members: super::plan::room_size(c),
+            };
             load::ws_plan(running, &w.path, &shape, ws, length)
         }
         Kind::WsHold => {
@@ -138,37 +163,14 @@ const HOLD_PING: Duration = Duration::from_secs(1);
 /// A WebSocket workload on `running`: `Ok(Ok(what holds a connection))`
 /// where its `/config` serves WebSocket, `Ok(Err(why not))` where it says
 /// it cannot.
-fn websocket_served(running: &Running) -> Result<Result<String, String>, String> {
+fn websocket_served(running: &Running) -> Result<Result<(String, bool), String>, String> {
     let config = running.config()?;
     Ok(match config.websocket {
-        Some(h) => Ok(h.connection),
+        Some(h) => Ok((h.connection, h.room_spans_workers)),
         None => Err(config
             .websocket_unsupported
             .unwrap_or_else(|| "its /config does not say it serves WebSocket".into())),
     })
-}
-
-/// Servers whose h2c listens on a port of its own (nginx 1.22's `listen …
-/// http2` in the clear speaks only h2c; Node's `H2C_PORT`).
-const H2C_OWN_PORT: [&str; 2] = ["nginx-static", "node"];
-
-/// `--protocol h2c`: why `running` cannot be loaded over h2c on its port,
-/// or `None` where its `/config` lists h2c.
-fn h2c_unserved(running: &Running, name: &str) -> Option<String> {
-    if H2C_OWN_PORT.contains(&name) {
-        return Some(
-            "does not serve h2c here: h2c on a port of its own, not wired into compare yet".into(),
-        );
-    }
-    match running.config() {
-        Ok(c) if c.protocols.iter().any(|p| p == "h2c") => None,
-        Ok(c) => Some(format!(
-            "does not serve h2c: {}",
-            c.http2_unsupported
-                .unwrap_or_else(|| format!("its /config lists {:?}", c.protocols))
-        )),
-        Err(e) => Some(format!("does not serve h2c: its /config: {e}")),
-    }
 }
 
 /// The server's RSS now (its whole process tree), 0 if it is gone.
@@ -226,6 +228,8 @@ pub struct CellRun<'e> {
     pub entry: &'e Entry,
     pub workload: &'e Workload,
     pub c: usize,
+    /// How its HTTP requests are framed (`--protocol`).
+    pub framing: Framing,
     row: Row,
     /// Every measured run's latency, merged (the built-in engine's).
     merged: Histogram<u64>,
@@ -242,13 +246,15 @@ impl<'e> CellRun<'e> {
         entry: &'e Entry,
         workload: &'e Workload,
         c: usize,
+        framing: Framing,
     ) -> CellRun<'e> {
         CellRun {
             server,
             entry,
             workload,
             c,
-            row: empty_row(entry, workload, c, ctx.args.load_tool),
+            framing,
+            row: empty_row(entry, workload, c, framing, ctx.args.load_tool),
             merged: latency_histogram(),
             notes: Vec::new(),
             over: false,
@@ -294,7 +300,16 @@ impl<'e> CellRun<'e> {
 /// in the run's environment), its answer checked again, warmed up, the
 /// runs `runs` measured, and stopped. A failure ends the cell.
 pub fn turn(ctx: &Ctx, cell: &mut CellRun, runs: std::ops::RangeInclusive<u32>) {
-    let label = format!("{} {} c={}", cell.entry.name, cell.workload.name, cell.c);
+    let label = match cell.framing {
+        Framing::H1 => format!("{} {} c={}", cell.entry.name, cell.workload.name, cell.c),
+        f => format!(
+            "{} {} c={} {}",
+            cell.entry.name,
+            cell.workload.name,
+            cell.c,
+            protocol::name(f)
+        ),
+    };
     let mut running = match ctx.start(cell.entry) {
         Ok(r) => r,
         Err(e) => return cell.fail(ctx, format!("did not start: {e:#}")),
@@ -304,17 +319,34 @@ pub fn turn(ctx: &Ctx, cell: &mut CellRun, runs: std::ops::RangeInclusive<u32>) 
             cell.notes.push(n.clone());
         }
     }
-    if ctx.args.protocol == Protocol::H2c && !cell.workload.kind.is_ws() {
-        if let Some(why) = h2c_unserved(&running, &cell.entry.name) {
-            cell.row.status = RowStatus::NotServed;
-            cell.row.error = Some(why);
-            cell.over = true;
+    let mut at = running.addr;
+    if !cell.workload.kind.is_ws() {
+        match protocol::served(
+            &running,
+            cell.framing,
+            matches!(
+                ctx.placed.environment,
+                crate::env::Environment::Bare | crate::env::Environment::Pinned
+            ),
+        ) {
+            Ok(addr) => {
+                at = addr;
+                if protocol::is_h2(cell.framing) {
+                    cell.row.http2_front.clone_from(&running.http2_front);
+                }
+            }
+            Err(why) => {
+                cell.row.status = RowStatus::NotServed;
+                cell.row.error = Some(why);
+                cell.over = true;
+            }
         }
     }
     let mut holder = String::new();
+    let mut spans = true;
     if cell.workload.kind.is_ws() {
         match websocket_served(&running) {
-            Ok(Ok(h)) => holder = h,
+            Ok(Ok((h, s))) => (holder, spans) = (h, s),
             Ok(Err(why)) => {
                 cell.row.status = RowStatus::NotServed;
                 cell.row.error = Some(format!("does not serve WebSocket: {why}"));
@@ -333,7 +365,8 @@ pub fn turn(ctx: &Ctx, cell: &mut CellRun, runs: std::ops::RangeInclusive<u32>) 
         }
     }
     if !cell.over {
-        if let Err(e) = load(ctx, &mut running, cell, runs, &label, &holder) {
+        let served = Served { at, holder, spans };
+        if let Err(e) = load(ctx, &mut running, cell, runs, &label, &served) {
             cell.fail(ctx, e);
         }
     }
@@ -344,6 +377,15 @@ pub fn turn(ctx: &Ctx, cell: &mut CellRun, runs: std::ops::RangeInclusive<u32>) 
     }
 }
 
+/// How a started server serves a cell: where its framing is loaded (its
+/// own h2c port, or its address) and, for WebSocket, what holds a
+/// connection and whether a room spans its workers (its `/config`).
+struct Served {
+    at: std::net::SocketAddr,
+    holder: String,
+    spans: bool,
+}
+
 /// Checks, warms up and measures `runs` on a started server; the error
 /// ends the cell.
 fn load(
@@ -352,18 +394,32 @@ fn load(
     cell: &mut CellRun,
     runs: std::ops::RangeInclusive<u32>,
     label: &str,
-    holder: &str,
+    served: &Served,
 ) -> Result<(), String> {
+    let Served {
+        at,
+        ref holder,
+        spans,
+    } = *served;
     let (w, c, tool) = (cell.workload, cell.c, ctx.args.load_tool);
+    let on = (cell.framing, at);
     if !w.kind.is_ws() {
         preflight(running, &w.path)?;
+        if protocol::is_h2(cell.framing) {
+            protocol::check_answer(running, at, &w.path)?;
+        }
     }
     let control = ctx.control();
+    // ws-hold's baseline: the server's RSS before this turn holds anything.
+    // Read after the warm-up, which holds the same connections, it already
+    // had their memory (kept by the allocator once they closed), and a held
+    // connection read about a tenth of its cost.
+    let rss_before = running.managed().then(|| rss_now(running));
     if !ctx.args.warmup.is_zero() {
         let mut bar = ctx
             .progress
             .run(format!("{label} warm-up"), ctx.args.warmup);
-        let p = plan(ctx, running, w, c, ctx.args.warmup);
+        let p = plan(ctx, running, w, c, on, ctx.args.warmup);
         match engine::run(&p, &control, &mut |s| bar.update(s)) {
             Ok(r) => bar.finish(&format!(
                 "{} req/s, {} failed",
@@ -386,13 +442,12 @@ fn load(
             .run(format!("{label} run {i}/{total}"), ctx.args.duration);
         let started_s = ctx.clock.elapsed().as_secs_f64();
         let recording = ctx.profiles.as_ref().map(|p| (p, p.start(running)));
-        let rss_before = running.managed().then(|| rss_now(running));
         let (outcome, sample) = load::metered(
             running,
             ctx.lab.db_pid(ctx.placed.setup.as_ref()),
             || match tool {
                 LoadTool::Harness => {
-                    let p = plan(ctx, running, w, c, ctx.args.duration);
+                    let p = plan(ctx, running, w, c, on, ctx.args.duration);
                     engine::run(&p, &control, &mut |s| bar.update(s))
                         .map(Ok)
                         .map_err(anyhow::Error::from)
@@ -416,10 +471,30 @@ fn load(
             Ok(Ok(result)) => {
                 let _ = cell.merged.add(&result.stats.latency_us);
                 let rss_peak = sample.as_ref().map(|s| s.server_rss_peak_bytes);
+                let spoke = protocol::record(&result);
                 let mut doc = engine_doc(&result, sample);
+                match spoke {
+                    Ok(f) => doc.framing = Some(f),
+                    Err(why) if !w.kind.is_ws() => {
+                        bar.finish("failed");
+                        return Err(format!("run {i}: {why}"));
+                    }
+                    Err(_) => {}
+                }
                 if w.kind == Kind::WsHold {
                     let alive = running.check_alive().is_ok();
                     doc.held = Some(held_doc(&result, c, rss_before, rss_peak, alive, holder));
+                }
+                if let Some(room) = result.plan.room() {
+                    doc.room = Some(RoomRunDoc {
+                        rooms: room.rooms as u64,
+                        members: room.size as u64,
+                        messages_sent: result.stats.room_messages,
+                        deliveries: result.stats.ok + result.stats.failures.total(),
+                        spans_note: (!spans).then(|| {
+                            "its /config says a room does not span its workers: members on other workers are in other rooms, so deliveries may fail (room_spans_workers: false)".to_string()
+                        }),
+                    });
                 }
                 doc
             }
@@ -431,7 +506,12 @@ fn load(
         };
         doc.started_s = Some(started_s);
         if let Some((profiler, recording)) = recording {
-            let stem = format!("{}-{}-c{}-run{i}", cell.entry.name, w.name, c);
+            // A row per framing: its own files (`…-c4-h2c16-run1`).
+            let framing = match cell.framing {
+                Framing::H1 => String::new(),
+                f => format!("-{}", protocol::name(f).replace(' ', "")),
+            };
+            let stem = format!("{}-{}-c{c}{framing}-run{i}", cell.entry.name, w.name);
             let mut p = profiler.finish(recording, running, &stem, label, doc.requests);
             // CPU per request from the meter, split by the profile.
             let per_request = |pct: Option<f64>| {
@@ -534,6 +614,8 @@ fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
         profile: None,
         tls,
         held: None,
+        framing: None,
+        room: None,
     }
 }
 
@@ -575,6 +657,8 @@ fn tool_doc(t: &ToolRun, sample: Option<Sample>) -> RunDoc {
         profile: None,
         tls: None,
         held: None,
+        framing: None,
+        room: None,
     }
 }
 

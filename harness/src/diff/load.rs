@@ -46,7 +46,9 @@ impl Kind {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, Deserialize)]
 pub struct Key {
     pub server: String,
-    /// The workload name (compare), the path (models) or the condition (reproduce).
+    /// The workload name (compare, with its framing when not plain
+    /// HTTP/1.1: `hello h2c 16`), the path (models) or the condition
+    /// (reproduce).
     pub workload: String,
     pub connections: u64,
     pub environment: String,
@@ -255,6 +257,10 @@ impl CompareView {
 struct RowView {
     server: String,
     workload: String,
+    /// `--protocol`'s framing when not plain HTTP/1.1 (`h2c 100`): a cell
+    /// of its own, never pooled with the same workload's other framings.
+    #[serde(default)]
+    protocol: Option<String>,
     connections: u64,
     tool: String,
     status: String,
@@ -278,9 +284,13 @@ struct LatencyView {
 
 impl RowView {
     fn cell(&self, environment: &str) -> (Key, Samples) {
+        let workload = match &self.protocol {
+            Some(framing) => format!("{} {framing}", self.workload),
+            None => self.workload.clone(),
+        };
         let key = Key {
             server: self.server.clone(),
-            workload: self.workload.clone(),
+            workload,
             connections: self.connections,
             environment: environment.to_string(),
             tool: self.tool.clone(),

@@ -19,6 +19,20 @@ fn color(results: &Results, name: &str) -> RGBColor {
     RGBColor(c.0, c.1, c.2)
 }
 
+/// A row's name in a legend: its server, with the framing asked for
+/// (`--protocol`) and the tool when they are not the defaults.
+fn label(r: &Row) -> String {
+    let mut s = r.server.clone();
+    if let Some(p) = &r.protocol {
+        s.push(' ');
+        s.push_str(p);
+    }
+    if r.tool != "harness" {
+        s.push_str(&format!(" ({})", r.tool));
+    }
+    s
+}
+
 fn ok_rows<'a>(results: &'a Results, workload: &str, c: u64) -> Vec<&'a Row> {
     results
         .rows
@@ -38,16 +52,7 @@ pub fn rps_bars(results: &Results, workload: &str, c: u64) -> Option<String> {
     if rows.is_empty() {
         return None;
     }
-    let labels: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            if r.tool == "harness" {
-                r.server.clone()
-            } else {
-                format!("{} ({})", r.server, r.tool)
-            }
-        })
-        .collect();
+    let labels: Vec<String> = rows.iter().map(|r| label(r)).collect();
     let ymax = rows
         .iter()
         .filter_map(|r| r.summary.as_ref())
@@ -157,7 +162,7 @@ pub fn latency_curves(results: &Results, workload: &str, c: u64) -> Option<Strin
             let c = color(results, &r.server);
             chart
                 .draw_series(LineSeries::new(points(r), c.stroke_width(2)))?
-                .label(r.server.clone())
+                .label(label(r))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
                 });
@@ -268,7 +273,7 @@ pub fn over_time(results: &Results, workload: &str, c: u64, what: OverTime) -> O
                         let drawn =
                             $chart.draw_series(LineSeries::new(seg.clone(), c.stroke_width(2)))?;
                         if k == 0 {
-                            drawn.label(r.server.clone()).legend(move |(x, y)| {
+                            drawn.label(label(r)).legend(move |(x, y)| {
                                 PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
                             });
                         }
@@ -316,14 +321,15 @@ pub fn sweep(results: &Results, workload: &str) -> Option<String> {
     if levels.len() < 2 {
         return None;
     }
-    let mut servers: Vec<&str> = Vec::new();
+    // One line per server and framing.
+    let mut servers: Vec<(String, &str)> = Vec::new();
     for r in results
         .rows
         .iter()
         .filter(|r| r.workload == workload && r.summary.is_some())
     {
-        if !servers.contains(&r.server.as_str()) {
-            servers.push(&r.server);
+        if !servers.iter().any(|(l, _)| *l == label(r)) {
+            servers.push((label(r), &r.server));
         }
     }
     if servers.is_empty() {
@@ -333,7 +339,7 @@ pub fn sweep(results: &Results, workload: &str) -> Option<String> {
         let mut v: Vec<(f64, f64)> = results
             .rows
             .iter()
-            .filter(|r| r.workload == workload && r.server == name && r.status != RowStatus::Failed)
+            .filter(|r| r.workload == workload && label(r) == name && r.status != RowStatus::Failed)
             .filter_map(|r| Some((r.connections as f64, r.summary.as_ref()?.rps_mean)))
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -343,7 +349,7 @@ pub fn sweep(results: &Results, workload: &str) -> Option<String> {
     let cmax = *levels.iter().max().unwrap_or(&1) as f64;
     let ymax = servers
         .iter()
-        .flat_map(|s| series(s))
+        .flat_map(|(s, _)| series(s))
         .map(|p| p.1)
         .fold(1.0, f64::max)
         * 1.15;
@@ -357,8 +363,8 @@ pub fn sweep(results: &Results, workload: &str) -> Option<String> {
             .x_label_formatter(&|v| format!("{v:.0}"))
             .y_label_formatter(&|v| crate::report::thousands(*v as u64))
             .draw()?;
-        for name in &servers {
-            let c = color(results, name);
+        for (name, server) in &servers {
+            let c = color(results, server);
             let pts = series(name);
             chart
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?

@@ -1,6 +1,8 @@
 //! The side-by-side table, like the seed benchmarks' "key metrics
 //! comparison": on the terminal (aligned text) and in report.md (Markdown).
 
+use std::collections::BTreeMap;
+
 use super::super::results::{Results, Row, RowStatus, ServerStatus};
 use crate::report::page::md_table;
 use crate::report::{align, bytes, latency, thousands};
@@ -43,7 +45,7 @@ fn row_cells(r: &Row, results: &Results) -> Vec<String> {
         },
         r.model.clone(),
         r.tool.clone(),
-        r.workload.clone(),
+        workload_cell(r),
         r.connections.to_string(),
     ];
     match &r.summary {
@@ -90,6 +92,22 @@ fn row_cells(r: &Row, results: &Results) -> Vec<String> {
     v
 }
 
+/// The workload, with the framing its runs spoke when it is not plain
+/// HTTP/1.1 (`hello h2c ×100`: the streams the server allowed).
+fn workload_cell(r: &Row) -> String {
+    let spoke: Vec<_> = r
+        .runs
+        .iter()
+        .filter_map(|run| run.framing.clone())
+        .collect();
+    let phrase = crate::compare::protocol::phrase(r.protocol.as_deref(), &spoke);
+    if phrase.is_empty() {
+        r.workload.clone()
+    } else {
+        format!("{} {phrase}", r.workload)
+    }
+}
+
 /// The terminal table.
 pub fn terminal(results: &Results) -> String {
     let mut rows = vec![HEADER.map(String::from).to_vec()];
@@ -128,6 +146,23 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
     if let Some(io) = results.settings.io_phrase() {
         line(&format!("load: {io}"));
     }
+    if results.rows.iter().any(|r| r.protocol.is_some()) {
+        line(
+            "framing, as each run spoke it (read from the engine, not the arguments): \
+             h2c ×N is HTTP/2 by prior knowledge, h2 ×N HTTP/2 by ALPN over TLS, with N streams \
+             in flight per connection as the server's SETTINGS allowed; h1-pipelined ×N, N \
+             requests in flight; none, HTTP/1.1 one at a time",
+        );
+        for r in results.rows.iter().filter(|r| r.http2_front.is_some()) {
+            line(&format!(
+                "{} {} c={}: HTTP/2 terminated by {}",
+                r.server,
+                workload_cell(r),
+                r.connections,
+                r.http2_front.as_deref().unwrap_or("")
+            ));
+        }
+    }
     if results.rows.iter().any(|r| !r.bodies_verified) {
         line("ab and wrk do not check bodies (ab compares lengths, wrk only statuses): their rows cannot catch a server answering 200 with an error");
     }
@@ -135,10 +170,25 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
         if let Some(s) = &r.summary {
             if s.failed > 0 {
                 let kinds = crate::report::failure_kinds(&s.failures);
+                let answered = if s.failures.status > 0 {
+                    // A WebSocket's status is its upgrade's, once per
+                    // connection; each message in flight on it failed.
+                    let what = if r.path.starts_with("/ws") {
+                        "upgrades answered"
+                    } else {
+                        "answered"
+                    };
+                    format!(
+                        "; {what} {}",
+                        statuses(r.runs.iter().map(|run| &run.status_codes))
+                    )
+                } else {
+                    String::new()
+                };
                 line(&format!(
-                    "{} {} c={}: {} failed ({})",
+                    "{} {} c={}: {} failed ({}{answered})",
                     r.server,
-                    r.workload,
+                    workload_cell(r),
                     r.connections,
                     thousands(s.failed),
                     kinds.join(", ")
@@ -154,13 +204,17 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
             line(&format!(
                 "{} {} c={}: other processes took up to {pct:.0}% of the machine during its runs: \
                  its figures are contaminated (harness calibrate measures the machine's noise)",
-                r.server, r.workload, r.connections
+                r.server,
+                workload_cell(r),
+                r.connections
             ));
         }
         if let Some(note) = websocket_note(r) {
             line(&format!(
                 "{} {} c={}: {note}",
-                r.server, r.workload, r.connections
+                r.server,
+                workload_cell(r),
+                r.connections
             ));
         }
         if r.status == RowStatus::Failed {
@@ -168,7 +222,7 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
                 line(&format!(
                     "{} {} c={}: {}",
                     r.server,
-                    r.workload,
+                    workload_cell(r),
                     r.connections,
                     e.replace('\n', " ")
                 ));
@@ -285,11 +339,31 @@ pub fn markdown(results: &Results) -> String {
 /// A WebSocket row's own figures: server CPU per echoed message (`ws-echo`);
 /// connections held and server RSS per held one (`ws-hold`), or why there
 /// is no such figure.
+/// The statuses a row's runs were answered with, summed over its runs:
+/// `200 × 9,120, 503 × 4,212` (a failure "status 4,212" alone does not say
+/// that the server turned the load away).
+fn statuses<'a>(runs: impl Iterator<Item = &'a BTreeMap<String, u64>>) -> String {
+    let mut sum: BTreeMap<&str, u64> = BTreeMap::new();
+    for codes in runs {
+        for (code, n) in codes {
+            *sum.entry(code).or_default() += n;
+        }
+    }
+    if sum.is_empty() {
+        return "with no status recorded".into();
+    }
+    sum.iter()
+        .map(|(code, n)| format!("{code} × {}", thousands(*n)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn websocket_note(r: &Row) -> Option<String> {
-    if r.path != "/ws" || r.status == RowStatus::NotServed {
+    if !r.path.starts_with("/ws") || r.status == RowStatus::NotServed {
         return None;
     }
     let last = r.runs.last()?;
+    let room = last.room.as_ref();
     if let Some(h) = &last.held {
         let held = match &h.waiting_note {
             Some(w) => w.clone(),
@@ -308,10 +382,50 @@ fn websocket_note(r: &Row) -> Option<String> {
             n + run.ok,
         )
     });
-    (n > 0 && cpu > 0.0).then(|| {
-        format!(
-            "{:.1} µs of server CPU per echoed message",
+    let Some(room) = room else {
+        return (n > 0 && cpu > 0.0).then(|| {
+            format!(
+                "{:.1} µs of server CPU per echoed message",
+                cpu * 1e6 / n as f64
+            )
+        });
+    };
+    let mut note = format!(
+        "rooms of {}: {} deliveries per message",
+        room.members, room.members
+    );
+    if n > 0 && cpu > 0.0 {
+        note.push_str(&format!(
+            "; {:.1} µs of server CPU per delivery",
             cpu * 1e6 / n as f64
-        )
-    })
+        ));
+    }
+    if let Some(spans) = &room.spans_note {
+        note.push_str(&format!("; {spans}"));
+    }
+    Some(note)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_status_failure_names_the_statuses_answered() {
+        let run = |pairs: &[(&str, u64)]| {
+            pairs
+                .iter()
+                .map(|(c, n)| (c.to_string(), *n))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let runs = [
+            run(&[("200", 9_000), ("503", 4_000)]),
+            run(&[("503", 212), ("200", 120)]),
+        ];
+        assert_eq!(super::statuses(runs.iter()), "200 × 9,120, 503 × 4,212");
+        assert_eq!(
+            super::statuses([BTreeMap::new()].iter()),
+            "with no status recorded"
+        );
+    }
 }

@@ -1,0 +1,306 @@
+//! The protocols of a comparison (`--protocol`, `--pipeline`, `--streams`):
+//! the framings its rows run with, where a started server serves each
+//! (h2c on its HTTP/1.1 port or on a port of its own, h2 by ALPN over
+//! TLS), the check over HTTP/2 before anything is loaded, and what each
+//! run really spoke, read from the engine's result rather than from the
+//! arguments.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use workloads::h2rows;
+
+use super::args::{CompareArgs, Protocol};
+use super::results::RunFraming;
+use crate::catalog::Running;
+use crate::engine::{self, Framing, Plan};
+
+/// Every framing the rows run with, in the order asked: one per protocol,
+/// one per `--pipeline` depth or `--streams` count for those that take one.
+pub fn framings(args: &CompareArgs) -> Vec<Framing> {
+    let mut out = Vec::new();
+    for &p in &args.protocol {
+        let more: Vec<Framing> = match p {
+            Protocol::H1 => vec![Framing::H1],
+            Protocol::H1Pipelined => args
+                .pipeline_depths()
+                .into_iter()
+                .map(Framing::Pipelined)
+                .collect(),
+            Protocol::H2c => args.streams.iter().map(|&n| Framing::H2c(n)).collect(),
+            Protocol::H2 => args.streams.iter().map(|&n| Framing::H2(n)).collect(),
+        };
+        for f in more {
+            if !out.contains(&f) {
+                out.push(f);
+            }
+        }
+    }
+    out
+}
+
+/// A framing as asked, for rows and settings: `h1`, `h1-pipelined 16`,
+/// `h2c 100`, `h2 100`.
+pub fn name(f: Framing) -> String {
+    match f {
+        Framing::H1 => "h1".into(),
+        Framing::Pipelined(n) => format!("h1-pipelined {n}"),
+        Framing::H2c(n) => format!("h2c {n}"),
+        Framing::H2(n) => format!("h2 {n}"),
+        Framing::Ws(n) => format!("websocket {n}"),
+    }
+}
+
+/// Whether it is HTTP/2.
+pub fn is_h2(f: Framing) -> bool {
+    matches!(f, Framing::H2c(_) | Framing::H2(_))
+}
+
+/// Where `running` is loaded with `f`: `Ok(addr)`, or why it does not
+/// serve it (the row is then `not_served`). h2c: its port of its own
+/// ([`Running::h2c`]), else its HTTP/1.1 port where its `/config` lists
+/// `h2c`. h2: its TLS port, where a handshake offering only `h2` by ALPN
+/// gets `h2` back. `loopback`: whether the run's environment reaches a
+/// server's second port (bare and pinned).
+pub fn served(running: &Running, f: Framing, loopback: bool) -> Result<SocketAddr, String> {
+    match f {
+        Framing::H2c(_) => {
+            if let Some(addr) = running.h2c {
+                if !loopback {
+                    return Err("does not serve h2c here: its h2c has a port of its own, \
+                                which only --env bare and pinned reach"
+                        .into());
+                }
+                return Ok(addr);
+            }
+            match running.config() {
+                Ok(c) if c.protocols.iter().any(|p| p == "h2c") => Ok(running.addr),
+                Ok(c) => Err(format!(
+                    "does not serve h2c: {}",
+                    c.http2_unsupported
+                        .unwrap_or_else(|| format!("its /config lists {:?}", c.protocols))
+                )),
+                Err(e) => Err(format!("does not serve h2c: its /config: {e}")),
+            }
+        }
+        Framing::H2(_) => {
+            let Some(tls) = &running.tls else {
+                return Err("h2 is HTTP/2 over TLS: the server does not terminate TLS".into());
+            };
+            let mut h2 = tls.clone();
+            h2.h2 = true;
+            let alpn = crate::lab::tls_relay::handshake(running.addr, &h2, Duration::from_secs(5))
+                .map(|n| n.alpn);
+            match alpn {
+                Ok(Some(a)) if a == "h2" => Ok(running.addr),
+                other => {
+                    let picked = match other {
+                        Ok(Some(a)) => format!("its TLS picked {a} by ALPN, not h2"),
+                        Ok(None) => {
+                            "its TLS picked no protocol by ALPN when offered only h2".into()
+                        }
+                        Err(e) => format!("offered only h2 by ALPN, its TLS refused: {e:#}"),
+                    };
+                    let why = running.config().ok().and_then(|c| c.http2_unsupported);
+                    Err(match why {
+                        Some(why) => format!("does not serve h2: {why} ({picked})"),
+                        None => format!("does not serve h2: {picked}"),
+                    })
+                }
+            }
+        }
+        _ => Ok(running.addr),
+    }
+}
+
+/// `GET path` once over HTTP/2 at `addr` (h2 by ALPN when `running`
+/// terminates TLS), judged by the contract: a cell is loaded over HTTP/2
+/// only after its answer over HTTP/2 is right.
+pub fn check_answer(running: &Running, addr: SocketAddr, path: &str) -> Result<(), String> {
+    let row = h2rows::Row {
+        name: format!("h2 GET {path}"),
+        requests: vec![h2rows::Request {
+            method: "GET",
+            target: path.to_string(),
+            body: Vec::new(),
+            expected: workloads::expect("GET", path),
+        }],
+        needs_db: false,
+    };
+    let verdicts =
+        crate::verify_h2::check(addr, running.tls.as_ref(), &[row], Duration::from_secs(10))
+            .map_err(|e| format!("{e:#}"))?;
+    match verdicts.into_iter().next().map(|v| v.result) {
+        Some(Ok(())) => Ok(()),
+        Some(Err(why)) => Err(format!("over HTTP/2 at {addr}: {why}")),
+        None => Err(format!("over HTTP/2 at {addr}: no verdict")),
+    }
+}
+
+/// The contract's HTTP/2 rows (`harness verify --h2c` / `--h2`) at `addr`,
+/// those needing a database only with `has_db`: a one-line tally, and the
+/// rows that failed, each with why.
+pub fn check_rows(running: &Running, addr: SocketAddr, has_db: bool) -> (String, Vec<String>) {
+    let rows: Vec<h2rows::Row> = h2rows::rows()
+        .into_iter()
+        .filter(|r| has_db || !r.needs_db)
+        .collect();
+    let what = if running.tls.is_some() {
+        format!("h2 by ALPN on {addr} (harness verify --h2)")
+    } else {
+        format!("h2c on {addr} (harness verify --h2c)")
+    };
+    match crate::verify_h2::check(addr, running.tls.as_ref(), &rows, Duration::from_secs(10)) {
+        Ok(verdicts) => {
+            let failed: Vec<String> = verdicts
+                .iter()
+                .filter_map(|v| v.result.as_ref().err().map(|e| format!("{}: {e}", v.name)))
+                .collect();
+            (
+                format!(
+                    "{what}: {}/{} rows pass{}",
+                    verdicts.len() - failed.len(),
+                    verdicts.len(),
+                    if has_db {
+                        ""
+                    } else {
+                        " (no database in this run: its rows not checked)"
+                    }
+                ),
+                failed,
+            )
+        }
+        Err(e) => (format!("{what}: not checked: {e:#}"), Vec::new()),
+    }
+}
+
+/// Points `plan` (built for `running`'s HTTP/1.1 port) at `addr` and frames
+/// it as `f`; over TLS, h2 is offered alone by ALPN.
+pub fn apply(plan: &mut Plan, running: &Running, f: Framing, addr: SocketAddr, path: &str) {
+    plan.framing = f;
+    if addr != running.addr {
+        plan.addr = addr;
+        plan.authority = addr.to_string();
+        plan.url = format!("http://{addr}{path}");
+    }
+    if let (Framing::H2(_), Some(tls)) = (f, plan.tls.as_mut()) {
+        tls.h2 = true;
+    }
+}
+
+/// What a run really spoke, from the engine's result: HTTP/2 only where
+/// a SETTINGS frame came back (and, over TLS, ALPN picked h2), with the
+/// streams it allowed; `Err` why not, for a run asked to speak HTTP/2.
+pub fn record(r: &engine::RunResult) -> Result<RunFraming, String> {
+    let alpn = r.stats.tls.as_ref().and_then(|t| t.alpn.clone());
+    let (protocol, in_flight, streams_asked) = match r.plan.framing {
+        Framing::H1 => ("http/1.1", 1, None),
+        Framing::Ws(n) => ("websocket", u32::from(n), None),
+        Framing::Pipelined(n) => ("http/1.1-pipelined", u32::from(n), None),
+        Framing::H2c(n) | Framing::H2(n) => {
+            let Some(allowed) = r.stats.h2_streams else {
+                return Err(format!(
+                    "no HTTP/2 was spoken: the server sent no SETTINGS frame{}",
+                    r.stats
+                        .tls_error
+                        .as_deref()
+                        .map_or(String::new(), |e| format!(" ({e})"))
+                ));
+            };
+            let h2 = matches!(r.plan.framing, Framing::H2(_));
+            if h2 && alpn.as_deref() != Some("h2") {
+                return Err(format!(
+                    "no h2 was spoken: ALPN picked {}",
+                    alpn.as_deref().unwrap_or("nothing")
+                ));
+            }
+            (if h2 { "h2" } else { "h2c" }, allowed, Some(u32::from(n)))
+        }
+    };
+    Ok(RunFraming {
+        protocol: protocol.into(),
+        in_flight,
+        streams_asked,
+        alpn,
+    })
+}
+
+/// A row's framing, for the table: `h2c ×16` (the streams the server's
+/// SETTINGS allowed, fewest over the runs), `h1-pipelined ×16`; empty for
+/// plain HTTP/1.1. `asked` where no run recorded one.
+pub fn phrase(asked: Option<&str>, runs: &[RunFraming]) -> String {
+    let Some(first) = runs.first() else {
+        return asked.unwrap_or("").to_string();
+    };
+    if first.protocol == "http/1.1" {
+        return String::new();
+    }
+    let fewest = runs
+        .iter()
+        .map(|r| r.in_flight)
+        .min()
+        .unwrap_or(first.in_flight);
+    let proto = if first.protocol == "http/1.1-pipelined" {
+        "h1-pipelined"
+    } else {
+        first.protocol.as_str()
+    };
+    match first.streams_asked.filter(|&a| a > fewest) {
+        Some(a) => format!("{proto} ×{fewest} (of {a} asked)"),
+        None => format!("{proto} ×{fewest}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framings_sweep_each_protocol_over_its_list() {
+        let mut args = <CompareArgs as clap::FromArgMatches>::from_arg_matches(
+            &<CompareArgs as clap::Args>::augment_args(clap::Command::new("t")).get_matches_from([
+                "t",
+                "--protocol",
+                "h1,h2c,h1-pipelined",
+                "--streams",
+                "1,16",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            framings(&args),
+            [
+                Framing::H1,
+                Framing::H2c(1),
+                Framing::H2c(16),
+                Framing::Pipelined(16)
+            ]
+        );
+        args.protocol = vec![Protocol::H2, Protocol::H2];
+        assert_eq!(framings(&args), [Framing::H2(1), Framing::H2(16)]);
+        assert_eq!(name(Framing::H2c(16)), "h2c 16");
+    }
+
+    #[test]
+    fn the_phrase_says_what_the_server_allowed() {
+        let f = |p: &str, n, asked| RunFraming {
+            protocol: p.into(),
+            in_flight: n,
+            streams_asked: asked,
+            alpn: None,
+        };
+        assert_eq!(
+            phrase(Some("h2c 100"), &[f("h2c", 100, Some(100))]),
+            "h2c ×100"
+        );
+        assert_eq!(
+            phrase(
+                Some("h2c 200"),
+                &[f("h2c", 128, Some(200)), f("h2c", 100, Some(200))]
+            ),
+            "h2c ×100 (of 200 asked)"
+        );
+        assert_eq!(phrase(None, &[f("http/1.1", 1, None)]), "");
+        assert_eq!(phrase(Some("h2 16"), &[]), "h2 16");
+    }
+}
