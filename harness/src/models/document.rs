@@ -25,6 +25,13 @@ pub struct Models {
     pub connection_cost: Vec<ConnectionCost>,
     /// Experiment 4: memory per idle connection.
     pub memory: Vec<Memory>,
+    /// Experiment 4 with WebSocket: memory per held, upgraded connection.
+    #[serde(default)]
+    pub websocket_held: Vec<WsHeld>,
+    /// Experiment 5: the same requests in flight over many HTTP/1.1
+    /// connections, a few pipelined ones, a few HTTP/2 ones.
+    #[serde(default)]
+    pub multiplexing: Vec<Multiplexing>,
     pub findings: Vec<Finding>,
 }
 
@@ -153,12 +160,121 @@ impl MemoryPoint {
     }
 }
 
+/// WebSocket connections upgraded on `/ws` and held, a ping on each
+/// every second (the engine's `--hold`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WsHeld {
+    pub server: String,
+    pub model: String,
+    /// Connections asked for.
+    pub requested: u64,
+    /// What holds one connection, from its `/config`.
+    pub holder: Option<String>,
+    /// Its workers, from its `/config`.
+    pub workers: Option<u32>,
+    /// Why it does not serve WebSocket (its `/config`'s
+    /// `websocket_unsupported`): nothing was measured, and nothing failed.
+    pub not_served: Option<String>,
+    /// Upgrades answered with 101.
+    pub upgraded: u64,
+    /// Of those, still up and answering pings when the hold ended.
+    pub stayed_up: u64,
+    /// Connections still waiting for their 101 when the hold ended (their
+    /// upgrade in flight): a worker per connection, and every worker busy.
+    pub waiting: u64,
+    /// Connections neither up nor waiting at the end: answered without an
+    /// upgrade, refused or reset (the engine opened them again and again).
+    pub not_held: u64,
+    /// Failed attempts (each reopening counts), by kind, with the statuses
+    /// answered instead of a 101.
+    pub failed: u64,
+    pub failures: Vec<String>,
+    /// The server's RSS before the hold and its peak during it; `None`
+    /// when it could not be read (the processes are gone).
+    pub rss_before_bytes: Option<u64>,
+    pub rss_held_bytes: Option<u64>,
+    /// (peak − before) / connections that stayed up; `None` where that is
+    /// not a measurement (see `kib_not_measured`).
+    pub kib_per_connection: Option<f64>,
+    pub kib_not_measured: Option<String>,
+    /// Why fewer than asked stayed up: the model's limit (waiting), the
+    /// server's limit, a crash, or a limit of the harness's own.
+    pub short_of_target: Option<String>,
+    pub error: Option<String>,
+}
+
+impl WsHeld {
+    /// Whether the server has a worker per connection (its `/config`'s
+    /// holder says so): connections beyond its workers wait.
+    pub fn worker_per_connection(&self) -> bool {
+        self.holder
+            .as_deref()
+            .is_some_and(|h| h.starts_with("a worker") || h.contains("connection's lifetime"))
+    }
+}
+
+/// One server on one path at the same requests in flight, reached each
+/// way ([`MuxShape`]), in interleaved rounds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Multiplexing {
+    pub server: String,
+    pub model: String,
+    /// `/hello` (the front's parsing and syscalls are the cost) or
+    /// `/cpu?n=N` (the workers are).
+    pub path: String,
+    /// `front` or `workers`: which cost the path is chosen to show.
+    pub cost: String,
+    /// Requests in flight, the same in every shape.
+    pub in_flight: u32,
+    pub shapes: Vec<MuxShape>,
+    pub error: Option<String>,
+}
+
+/// One way of putting `in_flight` requests on the wire.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MuxShape {
+    /// `http/1.1`, `http/1.1-pipelined`, `h2c`.
+    pub protocol: String,
+    pub connections: u32,
+    /// Requests in flight on each (pipeline depth, or streams).
+    pub per_connection: u32,
+    /// Where it was loaded, when not the server's own port (an h2c
+    /// listener of its own).
+    pub addr: Option<String>,
+    /// Why this shape was not run (the server does not serve it, from its
+    /// `/config`): not a failure.
+    pub not_served: Option<String>,
+    /// One entry per round.
+    pub runs: Vec<MuxRun>,
+    pub error: Option<String>,
+    /// `--profile`: where the last round's run of this shape spent its CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MuxRun {
+    /// Verified responses per second.
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub failed: u64,
+    /// The server's CPU (user + system, its process tree, from the lab's
+    /// meter) per verified response; `None` where it was not metered.
+    pub server_cpu_us_per_request: Option<f64>,
+}
+
 /// A sentence computed from the measurements, and whether the measurement
 /// matches the model's prediction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Finding {
-    /// `waiting`, `stall`, `connection cost`, `memory`.
+    /// `waiting`, `stall`, `connection cost`, `memory`, `websocket held`,
+    /// `multiplexing`.
     pub experiment: String,
     pub server: String,
     pub sentence: String,

@@ -102,7 +102,7 @@ pub(super) fn accept_queue(port: u16) -> Option<u64> {
 }
 
 /// The RSS of the server's process tree, or why it cannot be read.
-fn rss(running: &Running) -> Result<u64, String> {
+pub(super) fn rss(running: &Running) -> Result<u64, String> {
     if let Err(e) = std::fs::read_dir("/proc") {
         return Err(format!("/proc could not be read ({e})"));
     }
@@ -114,7 +114,7 @@ fn rss(running: &Running) -> Result<u64, String> {
 }
 
 /// Descriptors open in process `pid` and its soft `RLIMIT_NOFILE`.
-fn descriptors(pid: i32) -> Option<(u64, u64)> {
+pub(super) fn descriptors(pid: i32) -> Option<(u64, u64)> {
     let open = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64;
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
     let soft = limits
@@ -128,12 +128,12 @@ fn descriptors(pid: i32) -> Option<(u64, u64)> {
 }
 
 /// Descriptors open in this process and its soft limit.
-fn own_descriptors() -> Option<(u64, u64)> {
+pub(super) fn own_descriptors() -> Option<(u64, u64)> {
     descriptors(std::process::id() as i32)
 }
 
 /// Lines of a server's log that name the limit it hit.
-fn limit_lines(log: &str) -> Vec<String> {
+pub(super) fn limit_lines(log: &str) -> Vec<String> {
     const SIGNS: [&str; 4] = [
         "worker_connections are not enough",
         "Too many open files",
@@ -156,7 +156,7 @@ fn limit_lines(log: &str) -> Vec<String> {
 
 /// Its children's logs and the end of every `*.log` in its run dir (where
 /// nginx writes its error log).
-fn server_logs(running: &Running) -> String {
+pub(super) fn server_logs(running: &Running) -> String {
     let mut text = running.logs();
     let files = running
         .run_dir()
@@ -179,7 +179,7 @@ fn server_logs(running: &Running) -> String {
 
 /// Why a server that left connections in its accept queue stopped
 /// accepting: a process at its descriptor limit, or its log's word.
-fn why_not_accepted(running: &Running, accepted: u64) -> String {
+pub(super) fn why_not_accepted(running: &Running, accepted: u64) -> String {
     let at_limit = crate::procfs::tree(&running.pids())
         .iter()
         .filter_map(|s| Some((s.pid, descriptors(s.pid)?)))

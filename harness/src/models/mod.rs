@@ -12,7 +12,11 @@
 //! 3. **Connection cost** — `/work` with keep-alive, a new HTTP connection
 //!    per request, a new database connection per request.
 //! 4. **Memory per connection** — RSS with 0, 1,000 and 10,000 idle
-//!    connections held open, and `/hello` still answered.
+//!    connections held open, and `/hello` still answered; then 10,000
+//!    WebSocket connections upgraded and held ([`ws_held`]).
+//! 5. **Multiplexing** — the same 64 requests in flight over 64 HTTP/1.1
+//!    connections, 4 pipelined 16 deep, and 4 HTTP/2 connections × 16
+//!    streams, on `/hello` and on `/cpu` ([`multiplex`]).
 //!
 //! Each finding is a sentence computed from the numbers ([`findings`]),
 //! saying plainly where a measurement does not match its prediction.
@@ -22,8 +26,10 @@ mod evidence;
 pub mod findings;
 mod held;
 mod measure;
+mod multiplex;
 pub mod report;
 mod stall;
+mod ws_held;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -45,43 +51,78 @@ pub const WAIT_MS: u32 = 20;
 
 #[derive(Debug, Args, Clone)]
 #[command(after_help = "\
-Four experiments, each server started once per experiment:
+Five experiments, each server started once per experiment:
   1. waiting      /sleep?ms=20 and /db?sleep_ms=20 at c = 1 .. 1000, read against
                   Little's law (W in flight / 20 ms, W from each server's /config)
   2. stall        /hello:99 + /cpu?n=N:1 (N sized to ~50 ms here), /hello's p99
                   against /hello alone
   3. connections  /work with keep-alive, a new HTTP connection per request, a
                   new database connection per request (conn=new)
-  4. memory       RSS with 0, 1,000 and 10,000 idle connections, /hello at 10,000
+  4. memory       RSS with 0, 1,000 and 10,000 idle connections, /hello at 10,000;
+                  then 10,000 WebSocket connections upgraded on /ws and held
+                  (--quick: 1,000), a ping on each every second
+                  (`websocket` runs that part alone)
+  5. multiplexing 64 requests in flight three ways: 64 HTTP/1.1 connections,
+                  4 pipelined 16 deep, 4 HTTP/2 (h2c) × 16 streams; on /hello
+                  and on /cpu?n=N (N sized to ~2 ms here), in interleaved
+                  rounds, with the server's CPU per request
 
-About 10 minutes on 2 cores; --quick about 2.
+Predictions, stated before the numbers and judged in the findings:
+  memory        the event loop and coroutines hold N WebSocket connections at a
+                few KiB each; the worker pool holds --workers of them and the
+                rest wait for their 101 (the model's limit, not a failure);
+                Node.js is measured against those lines; php-fpm and
+                nginx-static do not serve WebSocket (their /config says why)
+  multiplexing  where the workers are the bottleneck (php-fpm, worker-pool on
+                /cpu) the three shapes give the same req/s within the
+                run-to-run spread: multiplexing saves connections and
+                syscalls, not worker time; where the front's cost per request
+                dominates (event-loop on /hello) pipelining and h2 raise req/s
+                and cut the server's CPU per request; p99 under h2 is worse
+                than under HTTP/1.1 at the same requests in flight
+
+About 13 minutes on 2 cores; --quick about 3.
 
 Examples:
   harness models --quick
-  harness models --servers event-loop,worker-pool,php-fpm --experiments waiting,stall")]
+  harness models --servers event-loop,worker-pool,php-fpm --experiments waiting,stall
+  harness models --servers event-loop,worker-pool --experiments websocket --workers 2")]
 #[command(mut_arg("servers", |a| a.default_value("event-loop,coroutine,worker-pool,node,swoole,php-fpm")))]
 pub struct ModelsArgs {
     #[command(flatten)]
     pub lab: LabArgs,
 
-    /// Experiments, comma-separated: waiting, stall, connections, memory.
+    /// Experiments, comma-separated: waiting, stall, connections, memory,
+    /// multiplexing; `websocket` is memory's WebSocket part alone.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "waiting,stall,connections,memory",
+        default_value = "waiting,stall,connections,memory,multiplexing",
         value_name = "LIST"
     )]
     pub experiments: Vec<String>,
 
-    /// Fewer levels and 1 s runs: about 2 minutes.
+    /// Fewer levels, 1 s runs, 2 rounds of multiplexing and 1,000
+    /// WebSocket connections held: about 3 minutes.
     #[arg(long)]
     pub quick: bool,
 
-    /// Record the waiting curves' and the stall's runs with `perf record`
+    /// Record the waiting curves', the stall's and each multiplexing
+    /// shape's last round's runs with `perf record`
     /// (as `compare --profile`: flame graphs in profiles/, a breakdown per
     /// run); a prediction that misses then shows where that run's CPU went.
     #[arg(long)]
     pub profile: bool,
+
+    /// The worker-pool server's workers (default: the seed's 20): as many
+    /// WebSocket connections as it can hold at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub workers: Option<u32>,
+
+    /// WebSocket connections the memory experiment holds (default 10,000;
+    /// 1,000 with --quick).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=50_000))]
+    pub ws_connections: Option<u64>,
 
     /// Length of each run (default 3s, 1s with --quick).
     #[arg(short = 'd', long, value_parser = parse_duration, value_name = "DURATION")]
@@ -95,22 +136,37 @@ enum Experiment {
     Stall,
     Connections,
     Memory,
+    /// Memory's WebSocket part.
+    WsHeld,
+    Multiplexing,
+}
+
+/// Experiments that hold many connections: run before any load (see [`plan`]).
+fn holds(x: Experiment) -> bool {
+    matches!(x, Experiment::Memory | Experiment::WsHeld)
 }
 
 fn experiments(names: &[String]) -> anyhow::Result<Vec<Experiment>> {
     let mut out = Vec::new();
     for n in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let e = match n {
-            "waiting" => Experiment::Waiting,
-            "stall" => Experiment::Stall,
-            "connections" => Experiment::Connections,
-            "memory" => Experiment::Memory,
+        let e: &[Experiment] = match n {
+            "waiting" => &[Experiment::Waiting],
+            "stall" => &[Experiment::Stall],
+            "connections" => &[Experiment::Connections],
+            "memory" => &[Experiment::Memory, Experiment::WsHeld],
+            "websocket" => &[Experiment::WsHeld],
+            "multiplexing" => &[Experiment::Multiplexing],
             other => {
-                bail!("unknown experiment {other:?}; known: waiting, stall, connections, memory")
+                bail!(
+                    "unknown experiment {other:?}; known: waiting, stall, connections, memory, \
+                     multiplexing, websocket"
+                )
             }
         };
-        if !out.contains(&e) {
-            out.push(e);
+        for e in e {
+            if !out.contains(e) {
+                out.push(*e);
+            }
         }
     }
     if out.is_empty() {
@@ -133,8 +189,8 @@ fn plan(servers: &[Entry], which: &[Experiment]) -> Vec<(Entry, Experiment)> {
             .flat_map(|e| which.iter().map(move |&x| (e.clone(), x)))
     };
     pairs()
-        .filter(|(_, x)| *x == Experiment::Memory)
-        .chain(pairs().filter(|(_, x)| *x != Experiment::Memory))
+        .filter(|(_, x)| holds(*x))
+        .chain(pairs().filter(|(_, x)| !holds(*x)))
         .collect()
 }
 
@@ -157,6 +213,9 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
         &[1, 10, 20, 50, 100, 200, 500, 1000]
     };
     let mut lab = Lab::open(&args.lab)?;
+    // Servers whose h2c needs a listener of its own (node, php-fpm's
+    // nginx) start one for the multiplexing experiment.
+    lab.h2c = which.contains(&Experiment::Multiplexing);
     let selection = Selection::named(&lab, &args.lab.servers)?;
     selection.say_missing(&say);
     selection.require_runnable()?;
@@ -170,6 +229,8 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
         stall: Vec::new(),
         connection_cost: Vec::new(),
         memory: Vec::new(),
+        websocket_held: Vec::new(),
+        multiplexing: Vec::new(),
         findings: Vec::new(),
     };
     lab.start_database(args.lab.mysql_url.as_deref(), &say)?;
@@ -179,7 +240,12 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     // Each server started afresh for each experiment, so that one
     // experiment's state (idle connections, a warm cache) does not leak
     // into the next.
-    let plan = plan(&selection.runnable(), &which);
+    let servers: Vec<Entry> = selection
+        .runnable()
+        .into_iter()
+        .map(|e| with_workers(e, args.workers))
+        .collect();
+    let plan = plan(&servers, &which);
     let dir = args.lab.out_dir().join(doc.header.dir_name("-models"));
     let profiler = args.profile.then(|| Profiler::new(dir.clone()));
     if let Some(why) = profiler.as_ref().and_then(|p| p.unavailable()) {
@@ -193,6 +259,12 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
         length,
         has_db,
         profiler: profiler.as_ref(),
+        quick: args.quick,
+        ws_connections: args
+            .ws_connections
+            .map_or(if args.quick { WS_HELD_QUICK } else { WS_HELD }, |n| {
+                n as usize
+            }),
     };
     let bare = lab.loopback();
     bare.each(&lab, &plan, |e, &x, started| {
@@ -222,15 +294,42 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `--workers N` given to the worker-pool server.
+fn with_workers(mut e: Entry, n: Option<u32>) -> Entry {
+    if let (
+        Some(n),
+        crate::catalog::Recipe::Workspace {
+            binary: "worker-pool",
+            workers,
+            ..
+        },
+    ) = (n, &mut e.recipe)
+    {
+        *workers = n;
+    }
+    e
+}
+
 /// How every experiment of this command runs: its lab, levels, run length,
-/// whether a database answers, and the profiler under `--profile`.
+/// whether a database answers, the profiler under `--profile`, `--quick`.
 struct Runs<'a> {
     lab: &'a Lab,
     levels: &'a [usize],
     length: Duration,
     has_db: bool,
     profiler: Option<&'a Profiler>,
+    quick: bool,
+    /// WebSocket connections held.
+    ws_connections: usize,
 }
+
+/// WebSocket connections held (`--quick`: fewer).
+const WS_HELD: usize = 10_000;
+const WS_HELD_QUICK: usize = 1_000;
+
+/// Rounds of the multiplexing experiment's three shapes.
+const MUX_ROUNDS: u32 = 3;
+const MUX_ROUNDS_QUICK: u32 = 2;
 
 /// One experiment on one started server, stopped at the end.
 fn experiment(runs: &Runs, e: &Entry, x: Experiment, mut running: Running, doc: &mut Models) {
@@ -240,6 +339,8 @@ fn experiment(runs: &Runs, e: &Entry, x: Experiment, mut running: Running, doc: 
         length,
         has_db,
         profiler,
+        quick,
+        ws_connections,
     } = *runs;
     let config = running.config().ok();
     if let Some(s) = doc.servers.iter_mut().find(|s| s.name == e.name) {
@@ -281,6 +382,31 @@ fn experiment(runs: &Runs, e: &Entry, x: Experiment, mut running: Running, doc: 
         Experiment::Memory => {
             doc.memory
                 .push(held::memory(lab, &mut running, e.model, &[1000, 10_000]))
+        }
+        Experiment::WsHeld => {
+            doc.websocket_held
+                .push(ws_held::measure(lab, &mut running, e.model, ws_connections))
+        }
+        Experiment::Multiplexing => {
+            let rounds = if quick { MUX_ROUNDS_QUICK } else { MUX_ROUNDS };
+            let front = multiplex::measure(
+                lab, &running, e.model, "/hello", "front", rounds, length, profiler,
+            );
+            doc.multiplexing.push(front);
+            match multiplex::cpu_path(&running) {
+                Ok(cpu) => doc.multiplexing.push(multiplex::measure(
+                    lab, &running, e.model, &cpu, "workers", rounds, length, profiler,
+                )),
+                Err(err) => doc.multiplexing.push(document::Multiplexing {
+                    server: e.name.clone(),
+                    model: e.model.into(),
+                    path: "/cpu".into(),
+                    cost: "workers".into(),
+                    in_flight: multiplex::IN_FLIGHT,
+                    shapes: Vec::new(),
+                    error: Some(format!("sizing /cpu: {err:#}")),
+                }),
+            }
         }
     }
     running.stop();

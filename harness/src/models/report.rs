@@ -168,11 +168,125 @@ fn memory_rows(doc: &Models) -> Vec<Vec<String>> {
     rows
 }
 
-const SECTIONS: [(&str, &str); 4] = [
+fn websocket_rows(doc: &Models) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "server",
+        "model",
+        "upgraded",
+        "stayed up",
+        "waiting",
+        "neither",
+        "KiB / WebSocket",
+        "KiB / HTTP",
+        "note",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for w in &doc.websocket_held {
+        let http = doc
+            .memory
+            .iter()
+            .find(|m| m.server == w.server)
+            .map_or("—".into(), |m| {
+                m.kib_per_connection
+                    .map_or("not measured".into(), |k| format!("{k:.1}"))
+            });
+        let served = w.not_served.is_none() && w.error.is_none();
+        let n = |x: u64| if served { x.to_string() } else { "—".into() };
+        rows.push(vec![
+            w.server.clone(),
+            w.model.clone(),
+            if served {
+                format!("{} of {}", w.upgraded, w.requested)
+            } else {
+                "—".into()
+            },
+            n(w.stayed_up),
+            n(w.waiting),
+            n(w.not_held),
+            match (served, w.kib_per_connection) {
+                (false, _) => "—".into(),
+                (true, Some(k)) => format!("{k:.1}"),
+                (true, None) => "not measured".into(),
+            },
+            http,
+            w.not_served
+                .as_ref()
+                .map(|why| format!("not served: {why}"))
+                .or_else(|| w.error.clone())
+                .unwrap_or_default(),
+        ]);
+    }
+    rows
+}
+
+fn multiplexing_rows(doc: &Models) -> Vec<Vec<String>> {
+    use super::findings::multiplexing::{median, per_round};
+    let mut rows = vec![[
+        "server",
+        "path",
+        "shape",
+        "req/s",
+        "× HTTP/1.1 [range]",
+        "CPU µs / req",
+        "p99 ms",
+        "note",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for m in &doc.multiplexing {
+        if let Some(e) = &m.error {
+            rows.push(vec![
+                m.server.clone(),
+                m.path.clone(),
+                "—".into(),
+                "—".into(),
+                "—".into(),
+                "—".into(),
+                "—".into(),
+                e.clone(),
+            ]);
+            continue;
+        }
+        let h1 = m.shapes.iter().find(|s| s.protocol == "http/1.1");
+        for s in &m.shapes {
+            let med = |f: &dyn Fn(&super::document::MuxRun) -> Option<f64>, digits: usize| {
+                median(s.runs.iter().filter_map(f).collect())
+                    .map_or("—".into(), |x| format!("{x:.digits$}"))
+            };
+            let ratio = h1
+                .filter(|h| !std::ptr::eq(*h, s))
+                .and_then(|h| per_round(s, h, |r| Some(r.rps)))
+                .map_or("—".into(), |r| r.text());
+            rows.push(vec![
+                m.server.clone(),
+                m.path.clone(),
+                format!("{} × {} {}", s.connections, s.protocol, s.per_connection),
+                med(&|r| Some(r.rps), 0),
+                ratio,
+                med(&|r| r.server_cpu_us_per_request, 0),
+                med(&|r| Some(r.p99_ms), 2),
+                s.not_served
+                    .as_ref()
+                    .map(|why| format!("not served: {why}"))
+                    .or_else(|| s.error.clone())
+                    .unwrap_or_default(),
+            ]);
+        }
+    }
+    rows
+}
+
+const SECTIONS: [(&str, &str); 6] = [
     ("waiting", "1. Waiting: Little's law"),
     ("stall", "2. A stall in the CPU"),
     ("connection cost", "3. Connection cost"),
     ("memory", "4. Memory per connection"),
+    ("websocket held", "4b. WebSocket connections held"),
+    (
+        "multiplexing",
+        "5. Multiplexing: the same requests in flight, three ways",
+    ),
 ];
 
 fn section_rows(doc: &Models, experiment: &str) -> Vec<Vec<String>> {
@@ -180,6 +294,8 @@ fn section_rows(doc: &Models, experiment: &str) -> Vec<Vec<String>> {
         "waiting" => waiting_rows(doc),
         "stall" => stall_rows(doc),
         "connection cost" => cost_rows(doc),
+        "websocket held" => websocket_rows(doc),
+        "multiplexing" => multiplexing_rows(doc),
         _ => memory_rows(doc),
     }
 }

@@ -6,6 +6,9 @@
 use super::document::{ConnectionCost, Finding, Memory, Models, Stall, WaitCurve};
 use super::evidence;
 
+pub mod multiplexing;
+pub mod websocket;
+
 /// How close a plateau must come to Little's law to match it.
 pub const PLATEAU_TOLERANCE: f64 = 0.15;
 /// An unbounded model at the largest c against a worker pool's plateau.
@@ -349,6 +352,8 @@ pub fn all(doc: &Models) -> Vec<Finding> {
     out.extend(stall(&doc.stall, &loops, cores));
     out.extend(connection_cost(&doc.connection_cost));
     out.extend(memory(&doc.memory));
+    out.extend(websocket::findings(&doc.websocket_held, &doc.memory));
+    out.extend(multiplexing::findings(&doc.multiplexing, cores));
     out
 }
 
