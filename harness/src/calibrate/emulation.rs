@@ -119,31 +119,20 @@ mod tests {
     use crate::calibrate::report::RunDoc;
 
     fn env(name: &str, ratio: f64, sd: f64, proxy: Option<f64>) -> EnvDoc {
-        EnvDoc {
-            name: name.into(),
-            description: String::new(),
-            status: EnvStatus::Measured,
-            reason: None,
-            detail: None,
-            checks: Vec::new(),
-            workloads: vec![EnvWorkload {
-                workload: "hello".into(),
-                path: "/hello".into(),
-                server: "event-loop".into(),
-                route: String::new(),
+        EnvDoc::measured(
+            name,
+            vec![EnvWorkload {
                 runs: vec![RunDoc {
                     rps: 1.0,
                     proxy_cpu_us_per_request: proxy,
                     ..RunDoc::default()
                 }],
                 rps_mean: 1.0,
-                rps_sd: 0.0,
-                cv_pct: 0.0,
                 ratio_to_bare: Some(ratio),
                 ratio_sd: Some(sd),
-                error: None,
+                ..EnvWorkload::new("event-loop", "/hello")
             }],
-        }
+        )
     }
 
     #[test]

@@ -2,16 +2,19 @@
 //! servers' ceilings on bare loopback, the noise of identical runs and the
 //! floors, the database's raw rate, and each environment's cost.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::bail;
 
-use super::report::{Ceiling, EnvDoc, EnvStatus, EnvWorkload, Floors, Noise, RunDoc};
+use super::report::{Ceiling, EnvDoc, EnvStatus, EnvWorkload, Floors, Noise, RowProfile, RunDoc};
 use super::{facts, floors, CalibrateArgs, DB_CONNECTIONS, QUIET_CV_PCT};
 use crate::catalog::{Entry, Running};
 use crate::engine::{self, Control};
 use crate::env::{Environment, Setup};
 use crate::lab::driver::Placed;
+use crate::lab::meter::CONTAMINATED_PCT;
+use crate::lab::profile::Profiler;
 use crate::lab::{load, Lab, Started};
 use crate::stats::{mean_sd, Percentiles};
 
@@ -29,8 +32,70 @@ pub struct Ctx<'a> {
     /// has its own (Docker's bridge); else the session's is metered.
     pub env_db_pid: Option<u32>,
     /// The processes between the load and the server being measured
-    /// (docker-proxy), metered per run.
+    /// (docker-proxy, tls-proxy's nginx), metered per run.
     pub path_pids: Vec<u32>,
+    /// `--profile`: where the profiles go (the calibration's directory),
+    /// or why none can be taken.
+    pub profiler: Option<(Profiler, PathBuf)>,
+}
+
+/// How the load connects in a row: kept-alive connections, or a new
+/// connection per request (with TLS, a handshake per request: resumed, or
+/// full with resumption off).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conn {
+    KeepAlive,
+    New,
+    NewFull,
+}
+
+impl Conn {
+    /// The row's name: the environment's, with the policy after a slash.
+    pub fn row(self, env: Environment) -> String {
+        match self {
+            Conn::KeepAlive => env.name().into(),
+            Conn::New => format!("{}/new-conn", env.name()),
+            Conn::NewFull => format!("{}/new-conn-full", env.name()),
+        }
+    }
+
+    /// The row its ratios are to.
+    pub fn baseline(self) -> &'static str {
+        match self {
+            Conn::KeepAlive => "bare",
+            Conn::New | Conn::NewFull => "bare/new-conn",
+        }
+    }
+
+    fn describe(self, env: Environment) -> String {
+        match self {
+            Conn::KeepAlive => env.describe().into(),
+            Conn::New if env == Environment::Bare => {
+                "loopback, plaintext, a new connection per request (--no-keepalive): the \
+                 baseline of the handshake-per-request rows"
+                    .into()
+            }
+            Conn::New => format!(
+                "{}; a new connection per request (--no-keepalive), so a TLS handshake per \
+                 request, resumed (the default)",
+                env.describe()
+            ),
+            Conn::NewFull => format!(
+                "{}; a new connection per request (--no-keepalive), so a full TLS handshake \
+                 per request (--tls-no-resume)",
+                env.describe()
+            ),
+        }
+    }
+
+    /// The rows measured in `env` when `handshakes` (tls-server is asked for).
+    pub fn of(env: Environment, handshakes: bool) -> &'static [Conn] {
+        match env {
+            Environment::Bare if handshakes => &[Conn::KeepAlive, Conn::New],
+            Environment::TlsServer => &[Conn::KeepAlive, Conn::New, Conn::NewFull],
+            _ => &[Conn::KeepAlive],
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -71,15 +136,31 @@ impl Ctx<'_> {
         threads: usize,
         length: Duration,
     ) -> anyhow::Result<RunDoc> {
+        self.measure_as(running, path, connections, threads, length, Conn::KeepAlive)
+    }
+
+    /// One closed-loop run of `GET path` for `length`, connecting as `conn`.
+    fn measure_as(
+        &mut self,
+        running: &Running,
+        path: &str,
+        connections: usize,
+        threads: usize,
+        length: Duration,
+        conn: Conn,
+    ) -> anyhow::Result<RunDoc> {
         let shape = load::Shape {
             connections,
             threads,
-            keepalive: true,
+            keepalive: conn == Conn::KeepAlive,
             timeout: Duration::from_secs(10),
             io: self.lab.io,
             gather: self.lab.gather,
         };
-        let plan = load::plan(running, path, &shape, length);
+        let mut plan = load::plan(running, path, &shape, length);
+        if let Some(tls) = plan.tls.as_mut() {
+            tls.resume = conn != Conn::NewFull;
+        }
         let control = Control {
             interrupt: self.lab.interrupt.clone(),
         };
@@ -104,7 +185,26 @@ impl Ctx<'_> {
             }
         }
         let p = Percentiles::of(&r.stats.latency_us);
+        let metered = sample.is_some();
         let sample = sample.unwrap_or_default();
+        let ok = r.stats.ok;
+        let path_cpu_us = match (path_before, path_after) {
+            (Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / 1e3),
+            _ => None,
+        };
+        // The path's processes outside the server's tree (docker-proxy)
+        // add to its CPU; those inside it (tls-proxy's nginx) are counted.
+        let tree: Vec<i32> = crate::procfs::tree(&running.pids())
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        let outside_tree = self.path_pids.iter().any(|&p| !tree.contains(&(p as i32)));
+        let cpu_us = sample.server_cpu_s * 1e6
+            + if outside_tree {
+                path_cpu_us.unwrap_or(0.0)
+            } else {
+                0.0
+            };
         let doc = RunDoc {
             rps: r.ok_per_s(),
             p50_us: p.p50,
@@ -112,12 +212,11 @@ impl Ctx<'_> {
             failures: r.stats.failures.total(),
             outside_cpu_pct: sample.outside_cpu_pct,
             steal_pct: sample.steal_pct,
-            proxy_cpu_us_per_request: match (path_before, path_after) {
-                (Some(b), Some(a)) if r.stats.ok > 0 => {
-                    Some(a.saturating_sub(b) as f64 / 1e3 / r.stats.ok as f64)
-                }
-                _ => None,
-            },
+            proxy_cpu_us_per_request: path_cpu_us.filter(|_| ok > 0).map(|c| c / ok as f64),
+            requests: ok,
+            cpu_us_per_request: (metered && ok > 0).then(|| cpu_us / ok as f64),
+            handshakes_full: r.stats.handshakes_full,
+            handshakes_resumed: r.stats.handshakes_resumed,
         };
         self.outside.push(doc.outside_cpu_pct);
         if doc.failures > 0 {
@@ -305,85 +404,108 @@ pub fn database(ctx: &Ctx) -> floors::DbCeiling {
     doc
 }
 
-/// One environment: built, each (path, server) of `plan` measured in it,
-/// torn down.
-pub fn environment(ctx: &mut Ctx, env: Environment, plan: &[(Entry, &str)]) -> EnvDoc {
-    let mut doc = EnvDoc {
-        name: env.name().into(),
-        description: env.describe().into(),
-        status: EnvStatus::Measured,
-        reason: None,
-        detail: None,
-        checks: Vec::new(),
-        workloads: Vec::new(),
+/// One environment: built, each (path, server) of `plan` measured in it
+/// as each of `conns` (one document per row: `tls-server`,
+/// `tls-server/new-conn`, …), torn down.
+pub fn environment(
+    ctx: &mut Ctx,
+    env: Environment,
+    conns: &[Conn],
+    plan: &[(Entry, &str)],
+) -> Vec<EnvDoc> {
+    let mut docs: Vec<EnvDoc> = conns
+        .iter()
+        .map(|&c| EnvDoc {
+            name: c.row(env),
+            baseline: c.baseline().into(),
+            description: c.describe(env),
+            status: EnvStatus::Measured,
+            reason: None,
+            detail: None,
+            checks: Vec::new(),
+            workloads: Vec::new(),
+        })
+        .collect();
+    let set = |docs: &mut Vec<EnvDoc>, status: EnvStatus, reason: Option<String>| {
+        for d in docs.iter_mut() {
+            d.status = status;
+            d.reason.clone_from(&reason);
+        }
     };
     if let Err(why) = env.availability() {
-        doc.status = EnvStatus::NotAvailable;
-        doc.reason = Some(why);
-        return doc;
+        set(&mut docs, EnvStatus::NotAvailable, Some(why));
+        return docs;
     }
     if ctx.interrupted() {
-        doc.status = EnvStatus::Interrupted;
-        return doc;
+        set(&mut docs, EnvStatus::Interrupted, None);
+        return docs;
     }
     ctx.say(&format!("environment {}", env.name()));
     let lab = ctx.lab;
     let placed = match lab.place(env, ctx.args.threads) {
         Ok(p) => p,
         Err(err) => {
-            doc.status = EnvStatus::Failed;
-            doc.reason = Some(format!("{err:#}"));
-            return doc;
+            set(&mut docs, EnvStatus::Failed, Some(format!("{err:#}")));
+            return docs;
         }
     };
-    doc.detail = Some(placed.detail().unwrap_or_else(|| "127.0.0.1".into()));
+    let detail = placed.detail().unwrap_or_else(|| "127.0.0.1".into());
     ctx.env_db_pid = placed.setup.as_ref().and_then(Setup::db_pid);
+    let mut checks = Vec::new();
     placed.each(lab, plan, |entry, path, started| {
-        let w = measure_in(ctx, &placed, entry, path, started, &mut doc.checks);
-        doc.workloads.push(w);
+        let rows = measure_in(ctx, &placed, env, conns, entry, path, started, &mut checks);
+        for (d, w) in docs.iter_mut().zip(rows) {
+            d.workloads.push(w);
+        }
     });
     ctx.env_db_pid = None;
     for e in placed.close() {
         ctx.notes.push(format!("{}: teardown: {e}", env.name()));
     }
-    if ctx.interrupted() {
-        doc.status = EnvStatus::Interrupted;
+    let interrupted = ctx.interrupted();
+    for d in &mut docs {
+        d.detail = Some(detail.clone());
+        d.checks.clone_from(&checks);
+        if interrupted {
+            d.status = EnvStatus::Interrupted;
+        }
     }
-    doc
+    docs
 }
 
 /// One workload in one environment on a server the driver started placed:
-/// the placement's checks, warm-up, `--runs` runs, stop.
+/// the placement's checks, warm-up, `--runs` rounds of a run per row
+/// (`conns`, interleaved), with `--profile` one more profiled run per row,
+/// stop. One [`EnvWorkload`] per row.
+#[allow(clippy::too_many_arguments)]
 fn measure_in(
     ctx: &mut Ctx,
     placed: &Placed,
+    env: Environment,
+    conns: &[Conn],
     entry: &Entry,
     path: &str,
     started: anyhow::Result<Started>,
     checks: &mut Vec<String>,
-) -> EnvWorkload {
-    let mut w = EnvWorkload {
-        workload: path.trim_start_matches('/').into(),
-        path: path.into(),
-        server: entry.name.clone(),
-        route: String::new(),
-        runs: Vec::new(),
-        rps_mean: 0.0,
-        rps_sd: 0.0,
-        cv_pct: 0.0,
-        ratio_to_bare: None,
-        ratio_sd: None,
-        error: None,
-    };
+) -> Vec<EnvWorkload> {
+    let mut rows: Vec<EnvWorkload> = conns
+        .iter()
+        .map(|_| EnvWorkload::new(&entry.name, path))
+        .collect();
     let result = (|| -> anyhow::Result<()> {
         let mut started = started?;
         ctx.adopt(entry, &started);
-        ctx.path_pids = placed
-            .setup
-            .as_ref()
-            .map(|s| s.path_pids(&started.running))
-            .unwrap_or_default();
-        w.route = started.route.clone();
+        ctx.path_pids = match env {
+            Environment::TlsProxy => crate::env::tls_proxy::front_pids(&started.running),
+            _ => placed
+                .setup
+                .as_ref()
+                .map(|s| s.path_pids(&started.running))
+                .unwrap_or_default(),
+        };
+        for w in &mut rows {
+            w.route.clone_from(&started.route);
+        }
         for c in started.checks.drain(..) {
             if !checks.contains(&c) {
                 checks.push(c);
@@ -392,33 +514,178 @@ fn measure_in(
         let threads = placed.threads;
         let running = &started.running;
         ctx.warm(running, path, threads)?;
+        let (connections, duration) = (ctx.args.connections, ctx.args.duration);
         for _ in 0..ctx.args.runs {
-            if ctx.interrupted() {
-                break;
+            for (w, &conn) in rows.iter_mut().zip(conns) {
+                if ctx.interrupted() {
+                    break;
+                }
+                match ctx.measure_as(running, path, connections, threads, duration, conn) {
+                    Ok(r) => w.runs.push(r),
+                    Err(e) if conn == Conn::KeepAlive => return Err(e),
+                    Err(e) => {
+                        w.error.get_or_insert_with(|| format!("{e:#}"));
+                    }
+                }
             }
-            let (connections, duration) = (ctx.args.connections, ctx.args.duration);
-            let r = ctx.measure(running, path, connections, threads, duration)?;
-            w.runs.push(r);
+        }
+        if ctx.profiler.is_some() && profiled(env) {
+            for (w, &conn) in rows.iter_mut().zip(conns) {
+                if !ctx.interrupted() && w.error.is_none() {
+                    w.profile = Some(ctx.profile(running, env, conn, entry, path, threads));
+                }
+            }
         }
         started.running.stop();
         Ok(())
     })();
     ctx.path_pids.clear();
     if let Err(e) = result {
-        w.error = Some(format!("{e:#}"));
+        rows[0].error = Some(format!("{e:#}"));
     }
+    for (w, &conn) in rows.iter_mut().zip(conns) {
+        summarize(w);
+        ctx.say(&format!(
+            "  {} {} {path}: {:.0} ± {:.0} req/s{}{}",
+            conn.row(env),
+            entry.name,
+            w.rps_mean,
+            w.rps_sd,
+            w.cpu_us_per_request
+                .map_or(String::new(), |c| format!(", {c:.1} µs CPU per request")),
+            w.error
+                .as_deref()
+                .map_or(String::new(), |e| format!(" (error: {e})"))
+        ));
+    }
+    rows
+}
+
+/// The rows whose CPU `--profile` breaks down: those with TLS, where the
+/// question is how much of it is crypto (Docker's path is metered).
+fn profiled(env: Environment) -> bool {
+    matches!(env, Environment::TlsServer | Environment::TlsProxy)
+}
+
+impl Ctx<'_> {
+    /// One more run as `conn`, not counted, under perf: the server's CPU
+    /// split into TLS and crypto, handshakes and the front
+    /// ([`super::attribution`]).
+    fn profile(
+        &mut self,
+        running: &Running,
+        env: Environment,
+        conn: Conn,
+        entry: &Entry,
+        path: &str,
+        threads: usize,
+    ) -> RowProfile {
+        let Some((profiler, dir)) = self.profiler.take() else {
+            return RowProfile::default();
+        };
+        let p = self.profile_with(&profiler, &dir, running, env, conn, entry, path, threads);
+        self.profiler = Some((profiler, dir));
+        p
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn profile_with(
+        &mut self,
+        profiler: &Profiler,
+        dir: &std::path::Path,
+        running: &Running,
+        env: Environment,
+        conn: Conn,
+        entry: &Entry,
+        path: &str,
+        threads: usize,
+    ) -> RowProfile {
+        let recording = profiler.start(running);
+        let (connections, duration) = (self.args.connections, self.args.duration);
+        let run = self.measure_as(running, path, connections, threads, duration, conn);
+        self.outside.pop();
+        let run = match run {
+            Ok(r) if r.requests == 0 || r.cpu_us_per_request.is_none() => {
+                // Nothing to divide by: the profile's shares would be of a
+                // handful of samples.
+                drop(recording);
+                return RowProfile {
+                    error: Some("the profiled run answered no request".into()),
+                    ..RowProfile::default()
+                };
+            }
+            Ok(r) => r,
+            Err(e) => {
+                return RowProfile {
+                    error: Some(format!("the profiled run: {e:#}")),
+                    ..RowProfile::default()
+                }
+            }
+        };
+        let stem = format!(
+            "{}-{}-{}",
+            conn.row(env).replace('/', "-"),
+            entry.name,
+            path.trim_start_matches('/')
+        );
+        let title = format!("{} {} {path}", conn.row(env), entry.name);
+        let p = profiler.finish(recording, running, &stem, &title, run.requests);
+        if let Some(why) = p.error {
+            return RowProfile {
+                error: Some(why),
+                ..RowProfile::default()
+            };
+        }
+        let folded = p
+            .server_folded
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(dir.join(f)).ok())
+            .unwrap_or_default();
+        let front = match env {
+            Environment::TlsProxy => crate::env::tls_proxy::front_pids(running),
+            _ => Vec::new(),
+        };
+        let s = super::attribution::shares(folded.lines(), &front);
+        let cpu = run.cpu_us_per_request.unwrap_or(0.0);
+        RowProfile {
+            svg: p.server_svg,
+            folded: p.server_folded,
+            cpu_us_per_request: cpu,
+            tls_pct: s.pct(s.tls_ns),
+            handshake_pct: s.pct(s.handshake_ns),
+            front_pct: (!front.is_empty()).then(|| s.pct(s.front_ns)),
+            tls_us_per_request: cpu * s.pct(s.tls_ns) / 100.0,
+            handshake_us_per_request: cpu * s.pct(s.handshake_ns) / 100.0,
+            error: None,
+        }
+    }
+}
+
+/// A row's figures from its runs: RPS and CPU per request (mean, sd),
+/// handshakes per second and CPU per handshake, contamination.
+pub fn summarize(w: &mut EnvWorkload) {
     let (m, sd, cv) = spread(&w.runs);
     (w.rps_mean, w.rps_sd, w.cv_pct) = (m, sd, cv);
-    ctx.say(&format!(
-        "  {} {path}: {:.0} ± {:.0} req/s{}",
-        entry.name,
-        m,
-        sd,
-        w.error
-            .as_deref()
-            .map_or(String::new(), |e| format!(" (error: {e})"))
-    ));
-    w
+    let cpu: Vec<f64> = w.runs.iter().filter_map(|r| r.cpu_us_per_request).collect();
+    if !cpu.is_empty() {
+        let (m, sd) = mean_sd(&cpu);
+        (w.cpu_us_per_request, w.cpu_us_per_request_sd) = (Some(m), Some(sd));
+    }
+    let handshakes: u64 = w
+        .runs
+        .iter()
+        .map(|r| r.handshakes_full + r.handshakes_resumed)
+        .sum();
+    if handshakes > 0 {
+        let hs: Vec<f64> = w.runs.iter().map(RunDoc::handshakes_per_s).collect();
+        w.handshakes_per_s = Some(mean_sd(&hs).0);
+        let requests: u64 = w.runs.iter().map(|r| r.requests).sum();
+        w.cpu_us_per_handshake = w
+            .cpu_us_per_request
+            .map(|c| c * requests as f64 / handshakes as f64);
+    }
+    w.outside_cpu_pct_max = w.runs.iter().map(|r| r.outside_cpu_pct).fold(0.0, f64::max);
+    w.contaminated = w.outside_cpu_pct_max >= CONTAMINATED_PCT;
 }
 
 /// Mean, sd, CV% of the runs' RPS.
@@ -444,30 +711,49 @@ pub fn verdict(cv_pct: f64) -> (&'static str, &'static str) {
     }
 }
 
-/// Each environment's ratio to bare, per server and workload, with the
-/// spread of both.
+/// Each row's ratios to its baseline (`bare`, or `bare/new-conn`), per
+/// server and workload, RPS and CPU per request, each with the spread of
+/// both; and the CPU it adds per request.
 pub fn apply_ratios(envs: &mut [EnvDoc]) {
-    let bare: Vec<(String, String, f64, f64)> = envs
+    let bases: Vec<(String, EnvWorkload)> = envs
         .iter()
-        .filter(|e| e.name == "bare" && e.status == EnvStatus::Measured)
-        .flat_map(|e| e.workloads.iter())
-        .filter(|w| w.error.is_none() && w.rps_mean > 0.0)
-        .map(|w| (w.server.clone(), w.path.clone(), w.rps_mean, w.cv_pct))
+        .filter(|e| e.name == e.baseline && e.status == EnvStatus::Measured)
+        .flat_map(|e| e.workloads.iter().map(|w| (e.name.clone(), w.clone())))
+        .filter(|(_, w)| w.error.is_none() && w.rps_mean > 0.0)
         .collect();
     for e in envs.iter_mut() {
+        let own = e.name == e.baseline;
         for w in e.workloads.iter_mut().filter(|w| w.error.is_none()) {
-            if let Some((.., base, base_cv)) = bare
+            let Some((_, base)) = bases
                 .iter()
-                .find(|(s, p, ..)| *s == w.server && *p == w.path)
-            {
-                let r = w.rps_mean / base;
-                let rel = if e.name == "bare" {
-                    base_cv / 100.0
+                .find(|(n, b)| *n == e.baseline && b.server == w.server && b.path == w.path)
+            else {
+                continue;
+            };
+            let combined = |cv: f64, base_cv: f64| {
+                if own {
+                    base_cv
                 } else {
-                    ((w.cv_pct / 100.0).powi(2) + (base_cv / 100.0).powi(2)).sqrt()
-                };
-                w.ratio_to_bare = Some(r);
-                w.ratio_sd = Some(r * rel);
+                    (cv.powi(2) + base_cv.powi(2)).sqrt()
+                }
+            };
+            let r = w.rps_mean / base.rps_mean;
+            w.ratio_to_bare = Some(r);
+            w.ratio_sd = Some(r * combined(w.cv_pct / 100.0, base.cv_pct / 100.0));
+            let cv = |m: Option<f64>, sd: Option<f64>| match (m, sd) {
+                (Some(m), Some(sd)) if m > 0.0 => Some(sd / m),
+                _ => None,
+            };
+            if let (Some(c), Some(b), Some(ccv), Some(bcv)) = (
+                w.cpu_us_per_request,
+                base.cpu_us_per_request.filter(|&b| b > 0.0),
+                cv(w.cpu_us_per_request, w.cpu_us_per_request_sd),
+                cv(base.cpu_us_per_request, base.cpu_us_per_request_sd),
+            ) {
+                let r = c / b;
+                w.cpu_ratio_to_bare = Some(r);
+                w.cpu_ratio_sd = Some(r * combined(ccv, bcv));
+                w.cpu_us_over_bare = Some(c - b);
             }
         }
     }
@@ -485,28 +771,12 @@ mod tests {
                 ..RunDoc::default()
             })
             .collect();
-        let (m, sd, cv) = spread(&runs);
-        EnvDoc {
-            name: name.into(),
-            description: String::new(),
-            status: EnvStatus::Measured,
-            reason: None,
-            detail: None,
-            checks: Vec::new(),
-            workloads: vec![EnvWorkload {
-                workload: path.into(),
-                path: path.into(),
-                server: "s".into(),
-                route: String::new(),
-                runs,
-                rps_mean: m,
-                rps_sd: sd,
-                cv_pct: cv,
-                ratio_to_bare: None,
-                ratio_sd: None,
-                error: None,
-            }],
-        }
+        let mut w = EnvWorkload {
+            runs,
+            ..EnvWorkload::new("s", path)
+        };
+        summarize(&mut w);
+        EnvDoc::measured(name, vec![w])
     }
 
     #[test]

@@ -21,11 +21,13 @@
 //! Ctrl-C stops the run; servers, the database and every namespace, link
 //! and NAT rule are removed on every exit path.
 
+pub mod attribution;
 pub mod emulation;
 pub mod facts;
 pub mod floors;
 mod measure;
 pub mod report;
+pub mod tax;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -40,7 +42,7 @@ use crate::lab::driver::Selection;
 use crate::lab::record::Header;
 use crate::lab::Lab;
 use crate::units::parse_duration;
-pub use measure::{apply_ratios, spread, verdict};
+pub use measure::{apply_ratios, spread, summarize, verdict};
 use measure::{say, Ctx};
 use report::{Calibration, Contamination, Settings};
 
@@ -58,7 +60,10 @@ taken by other processes during each run); the reference servers' /hello
 and /work on bare loopback (the ceilings every other server here is read
 against); run-to-run noise (CV of --noise-runs runs: quiet below 3%);
 the loopback round trip at 1 connection; the database's raw SELECT 1 rate
-at 20 connections; and each --env as a ratio to bare, with its spread.
+at 20 connections; and each --env as a ratio to bare, RPS and the
+server's CPU per request (its process tree and the proxies on its path),
+each with its spread, every row marked where other processes took 10% of
+the machine or more during a run of it (contaminated).
 
 Environments:
   bare           loopback
@@ -76,16 +81,28 @@ Environments:
                  container of the same network
   docker-host    a container with --network host (database on loopback)
   docker-host-pinned  the same with --cpuset-cpus, the load on the other CPUs
+  tls-server     loopback, the server terminating TLS 1.3 itself (a
+                 certificate made for the run); brings three rows with a new
+                 connection per request: tls-server/new-conn (a resumed
+                 handshake each), tls-server/new-conn-full (a full one), both
+                 read against bare/new-conn (plaintext), with handshakes/s
+                 and the server's CPU per handshake
+  tls-proxy      loopback behind an nginx terminating TLS, plain HTTP/1.1 to
+                 the server; nginx's CPU counts as the server's
 Namespaces use 198.18.0.0/15 (RFC 2544); everything is removed at exit. The
 Docker image is made once from Debian's packages (no registry needed) and
 cached; beside each Docker figure the report says how well the emulated
 bridge-proxy and bridge predicted it, and docker-proxy's CPU per request.
+With tls-server, tls-proxy or docker, a sentence per server and workload
+says which costs it the most CPU per request and why (--profile: the
+share of its CPU in TLS and crypto code, handshakes, the proxy's nginx).
 
 Examples:
   harness calibrate
   harness calibrate --env bare,pinned,bridge-direct,bridge,bridge-proxy --json > env.json
   harness calibrate --env bare,bridge,bridge-proxy --env-servers php-fpm,node
-  harness calibrate --env bare,bridge -d 5s --runs 5")]
+  harness calibrate --env bare,bridge -d 5s --runs 5
+  harness calibrate --env bare,tls-server,tls-proxy,docker --env-servers event-loop,php-fpm --profile")]
 #[command(mut_arg("servers", |a| a
     .default_value("event-loop,event-loop-x2,coroutine,worker-pool")
     .help("Reference servers from the catalog, comma-separated")))]
@@ -139,6 +156,14 @@ pub struct CalibrateArgs {
     /// Print the JSON document (calibrate.schema.json) instead of the text.
     #[arg(long)]
     pub json: bool,
+
+    /// After the counted runs of each TLS row (tls-server, its handshake
+    /// rows, tls-proxy), one more run under perf: the share of the server's
+    /// CPU in TLS and crypto code, in handshakes and in the proxy's nginx,
+    /// and the flame graphs, in profiles/ of the calibration's directory
+    /// (--out, default results/).
+    #[arg(long)]
+    pub profile: bool,
 }
 
 impl CalibrateArgs {
@@ -191,7 +216,16 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         notes,
         env_db_pid: None,
         path_pids: Vec::new(),
+        profiler: args.profile.then(|| {
+            let dir = args.lab.out_dir().join(header.dir_name("-calibrate"));
+            (crate::lab::profile::Profiler::new(dir.clone()), dir)
+        }),
     };
+    if let Some(why) = ctx.profiler.as_ref().and_then(|(p, _)| p.unavailable()) {
+        let note = format!("--profile: no profiles: {why}");
+        ctx.say(&note);
+        ctx.notes.push(note);
+    }
     ctx.processes.extend(
         lab.database
             .pid()
@@ -205,12 +239,15 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let (noise, floors_doc) = measure::noise_and_floors(&mut ctx, best_hello.as_ref());
     let db_doc = measure::database(&ctx);
     let plan = env_plan(&lab, &env_entries, best_hello, best_work);
+    // A handshake per request beside keep-alive, where TLS at the server is asked for.
+    let handshakes = envs.contains(&Environment::TlsServer);
     let mut env_docs: Vec<_> = envs
         .iter()
-        .map(|&e| measure::environment(&mut ctx, e, &plan))
+        .flat_map(|&e| measure::environment(&mut ctx, e, measure::Conn::of(e, handshakes), &plan))
         .collect();
     apply_ratios(&mut env_docs);
     let emulation = emulation::predictions(&env_docs);
+    let tax = tax::sentences(&env_docs, args.profile);
     header.finish(ctx.interrupted());
     let (outside, processes, notes, threads) = (ctx.outside, ctx.processes, ctx.notes, ctx.threads);
     drop(lab);
@@ -235,11 +272,12 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
             }
         }),
         emulation,
+        tax,
     };
     let json = serde_json::to_string_pretty(&doc).context("cannot encode the document")?;
     let text = report::text(&doc);
-    if let Some(out) = &args.lab.out {
-        let dir = out.join(doc.header.dir_name("-calibrate"));
+    if args.lab.out.is_some() || args.profile {
+        let dir = args.lab.out_dir().join(doc.header.dir_name("-calibrate"));
         write_files(&dir, &json, &text)?;
         say(&format!("written: {}", dir.display()));
     }
@@ -310,6 +348,18 @@ fn eta(
     env_servers: usize,
 ) -> String {
     let measured_envs = envs.iter().filter(|e| e.availability().is_ok()).count();
+    // Rows per environment: tls-server's handshake rows, and with
+    // --profile one more run per TLS row.
+    let handshakes = envs.contains(&Environment::TlsServer);
+    let rows: f64 = envs
+        .iter()
+        .filter(|e| e.availability().is_ok())
+        .map(|&e| {
+            let n = measure::Conn::of(e, handshakes).len() as f64;
+            let tls = matches!(e, Environment::TlsServer | Environment::TlsProxy);
+            n * (args.runs as f64 + if args.profile && tls { 1.0 } else { 0.0 })
+        })
+        .sum();
     let per_run = (args.duration + Duration::from_millis(100)).as_secs_f64();
     let warmup = args.warmup.as_secs_f64();
     // server × workload pairs measured in each environment
@@ -317,7 +367,7 @@ fn eta(
     let eta = servers as f64 * 2.0 * (per_run + warmup + 0.5)
         + args.noise_runs as f64 * per_run
         + 4.0
-        + measured_envs as f64 * env_cells as f64 * (args.runs as f64 * per_run + warmup + 1.0);
+        + env_cells as f64 * (rows * per_run + measured_envs as f64 * (warmup + 1.0));
     format!("{servers} reference servers, {measured_envs} environments measurable here: about {eta:.0} s")
 }
 

@@ -30,6 +30,26 @@ pub struct Calibration {
     /// How well the emulated bridge predicted real Docker, per server and workload.
     #[serde(default)]
     pub emulation: Vec<Prediction>,
+    /// What TLS and Docker cost each server, per workload, in a sentence
+    /// ([`super::tax`]).
+    #[serde(default)]
+    pub tax: Vec<Tax>,
+}
+
+/// Which costs a server more, TLS at the server, TLS at a proxy or Docker,
+/// and why, for one workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tax {
+    pub server: String,
+    pub path: String,
+    /// Each environment measured: (row, CPU µs per request over bare's).
+    pub cpu_us_over_bare: Vec<(String, f64)>,
+    /// The costliest, or None where the rows cannot tell (too few, too noisy).
+    pub costliest: Option<String>,
+    /// The server's CPU in TLS and crypto per request with TLS at the
+    /// server (µs, keep-alive), from the profile.
+    pub tls_us_per_request: Option<f64>,
+    pub sentence: String,
 }
 
 /// One server × workload read in both Docker and the emulation
@@ -77,9 +97,34 @@ pub struct RunDoc {
     pub outside_cpu_pct: f64,
     pub steal_pct: f64,
     /// CPU of the processes between the load and the server (docker-proxy
-    /// on Docker's bridge), µs per valid response.
+    /// on Docker's bridge, tls-proxy's nginx), µs per valid response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_cpu_us_per_request: Option<f64>,
+    /// Valid responses.
+    #[serde(default)]
+    pub requests: u64,
+    /// The server's CPU per valid response, µs: its whole process tree
+    /// (with tls-proxy's nginx) and the path's processes outside it
+    /// (docker-proxy). Absent where the run was not metered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_request: Option<f64>,
+    /// TLS handshakes the load made, full and resumed.
+    #[serde(default)]
+    pub handshakes_full: u64,
+    #[serde(default)]
+    pub handshakes_resumed: u64,
+}
+
+impl RunDoc {
+    /// Handshakes per second (the run's length is requests / rps).
+    pub fn handshakes_per_s(&self) -> f64 {
+        let n = (self.handshakes_full + self.handshakes_resumed) as f64;
+        if self.requests == 0 {
+            0.0
+        } else {
+            n * self.rps / self.requests as f64
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -129,11 +174,103 @@ pub struct EnvWorkload {
     pub ratio_to_bare: Option<f64>,
     pub ratio_sd: Option<f64>,
     pub error: Option<String>,
+    /// The server's CPU per valid response (µs), mean and sd of the runs.
+    #[serde(default)]
+    pub cpu_us_per_request: Option<f64>,
+    #[serde(default)]
+    pub cpu_us_per_request_sd: Option<f64>,
+    /// `cpu_us_per_request` over the baseline row's, and its spread.
+    #[serde(default)]
+    pub cpu_ratio_to_bare: Option<f64>,
+    #[serde(default)]
+    pub cpu_ratio_sd: Option<f64>,
+    /// `cpu_us_per_request` minus the baseline row's (µs): what the
+    /// environment adds to each request.
+    #[serde(default)]
+    pub cpu_us_over_bare: Option<f64>,
+    /// Handshakes per second and the server's CPU per handshake (µs), in
+    /// rows whose load made TLS handshakes.
+    #[serde(default)]
+    pub handshakes_per_s: Option<f64>,
+    #[serde(default)]
+    pub cpu_us_per_handshake: Option<f64>,
+    /// The most CPU other processes took during a run of the row, % of
+    /// the machine; `contaminated` from [`crate::lab::meter::CONTAMINATED_PCT`].
+    #[serde(default)]
+    pub outside_cpu_pct_max: f64,
+    #[serde(default)]
+    pub contaminated: bool,
+    /// `--profile`: where the server's CPU went in one more run, not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<RowProfile>,
+}
+
+impl EnvWorkload {
+    /// `server`'s `path`, nothing measured yet.
+    pub fn new(server: &str, path: &str) -> EnvWorkload {
+        EnvWorkload {
+            workload: path.trim_start_matches('/').into(),
+            path: path.into(),
+            server: server.into(),
+            route: String::new(),
+            runs: Vec::new(),
+            rps_mean: 0.0,
+            rps_sd: 0.0,
+            cv_pct: 0.0,
+            ratio_to_bare: None,
+            ratio_sd: None,
+            error: None,
+            cpu_us_per_request: None,
+            cpu_us_per_request_sd: None,
+            cpu_ratio_to_bare: None,
+            cpu_ratio_sd: None,
+            cpu_us_over_bare: None,
+            handshakes_per_s: None,
+            cpu_us_per_handshake: None,
+            outside_cpu_pct_max: 0.0,
+            contaminated: false,
+            profile: None,
+        }
+    }
+}
+
+/// Where a row's server CPU went, from one profiled run
+/// ([`super::attribution`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RowProfile {
+    /// The server's flame graph and folded stacks, relative to the
+    /// calibration's directory.
+    pub svg: Option<String>,
+    pub folded: Option<String>,
+    /// The meter's CPU per request in the profiled run (µs).
+    pub cpu_us_per_request: f64,
+    /// Shares of the server's profiled CPU, %: in TLS and crypto code
+    /// (rustls, ring, aws-lc, OpenSSL's libssl and libcrypto, by binary or
+    /// symbol), in handshakes (by symbol, where the stacks show them), and
+    /// in the processes put in front of the server (tls-proxy's nginx).
+    pub tls_pct: f64,
+    pub handshake_pct: f64,
+    pub front_pct: Option<f64>,
+    /// The same as µs of the meter's CPU per request.
+    pub tls_us_per_request: f64,
+    pub handshake_us_per_request: f64,
+    /// Why there is no profile (perf missing, not permitted, failed).
+    pub error: Option<String>,
+}
+
+fn bare() -> String {
+    "bare".into()
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EnvDoc {
+    /// The environment's name, with the connection policy of its rows
+    /// when it is not keep-alive (`tls-server/new-conn`).
     pub name: String,
+    /// The row its ratios are to (`bare`, or `bare/new-conn` for rows with
+    /// a new connection per request).
+    #[serde(default = "bare")]
+    pub baseline: String,
     pub description: String,
     pub status: EnvStatus,
     pub reason: Option<String>,
@@ -142,6 +279,24 @@ pub struct EnvDoc {
     /// What was verified (Cpus_allowed_list, namespace membership).
     pub checks: Vec<String>,
     pub workloads: Vec<EnvWorkload>,
+}
+
+#[cfg(test)]
+impl EnvDoc {
+    /// A measured environment of `workloads`, read against bare: the
+    /// calibrate tests' documents.
+    pub fn measured(name: &str, workloads: Vec<EnvWorkload>) -> EnvDoc {
+        EnvDoc {
+            name: name.into(),
+            baseline: "bare".into(),
+            description: String::new(),
+            status: EnvStatus::Measured,
+            reason: None,
+            detail: None,
+            checks: Vec::new(),
+            workloads,
+        }
+    }
 }
 
 /// What became of an environment.
@@ -318,17 +473,36 @@ pub fn text(c: &Calibration) -> String {
     }
 
     o += &format!(
-        "\nenvironments (-c {}, {} × {}s runs each; ratio = RPS / bare's, ± its run-to-run spread)\n",
-        c.settings.connections, c.settings.runs, c.settings.duration_s
+        "\nenvironments (-c {}, {} × {}s runs each, interleaved per row; × bare = the row's figure over \
+         its baseline's (bare, or bare/new-conn for a new connection per request), ± their \
+         run-to-run spread; CPU = the server's µs per request, its whole process tree and the \
+         proxies on its path; outside = the most CPU other processes took during a run, \
+         ! at {:.0}% or more: contaminated, do not quote the row)\n",
+        c.settings.connections,
+        c.settings.runs,
+        c.settings.duration_s,
+        crate::lab::meter::CONTAMINATED_PCT
     );
     o += &format!(
-        "  {:<14} {:<9} {:<14} {:>18} {:>14}  {}\n",
-        "env", "workload", "server", "req/s (± sd)", "× bare", "route"
+        "  {:<24} {:<7} {:<13} {:>16} {:>12} {:>12} {:>12} {:>8}  {}\n",
+        "env",
+        "path",
+        "server",
+        "req/s (± sd)",
+        "× bare",
+        "CPU µs/req",
+        "CPU × bare",
+        "outside",
+        "route"
     );
+    let pm = |r: Option<f64>, sd: Option<f64>| match (r, sd) {
+        (Some(r), Some(sd)) => format!("{r:.2} ± {sd:.2}"),
+        _ => "—".into(),
+    };
     for e in &c.environments {
         if e.status != EnvStatus::Measured {
             o += &format!(
-                "  {:<14} {}: {}\n",
+                "  {:<24} {}: {}\n",
                 e.name,
                 e.status.words(),
                 e.reason.as_deref().unwrap_or("")
@@ -337,22 +511,60 @@ pub fn text(c: &Calibration) -> String {
         }
         for w in &e.workloads {
             if let Some(err) = &w.error {
-                o += &format!("  {:<14} {:<9} failed: {err}\n", e.name, w.path);
+                o += &format!(
+                    "  {:<24} {:<7} {:<13} failed: {err}\n",
+                    e.name, w.path, w.server
+                );
                 continue;
             }
-            let ratio = match (w.ratio_to_bare, w.ratio_sd) {
-                (Some(r), Some(sd)) => format!("{r:.2} ± {sd:.2}"),
-                _ => "—".into(),
-            };
             o += &format!(
-                "  {:<14} {:<9} {:<14} {:>18} {:>14}  {}\n",
+                "  {:<24} {:<7} {:<13} {:>16} {:>12} {:>12} {:>12} {:>8}  {}\n",
                 e.name,
                 w.path,
                 w.server,
                 format!("{} ± {}", rps(w.rps_mean), rps(w.rps_sd)),
-                ratio,
+                pm(w.ratio_to_bare, w.ratio_sd),
+                w.cpu_us_per_request
+                    .map_or("—".into(), |c| format!("{c:.1}")),
+                pm(w.cpu_ratio_to_bare, w.cpu_ratio_sd),
+                format!(
+                    "{:.0}%{}",
+                    w.outside_cpu_pct_max,
+                    if w.contaminated { " !" } else { "  " }
+                ),
                 w.route
             );
+            if let (Some(hs), Some(per)) = (w.handshakes_per_s, w.cpu_us_per_handshake) {
+                let (full, resumed) = w.runs.iter().fold((0, 0), |(f, r), x| {
+                    (f + x.handshakes_full, r + x.handshakes_resumed)
+                });
+                if e.name.contains("/new-conn") {
+                    o += &format!(
+                        "  {:<24} ↳ {} handshakes/s ({} full, {} resumed in all), {per:.0} µs of server CPU per handshake\n",
+                        "",
+                        rps(hs),
+                        thousands(full),
+                        thousands(resumed)
+                    );
+                }
+            }
+            if let Some(p) = &w.profile {
+                o += &format!("  {:<24} ↳ profile: ", "");
+                o += &match &p.error {
+                    Some(why) => format!("none: {why}\n"),
+                    None => format!(
+                        "{:.0}% TLS and crypto ({:.1} µs/req), {:.0}% handshakes{}{}\n",
+                        p.tls_pct,
+                        p.tls_us_per_request,
+                        p.handshake_pct,
+                        p.front_pct
+                            .map_or(String::new(), |f| format!(", {f:.0}% the proxy's nginx")),
+                        p.svg
+                            .as_deref()
+                            .map_or(String::new(), |f| format!(" ({f})"))
+                    ),
+                };
+            }
         }
         for ch in &e.checks {
             o += &format!("  {:<14} checked: {ch}\n", "");
@@ -367,6 +579,12 @@ pub fn text(c: &Calibration) -> String {
           one environment; --env-servers measures the servers you run).\n";
     if let Some(engine) = &c.docker_engine {
         o += &format!("\n  docker: {engine}\n");
+    }
+    if !c.tax.is_empty() {
+        o += "\nwhat TLS costs each server, beside what Docker costs it\n";
+        for t in &c.tax {
+            o += &format!("  {}\n", t.sentence);
+        }
     }
     if !c.emulation.is_empty() {
         o += "\nthe emulation against the real Docker Engine\n";
