@@ -13,10 +13,14 @@
 #
 #   harness/bench/h2-vs-h2load.sh            # 3 rounds, -c 4 -m 100, 3 s each
 #   ROUNDS=5 DURATION=5 CONNS=8 STREAMS=100 harness/bench/h2-vs-h2load.sh
+#   TLS=1 harness/bench/h2-vs-h2load.sh      # h2 by ALPN over TLS 1.3 (one lab certificate)
 #
 # Environment: ROUNDS (3), DURATION (s, 3), CONNS (4), STREAMS (100),
 # THREADS (1: h2load -t and the engine's --threads), WORKERS (1: nginx
-# workers and event loops alike), IO (uring: the engine's --io). Needs
+# workers and event loops alike), IO (uring: the engine's --io), TLS (0; 1:
+# h2 over TLS 1.3 instead of h2c, both servers given one certificate from
+# `harness certs`, the engine's --h2 trusting only its CA, h2load
+# negotiating h2 by ALPN). Needs
 # release builds of event-loop and harness (built here if missing). Load
 # goes to 127.0.0.1 only; everything started is stopped by PID; every load
 # is bounded by its duration (and `timeout`). HPACK=0 skips the decoder's
@@ -31,6 +35,7 @@ STREAMS=${STREAMS:-100}
 THREADS=${THREADS:-1}
 WORKERS=${WORKERS:-1}
 IO=${IO:-uring}
+TLS=${TLS:-0}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 WORK=$(mktemp -d /tmp/h2-vs-h2load.XXXXXX)
@@ -55,6 +60,18 @@ if [ ! -x "$TARGET_DIR/release/event-loop" ] || [ ! -x "$TARGET_DIR/release/harn
 fi
 HARNESS=$TARGET_DIR/release/harness
 
+# h2c, or h2 over TLS: what each side is given.
+if [ "$TLS" = 1 ]; then
+    "$HARNESS" certs "$WORK/cert" >/dev/null
+    SCHEME=https PROTO=h2 ENGINE_FLAGS=(--h2 --cacert "$WORK/cert/ca.pem")
+    NGINX_LISTEN="ssl http2"
+    NGINX_TLS="ssl_certificate $WORK/cert/cert.pem; ssl_certificate_key $WORK/cert/key.pem; ssl_protocols TLSv1.3;"
+    EL_FLAGS=(--tls-cert "$WORK/cert/cert.pem" --tls-key "$WORK/cert/key.pem")
+else
+    SCHEME=http PROTO=h2c ENGINE_FLAGS=(--h2c)
+    NGINX_LISTEN="http2" NGINX_TLS="" EL_FLAGS=()
+fi
+
 NGINX_PORT=$(free_port)
 mkdir -p "$WORK/nginx/tmp"
 cat >"$WORK/nginx/nginx.conf" <<CONF
@@ -68,7 +85,8 @@ http {
     client_body_temp_path $WORK/nginx/tmp;
     keepalive_requests 10000000;
     server {
-        listen 127.0.0.1:$NGINX_PORT http2 backlog=4096;
+        listen 127.0.0.1:$NGINX_PORT $NGINX_LISTEN backlog=4096;
+        $NGINX_TLS
         location / { default_type text/plain; return 200 "Hello World"; }
     }
 }
@@ -77,7 +95,7 @@ nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
 PIDS+=($!)
 wait_port "$NGINX_PORT"
 
-"$TARGET_DIR/release/event-loop" --addr 127.0.0.1:0 --workers "$WORKERS" >"$WORK/el.out" 2>"$WORK/el.err" &
+"$TARGET_DIR/release/event-loop" --addr 127.0.0.1:0 --workers "$WORKERS" "${EL_FLAGS[@]}" >"$WORK/el.out" 2>"$WORK/el.err" &
 PIDS+=($!)
 for _ in $(seq 1 100); do
     grep -q "listening on" "$WORK/el.out" && break
@@ -92,7 +110,7 @@ one_run() {
     local name=$1 port=$2 round=$3 out="$WORK/$1.$3"
     /usr/bin/time -f "%U %S" -o "$out.time" \
         timeout $((DURATION + 30)) h2load -c "$CONNS" -m "$STREAMS" -t "$THREADS" \
-        -D "$DURATION" "http://127.0.0.1:$port/hello" >"$out.txt" 2>&1 || true
+        -D "$DURATION" "$SCHEME://127.0.0.1:$port/hello" >"$out.txt" 2>&1 || true
     local rps ok failed
     rps=$(sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$out.txt")
     ok=$(sed -n 's/^requests: .* \([0-9]*\) succeeded, \([0-9]*\) failed.*/\1/p' "$out.txt")
@@ -108,15 +126,15 @@ one_run() {
     echo "$rps $cpu" >>"$WORK/$name.h2load.rows"
 }
 
-# engine_run NAME PORT ROUND: the engine, --h2c, for DURATION s; every
+# engine_run NAME PORT ROUND: the engine, --h2c or --h2, for DURATION s; every
 # response verified (a failure stops the bench); appends "rps cpu_us_per_req"
 # to NAME.engine.rows.
 engine_run() {
     local name=$1 port=$2 round=$3 out="$WORK/$1.$3.engine"
     /usr/bin/time -f "%U %S" -o "$out.time" \
-        timeout $((DURATION + 30)) "$HARNESS" run --h2c --streams "$STREAMS" -c "$CONNS" \
+        timeout $((DURATION + 30)) "$HARNESS" run "${ENGINE_FLAGS[@]}" --streams "$STREAMS" -c "$CONNS" \
         --threads "$THREADS" --io "$IO" -d "${DURATION}s" --format json \
-        "http://127.0.0.1:$port/hello" >"$out.json" 2>"$out.err" || true
+        "$SCHEME://127.0.0.1:$port/hello" >"$out.json" 2>"$out.err" || true
     local row
     row=$(python3 - "$out.json" "$out.time" <<'PY'
 import json, sys
@@ -148,7 +166,7 @@ for r in $(seq 1 "$ROUNDS"); do
     done
 done
 
-echo "h2load -c $CONNS -m $STREAMS -t $THREADS vs harness run --h2c --streams $STREAMS -c $CONNS --threads $THREADS --io $IO, ${DURATION}s x $ROUNDS interleaved rounds, GET /hello over h2c; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), WORKERS=$WORKERS"
+echo "h2load -c $CONNS -m $STREAMS -t $THREADS vs harness run ${ENGINE_FLAGS[0]} --streams $STREAMS -c $CONNS --threads $THREADS --io $IO, ${DURATION}s x $ROUNDS interleaved rounds, GET /hello over $PROTO; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), WORKERS=$WORKERS"
 python3 - "$WORK" <<'PY'
 import statistics, sys
 work = sys.argv[1]

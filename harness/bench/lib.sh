@@ -115,3 +115,79 @@ timed() {
 
 # cpu_of OUT: the user + system seconds `timed` recorded.
 cpu_of() { awk '{print $1 + $2}' "$1.time"; }
+
+# engine_ok OUT TOOL C: the verified responses of the engine's JSON report
+# in OUT.out (empty when there is none); says how many failed, if any did.
+engine_ok() {
+    local failed
+    failed=$(jq '.requests.failed' "$1.out" 2>/dev/null || echo '?')
+    [ "$failed" = 0 ] || echo "   ($2 -c $3: $failed failed)" >&2
+    jq '.requests.ok' "$1.out" 2>/dev/null || true
+}
+
+# record TOOL C ROUND N OUT TICKS0: one run's line in $RESULTS (tool, c,
+# round, requests, seconds, the generator's CPU s from OUT.time, the
+# server's CPU s since TICKS0), or why there is none.
+record() {
+    local tool=$1 c=$2 round=$3 n=$4 o=$5 ticks0=$6 server_cpu
+    if [ -z "$n" ] || [ "$n" = null ]; then
+        echo "   $tool -c $c round $round: no result ($(tail -1 "$o.err"))"
+        return
+    fi
+    server_cpu=$(awk -v a="$ticks0" -v b="$(server_ticks)" -v hz="$CLK_TCK" 'BEGIN {print (b - a) / hz}')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$c" "$round" "$n" "$DURATION" \
+        "$(cpu_of "$o")" "$server_cpu" >>"$RESULTS"
+}
+
+# interleaved_rounds TOOL...: the script's `one TOOL C ROUND` for each tool
+# and each c of $CONNS, $ROUNDS times, the tools' order turned each round
+# so that none always runs first (or after the same one).
+interleaved_rounds() {
+    local round c tool
+    for round in $(seq 1 "$ROUNDS"); do
+        for c in $CONNS; do
+            for tool in $(printf '%s\n' "$@" |
+                awk -v r="$round" '{a[NR]=$0} END {for (i = 0; i < NR; i++) print a[(i + r) % NR + 1]}'); do
+                one "$tool" "$c" "$round"
+            done
+        done
+        echo "   round $round done ($(uptime | sed 's/.*load/load/'))"
+    done
+}
+
+# summarize ANCHOR TOOL...: per c, from $RESULTS, each tool's medians over
+# the rounds (requests per second, the generator's CPU µs per request, the
+# server's CPU µs per request), and beside the others' their RPS and CPU per
+# request as ratios to ANCHOR's in the same round, with the range of the
+# rounds' ratios.
+summarize() {
+    python3 - "$RESULTS" "$@" <<'PY'
+import sys, statistics as st
+anchor, tools = sys.argv[2], sys.argv[2:]
+rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+cells = {}
+for tool, c, rnd, n, secs, cpu, server_cpu in rows:
+    n, secs, cpu, server_cpu = int(float(n)), float(secs), float(cpu), float(server_cpu)
+    cells.setdefault((tool, int(c)), {})[rnd] = (n / secs, cpu * 1e6 / max(n, 1), server_cpu * 1e6 / max(n, 1))
+def spread(xs):
+    return f"({min(xs):.2f}–{max(xs):.2f})" if len(xs) > 1 else ""
+for c in sorted({c for _, c in cells}):
+    base = cells.get((anchor, c), {})
+    print(f"   -c {c}")
+    for tool in tools:
+        v = cells.get((tool, c))
+        if not v:
+            continue
+        rps = st.median(x[0] for x in v.values())
+        us = st.median(x[1] for x in v.values())
+        server_us = st.median(x[2] for x in v.values())
+        same = [r for r in v if r in base]
+        rps_r = [v[r][0] / base[r][0] for r in same]
+        us_r = [v[r][1] / base[r][1] for r in same]
+        ratio = "" if tool == anchor or not same else (
+            f"RPS {st.median(rps_r):>5.2f}× {anchor} {spread(rps_r):<11}  "
+            f"CPU/req {st.median(us_r):>5.2f}× {anchor} {spread(us_r):<11}  ")
+        print(f"     {tool:<6} {rps:>10,.0f} req/s  {us:>8.3f} µs CPU/req   {ratio}"
+              f"server {server_us:>7.2f} µs/req   ({len(v)} rounds)")
+PY
+}

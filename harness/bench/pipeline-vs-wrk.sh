@@ -77,54 +77,13 @@ one() { # TOOL C ROUND
     uring | epoll)
         timed "$o" "$HARNESS" run "$URL" -c "$c" -d "${DURATION}s" --threads "$THREADS" --io "$tool" \
             --pipeline "$DEPTH" --format json
-        n=$(jq '.requests.ok' "$o.out" 2>/dev/null || true)
-        local failed
-        failed=$(jq '.requests.failed' "$o.out" 2>/dev/null || echo '?')
-        [ "$failed" = 0 ] || echo "   ($tool -c $c: $failed failed)"
+        n=$(engine_ok "$o" "$tool" "$c")
         ;;
     esac
-    [ -n "$n" ] && [ "$n" != null ] || { echo "   $tool -c $c round $round: no result ($(tail -1 "$o.err"))"; return; }
-    local server_cpu
-    server_cpu=$(awk -v a="$ticks0" -v b="$(server_ticks)" -v hz="$CLK_TCK" 'BEGIN {print (b - a) / hz}')
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$c" "$round" "$n" "$DURATION" \
-        "$(cpu_of "$o")" "$server_cpu" >>"$RESULTS"
+    record "$tool" "$c" "$round" "$n" "$o" "$ticks0"
 }
 
-TOOLS="wrk uring epoll"
-for round in $(seq 1 "$ROUNDS"); do
-    for c in $CONNS; do
-        order=$(echo $TOOLS | tr ' ' '\n' | awk -v r="$round" '{a[NR]=$0} END {for (i = 0; i < NR; i++) print a[(i + r) % NR + 1]}')
-        for tool in $order; do one "$tool" "$c" "$round"; done
-    done
-    echo "   round $round done"
-done
+interleaved_rounds wrk uring epoll
 
 echo "== pipelined $DEPTH deep, /hello, medians of $ROUNDS rounds (ratios to wrk of the same round; in brackets their range)"
-python3 - "$RESULTS" <<'PY'
-import sys, statistics as st
-rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
-cells = {}
-for tool, c, rnd, n, secs, cpu, server_cpu in rows:
-    n, secs, cpu, server_cpu = int(float(n)), float(secs), float(cpu), float(server_cpu)
-    cells.setdefault((tool, int(c)), {})[rnd] = (n / secs, cpu * 1e6 / max(n, 1), server_cpu * 1e6 / max(n, 1))
-def spread(xs):
-    return f"({min(xs):.2f}–{max(xs):.2f})" if len(xs) > 1 else ""
-for c in sorted({c for _, c in cells}):
-    w = cells.get(("wrk", c), {})
-    print(f"   -c {c}")
-    for tool in ["wrk", "uring", "epoll"]:
-        v = cells.get((tool, c))
-        if not v:
-            continue
-        rps = st.median(x[0] for x in v.values())
-        us = st.median(x[1] for x in v.values())
-        server_us = st.median(x[2] for x in v.values())
-        same = [r for r in v if r in w]
-        rps_r = [v[r][0] / w[r][0] for r in same]
-        us_r = [v[r][1] / w[r][1] for r in same]
-        ratio = "" if tool == "wrk" else (
-            f"RPS {st.median(rps_r):>5.2f}× wrk {spread(rps_r):<11}  "
-            f"CPU/req {st.median(us_r):>5.2f}× wrk {spread(us_r):<11}  ")
-        print(f"     {tool:<6} {rps:>10,.0f} req/s  {us:>6.3f} µs CPU/req   {ratio}"
-              f"server {server_us:>5.2f} µs/req   ({len(v)} rounds)")
-PY
+summarize wrk uring epoll
