@@ -354,12 +354,19 @@ pub fn describe_latency_origin(r: &RunResult) -> &'static str {
     }
 }
 
+/// A cell that says why a row has no figures (`FAILED: …`, `NOT SERVED:
+/// …`): it runs on over the empty cells after it instead of widening its
+/// column for every other row.
+pub fn spans(cell: &str) -> bool {
+    cell.starts_with("FAILED") || cell.starts_with("NOT SERVED")
+}
+
 /// Aligned plain text with a rule under the header (first row).
 pub fn align(rows: &[Vec<String>], right: &[usize]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let width = |c: usize| {
         rows.iter()
-            .filter(|r| !(r.len() > c + 1 && r[c].starts_with("FAILED")))
+            .filter(|r| !(r.len() > c + 1 && spans(&r[c])))
             .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
             .max()
             .unwrap_or(0)
@@ -397,6 +404,25 @@ pub fn align(rows: &[Vec<String>], right: &[usize]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_row_without_figures_does_not_widen_the_columns() {
+        let row = |cells: &[&str]| cells.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        for why in [
+            "FAILED: the server exited",
+            "NOT SERVED: does not serve WebSocket, and a long why",
+        ] {
+            let rows = [
+                row(&["server", "c", "RPS", "p50"]),
+                row(&["event-loop", "100", "218,740", "428µs"]),
+                row(&["php-fpm", "100", why, ""]),
+            ];
+            let text = super::align(&rows, &[1, 2, 3]);
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines[2], "event-loop  100  218,740  428µs", "{text}");
+            assert_eq!(lines[3], format!("php-fpm     100  {why}"), "{text}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -32,7 +32,7 @@ fn html_table(rows: &[Vec<String>], right_from: usize, failed: &[bool]) -> Strin
         for (c, cell) in r.iter().enumerate() {
             if i == 0 {
                 out.push_str(&format!("<th>{}</th>", escape(cell)));
-            } else if c >= right_from && !cell.starts_with("FAILED") {
+            } else if c >= right_from && !crate::report::spans(cell) {
                 out.push_str(&format!("<td class=\"n\">{}</td>", escape(cell)));
             } else {
                 out.push_str(&format!("<td>{}</td>", escape(cell)));
