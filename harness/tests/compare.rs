@@ -1218,6 +1218,9 @@ fn synthetic() -> Results {
             generator_cpu_pct: Some(40.0),
             db_cpu_pct: None,
             outside_cpu_pct: Some(outside),
+            // a's hello ran through docker-proxy (--env docker), which the
+            // meter counts as the run's own, not as other processes'.
+            path_cpu_pct: ((server, workload) == ("a", "hello")).then_some(97.0),
             end: "duration".into(),
             message: None,
             // A warm-up (seconds 0-1) and a stall (second 6): what the
@@ -1411,6 +1414,12 @@ fn synthetic_results_match_the_schema_and_render() {
         "{table}"
     );
     assert!(!table.contains("a hello c=100: other"), "{table}");
+    assert!(
+        table
+            .contains("a hello c=100: docker-proxy, on the path to the server, took 97% of a core"),
+        "{table}"
+    );
+    assert!(!table.contains("b hello c=100: docker-proxy"), "{table}");
     assert!(table.contains("3.57×"), "{table}");
     assert!(
         table.contains("load: the engine on io_uring, gathering 400 µs"),

@@ -103,6 +103,7 @@ fn run(rps: f64, p99_us: u64, outside_cpu_pct: f64) -> RunDoc {
         generator_cpu_pct: Some(60.0),
         db_cpu_pct: None,
         outside_cpu_pct: Some(outside_cpu_pct),
+        path_cpu_pct: None,
         end: "duration".into(),
         message: None,
         series: Vec::new(),

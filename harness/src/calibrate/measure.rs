@@ -164,20 +164,12 @@ impl Ctx<'_> {
         let control = Control {
             interrupt: self.lab.interrupt.clone(),
         };
-        let path_ns = |pids: &[u32]| -> Option<u64> {
-            (!pids.is_empty()).then(|| {
-                pids.iter()
-                    .filter_map(|&p| crate::procfs::cpu_ns(p as i32))
-                    .sum()
-            })
-        };
-        let path_before = path_ns(&self.path_pids);
         let (r, sample) = load::metered(
             running,
+            &self.path_pids,
             self.env_db_pid.or_else(|| self.lab.database.pid()),
             || engine::run(&plan, &control, &mut |_| {}),
         );
-        let path_after = path_ns(&self.path_pids);
         let r = r.map_err(|e| anyhow::anyhow!("load on {}: {e}", plan.url))?;
         if let Some(m) = &r.message {
             if !r.interrupted() {
@@ -188,23 +180,11 @@ impl Ctx<'_> {
         let metered = sample.is_some();
         let sample = sample.unwrap_or_default();
         let ok = r.stats.ok;
-        let path_cpu_us = match (path_before, path_after) {
-            (Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / 1e3),
-            _ => None,
-        };
         // The path's processes outside the server's tree (docker-proxy)
-        // add to its CPU; those inside it (tls-proxy's nginx) are counted.
-        let tree: Vec<i32> = crate::procfs::tree(&running.pids())
-            .iter()
-            .map(|s| s.pid)
-            .collect();
-        let outside_tree = self.path_pids.iter().any(|&p| !tree.contains(&(p as i32)));
-        let cpu_us = sample.server_cpu_s * 1e6
-            + if outside_tree {
-                path_cpu_us.unwrap_or(0.0)
-            } else {
-                0.0
-            };
+        // add to its CPU; those inside it (tls-proxy's nginx) are in
+        // `server_cpu_s` already (the meter counts each process once).
+        let path_cpu_us = sample.path_cpu_s.map(|s| s * 1e6);
+        let cpu_us = (sample.server_cpu_s + sample.path_beside_server_cpu_s.unwrap_or(0.0)) * 1e6;
         let doc = RunDoc {
             rps: r.ok_per_s(),
             p50_us: p.p50,

@@ -216,6 +216,12 @@ pub struct RunDoc {
     /// servers started elsewhere and in results written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outside_cpu_pct: Option<f64>,
+    /// The CPU of the processes on the load's path outside the server's
+    /// tree (docker-proxy in `--env docker`), % of one core: the run's, so
+    /// not in `outside_cpu_pct`, and not the server's, so not in
+    /// `server_cpu_pct`. Absent where the path has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_cpu_pct: Option<f64>,
     /// `duration`, `interrupted`, `server_gone`, …
     pub end: String,
     pub message: Option<String>,

@@ -442,8 +442,14 @@ fn load(
             .run(format!("{label} run {i}/{total}"), ctx.args.duration);
         let started_s = ctx.clock.elapsed().as_secs_f64();
         let recording = ctx.profiles.as_ref().map(|p| (p, p.start(running)));
+        let path = ctx
+            .placed
+            .setup
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.path_pids(running));
         let (outcome, sample) = load::metered(
             running,
+            &path,
             ctx.lab.db_pid(ctx.placed.setup.as_ref()),
             || match tool {
                 LoadTool::Harness => {
@@ -556,6 +562,7 @@ struct CpuFields {
     generator: Option<f64>,
     db: Option<f64>,
     outside: Option<f64>,
+    path: Option<f64>,
 }
 
 fn cpu_fields(sample: Option<Sample>) -> CpuFields {
@@ -566,6 +573,7 @@ fn cpu_fields(sample: Option<Sample>) -> CpuFields {
             generator: Some(Sample::pct(s.generator_cpu_s, s.wall_s)),
             db: s.db_cpu_s.map(|d| Sample::pct(d, s.wall_s)),
             outside: Some(s.outside_cpu_pct),
+            path: s.path_beside_server_cpu_s.map(|p| Sample::pct(p, s.wall_s)),
         },
         None => CpuFields::default(),
     }
@@ -607,6 +615,7 @@ fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
         generator_cpu_pct: cpu.generator,
         db_cpu_pct: cpu.db,
         outside_cpu_pct: cpu.outside,
+        path_cpu_pct: cpu.path,
         end: r.end.name().to_string(),
         message: r.message.clone(),
         series: r.series.clone(),
@@ -650,6 +659,7 @@ fn tool_doc(t: &ToolRun, sample: Option<Sample>) -> RunDoc {
         generator_cpu_pct: cpu.generator,
         db_cpu_pct: cpu.db,
         outside_cpu_pct: cpu.outside,
+        path_cpu_pct: cpu.path,
         end: "duration".into(),
         message: None,
         series: Vec::new(),

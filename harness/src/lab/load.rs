@@ -45,16 +45,18 @@ pub fn plan(running: &Running, path: &str, shape: &Shape, length: Duration) -> P
 }
 
 /// Runs `load` while [`Meter`] watches the server's process tree (when the
-/// harness started it: a `--target` has none to watch), `db_pid` and the
-/// rest of the machine.
+/// harness started it: a `--target` has none to watch), the processes on
+/// the load's `path` to it (`Setup::path_pids`: docker-proxy), `db_pid`
+/// and the rest of the machine.
 pub fn metered<T>(
     running: &Running,
+    path: &[u32],
     db_pid: Option<u32>,
     load: impl FnOnce() -> T,
 ) -> (T, Option<Sample>) {
     let meter = running
         .managed()
-        .then(|| Meter::start(running.pids(), db_pid));
+        .then(|| Meter::start(running.pids(), path, db_pid));
     let out = load();
     (out, meter.map(Meter::finish))
 }

@@ -7,9 +7,10 @@
 //! tree's sum (shared pages, e.g. OPcache's, count once per process).
 //!
 //! The window also charges the machine's busy time (/proc/stat) to the run
-//! (server, generator, database) or to everything else: the CPU other
-//! processes took while the numbers were made ("contamination"), and the
-//! steal time the hypervisor took.
+//! (server, generator, database, and the processes on the load's path
+//! outside the server's tree, such as docker-proxy) or to everything else:
+//! the CPU other processes took while the numbers were made
+//! ("contamination"), and the steal time the hypervisor took.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +38,13 @@ pub struct Sample {
     /// The harness and the children it waited for in the window (ab, wrk).
     pub generator_cpu_s: f64,
     pub db_cpu_s: Option<f64>,
+    /// The path's processes (tls-proxy's nginx, docker-proxy), when the
+    /// run has any: the run's own CPU.
+    pub path_cpu_s: Option<f64>,
+    /// The part of `path_cpu_s` outside the server's tree (docker-proxy):
+    /// in neither `server_cpu_s` nor `outside_cpu_pct` (the rest is in
+    /// `server_cpu_s`).
+    pub path_beside_server_cpu_s: Option<f64>,
     /// Busy CPU of processes outside the run, % of the whole machine.
     pub outside_cpu_pct: f64,
     /// Steal time, % of the whole machine.
@@ -75,6 +83,15 @@ fn self_cpu_ticks() -> u64 {
     procfs::stat(std::process::id() as i32).map_or(0, |s| s.cpu_ticks + s.children_cpu_ticks)
 }
 
+/// A process on the load's path (`Meter::start`'s `path`).
+struct PathProcess {
+    pid: i32,
+    /// Its CPU (ns) at the start of the window.
+    ns_start: u64,
+    /// Outside the server's tree (docker-proxy), so counted apart from it.
+    beside: bool,
+}
+
 /// A running meter; [`Meter::finish`] ends the window.
 pub struct Meter {
     stop: Arc<AtomicBool>,
@@ -83,15 +100,32 @@ pub struct Meter {
     start: Instant,
     generator_start: u64,
     db: Option<(i32, u64)>,
+    /// The path's processes, with their CPU (ns) at the start and whether
+    /// they are outside the server's tree.
+    path: Vec<PathProcess>,
     machine_start: CpuTicks,
 }
 
 impl Meter {
-    /// Starts a window over the trees of `roots` (and `db_pid`'s own CPU).
-    pub fn start(roots: Vec<u32>, db_pid: Option<u32>) -> Meter {
+    /// Starts a window over the trees of `roots`, `db_pid`'s own CPU and
+    /// that of `path`, the processes the load passes through (docker-proxy;
+    /// those in the trees of `roots`, such as tls-proxy's nginx, are counted
+    /// there once).
+    pub fn start(roots: Vec<u32>, path: &[u32], db_pid: Option<u32>) -> Meter {
         let stop = Arc::new(AtomicBool::new(false));
         let mut seen = Seen::new();
         let mut peak = observe(&mut seen, &roots, true);
+        let path = path
+            .iter()
+            .map(|&p| p as i32)
+            .filter_map(|pid| {
+                procfs::cpu_ns(pid).map(|ns_start| PathProcess {
+                    pid,
+                    ns_start,
+                    beside: !seen.keys().any(|(p, _)| *p == pid),
+                })
+            })
+            .collect();
         let db = db_pid.and_then(|p| procfs::stat(p as i32).map(|s| (p as i32, s.cpu_ticks)));
         let generator_start = self_cpu_ticks();
         let machine_start = proc_stat();
@@ -117,6 +151,7 @@ impl Meter {
             start,
             generator_start,
             db,
+            path,
             machine_start,
         }
     }
@@ -129,13 +164,24 @@ impl Meter {
         let db_end = self
             .db
             .and_then(|(p, t0)| procfs::stat(p).map(|s| s.cpu_ticks.saturating_sub(t0)));
+        // Each path process read once: (all of them, those beside the tree).
+        let (path_all_ns, path_beside_ns) = if self.path.is_empty() {
+            (None, None)
+        } else {
+            let (all, beside) = self.path.iter().fold((0, 0), |(all, beside), p| {
+                let ns = procfs::cpu_ns(p.pid).map_or(0, |ns| ns.saturating_sub(p.ns_start));
+                (all + ns, beside + if p.beside { ns } else { 0 })
+            });
+            (Some(all), Some(beside))
+        };
         self.stop.store(true, Ordering::Relaxed);
         let (mut seen, mut peak) = self.handle.join().unwrap_or_default();
         peak = peak.max(observe(&mut seen, &self.roots, false));
         let tick = procfs::ticks_per_s();
         let server_ticks: u64 = seen.values().map(|(a, b)| b.saturating_sub(*a)).sum();
         let generator_ticks = generator_end.saturating_sub(self.generator_start);
-        let own = server_ticks + generator_ticks + db_end.unwrap_or(0);
+        let path_ticks = path_beside_ns.map_or(0, |ns| (ns as f64 * tick / 1e9) as u64);
+        let own = server_ticks + generator_ticks + db_end.unwrap_or(0) + path_ticks;
         let busy = machine_end.busy.saturating_sub(self.machine_start.busy);
         let total = machine_end
             .total
@@ -147,6 +193,8 @@ impl Meter {
             server_rss_peak_bytes: peak * procfs::page_size(),
             generator_cpu_s: generator_ticks as f64 / tick,
             db_cpu_s: db_end.map(|t| t as f64 / tick),
+            path_cpu_s: path_all_ns.map(|ns| ns as f64 / 1e9),
+            path_beside_server_cpu_s: path_beside_ns.map(|ns| ns as f64 / 1e9),
             outside_cpu_pct: 100.0 * busy.saturating_sub(own) as f64 / total as f64,
             steal_pct: 100.0 * machine_end.steal.saturating_sub(self.machine_start.steal) as f64
                 / total as f64,
@@ -164,7 +212,7 @@ mod tests {
             .args(["-c", "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done"])
             .spawn()
             .unwrap();
-        let s = Meter::start(vec![child.id()], None);
+        let s = Meter::start(vec![child.id()], &[], None);
         // Until the child has run 10 ticks of its own (the state, not a
         // head start: on a machine busy with other work 600 ms may hold
         // none of its CPU), at most 60 s.
@@ -181,6 +229,56 @@ mod tests {
         assert!(seen >= 10, "the child never ran: {seen} ticks");
         assert!(sample.server_cpu_s > 0.05, "{sample:?}");
         assert!(sample.server_rss_peak_bytes > 0);
+    }
+
+    /// A process on the load's path outside the server's tree (docker-proxy)
+    /// is the run's: its CPU is reported, and it is not counted as other
+    /// processes' (which marked a quiet machine's Docker rows contaminated
+    /// at 27-51%, docker-proxy's own share).
+    #[test]
+    fn the_path_is_the_runs_own_cpu_not_other_processes() {
+        let spinner = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let server = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap();
+        let pid = spinner.id() as i32;
+        let ns = || procfs::cpu_ns(pid).unwrap_or(0);
+        let with_path = Meter::start(vec![server.id()], &[spinner.id()], None);
+        let without = Meter::start(vec![server.id()], &[], None);
+        // In the server's tree (tls-proxy's nginx): metered as the path and
+        // counted once, as the server's.
+        let in_tree = Meter::start(vec![spinner.id()], &[spinner.id()], None);
+        // Until the spinner has run 300 ms of its own in the window (the
+        // state, not a head start), at most 60 s.
+        let (ns0, t0) = (ns(), std::time::Instant::now());
+        while ns() - ns0 < 300_000_000 && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (a, b, t) = (with_path.finish(), without.finish(), in_tree.finish());
+        for mut c in [spinner, server] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let path_s = a.path_cpu_s.expect("the path is metered");
+        assert!(path_s >= 0.25, "{a:?}");
+        assert_eq!(a.path_beside_server_cpu_s, a.path_cpu_s, "{a:?}");
+        assert_eq!(b.path_cpu_s, None);
+        assert!(t.path_cpu_s.unwrap() >= 0.25, "{t:?}");
+        assert_eq!(t.path_beside_server_cpu_s, Some(0.0), "{t:?}");
+        assert!(t.server_cpu_s >= 0.2, "{t:?}");
+        assert!(a.server_cpu_s < 0.05, "the path is not the server's: {a:?}");
+        // The same window, less the spinner's share of the machine (its
+        // CPU over the window's CPU time on every core), give or take ticks.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let share = 100.0 * path_s / (a.wall_s * cores);
+        assert!(
+            b.outside_cpu_pct - a.outside_cpu_pct >= share / 2.0,
+            "with the path {a:?}, without {b:?}, its share {share:.1}%"
+        );
     }
 
     /// The run's own ticks must fit in the machine's busy ticks when the

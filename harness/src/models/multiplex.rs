@@ -165,7 +165,7 @@ pub fn measure(
                 .map(|p| (p, stem.as_str()));
             let mut sample = None;
             let result = profiled(running, profiler, &what, || {
-                let (r, s) = load::metered(running, lab.db_pid(None), || {
+                let (r, s) = load::metered(running, &[], lab.db_pid(None), || {
                     engine::run(&plan, &control, &mut |_| {})
                 });
                 sample = s;

@@ -79,8 +79,9 @@ pub fn measure(lab: &Lab, running: &mut Running, model: &str, n: usize) -> WsHel
     let control = Control {
         interrupt: lab.interrupt.clone(),
     };
-    let (result, sample) =
-        load::metered(running, None, || engine::run(&plan, &control, &mut |_| {}));
+    let (result, sample) = load::metered(running, &[], None, || {
+        engine::run(&plan, &control, &mut |_| {})
+    });
     let alive = running.check_alive();
     match result {
         Ok(r) => {

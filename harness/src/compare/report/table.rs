@@ -209,6 +209,22 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
                 r.connections
             ));
         }
+        let path_cpu: Vec<f64> = r.runs.iter().filter_map(|run| run.path_cpu_pct).collect();
+        if let Some(max) = path_cpu.iter().copied().reduce(f64::max) {
+            let min = path_cpu.iter().copied().fold(max, f64::min);
+            let range = if max - min >= 0.5 {
+                format!("{min:.0}-{max:.0}%")
+            } else {
+                format!("{max:.0}%")
+            };
+            line(&format!(
+                "{} {} c={}: docker-proxy, on the path to the server, took {range} of a core \
+                 beside the server's CPU % (harness calibrate counts it in the server's CPU per request)",
+                r.server,
+                workload_cell(r),
+                r.connections
+            ));
+        }
         if let Some(note) = websocket_note(r) {
             line(&format!(
                 "{} {} c={}: {note}",
