@@ -128,19 +128,21 @@ impl Backend {
     /// (until `due_ns` on the run's clock, to the microsecond or better:
     /// the `--rate` schedule's next slot) for something to happen; what did
     /// goes to `evs` (emptied first). `in_flight`: the requests awaiting a
-    /// response, which a gathering wait asks half of.
+    /// response; `awaiting`: the connections they are on, which a gathering
+    /// wait asks half of (see [`gather_want`]).
     pub(crate) fn wait(
         &mut self,
         now_ns: u64,
         wait_ns: u64,
         due_ns: Option<u64>,
         in_flight: usize,
+        awaiting: usize,
         evs: &mut Vec<Ev>,
     ) -> io::Result<()> {
         evs.clear();
         match self {
             Backend::Epoll(e) => e.wait(now_ns, wait_ns, due_ns, evs),
-            Backend::Uring(u) => u.wait(wait_ns, in_flight, evs),
+            Backend::Uring(u) => u.wait(wait_ns, in_flight, awaiting, evs),
         }
     }
 }
@@ -240,11 +242,27 @@ pub(crate) struct Uring {
     closing: usize,
 }
 
-/// A gathering wait asks for the requests in flight divided by this.
+/// A gathering wait asks for the connections awaiting answers divided by
+/// this.
 const GATHER_SHARE: usize = 2;
-/// Below this many in flight, a wait asks for one completion: too few
-/// to batch, and a latency-minded run (low -c) is not held back.
+/// Below this many requests in flight, a wait asks for one completion: too
+/// few to batch, and a latency-minded run (low -c) is not held back.
 const GATHER_MIN_IN_FLIGHT: usize = 8;
+
+/// The completions a gathering wait asks for, with `in_flight` requests on
+/// `awaiting` connections; `None`: one completion ends it (too few
+/// requests, or a share of one connection). Completions, not requests: a
+/// connection's answers arrive in one receive however many are in flight
+/// on it, so asking for half the requests of 4 connections pipelined 16
+/// deep sat out the whole bound twice a round trip (67k req/s against the
+/// event-loop server, 384k without). Few connections with many requests
+/// still gather (4 h2c connections of 100 streams wait for 2): nginx,
+/// fed in batches, served 1.99x h2load's req/s, 1.00x when every
+/// completion woke the engine.
+fn gather_want(in_flight: usize, awaiting: usize) -> Option<usize> {
+    let want = awaiting / GATHER_SHARE;
+    (in_flight >= GATHER_MIN_IN_FLIGHT && want >= 2).then_some(want)
+}
 
 impl Uring {
     /// A ring for `conns` connections, with about one provided buffer per
@@ -376,14 +394,22 @@ impl Uring {
     /// already in the ring, no syscall at all.
     ///
     /// A gathering wait (closed loop, `--gather`) asks for half the
-    /// requests in flight, but for at most `gather_us` (`min_wait`): after
+    /// connections awaiting answers (`awaiting`; with one request in
+    /// flight per connection, half the requests), but for at most
+    /// `gather_us` (`min_wait`): after
     /// that one completion is enough. On 2 shared cores against the
     /// event-loop server at c = 100 it cut the engine's voluntary context
     /// switches from 0.15 to 0.05 a request and its CPU per request by
     /// about 15 % (harness/bench/engine-vs-wrk.sh); a response that lands
     /// first in a batch is read up to `gather_us` later, which its latency
     /// includes.
-    fn wait(&mut self, wait_ns: u64, in_flight: usize, evs: &mut Vec<Ev>) -> io::Result<()> {
+    fn wait(
+        &mut self,
+        wait_ns: u64,
+        in_flight: usize,
+        awaiting: usize,
+        evs: &mut Vec<Ev>,
+    ) -> io::Result<()> {
         let ready = !self.ring.completion().is_empty();
         let r = if ready || wait_ns == 0 {
             let sq = self.ring.submission();
@@ -399,9 +425,8 @@ impl Uring {
                 .sec(wait_ns / 1_000_000_000)
                 .nsec((wait_ns % 1_000_000_000) as u32);
             let args = SubmitArgs::new().timespec(&ts);
-            match self.gather_us {
-                Some(us) if in_flight >= GATHER_MIN_IN_FLIGHT => {
-                    let want = in_flight / GATHER_SHARE;
+            match (self.gather_us, gather_want(in_flight, awaiting)) {
+                (Some(us), Some(want)) => {
                     let args = args.min_wait_usec(us);
                     self.ring.submitter().submit_with_args(want, &args)
                 }
@@ -556,8 +581,24 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::time::Instant;
 
-    /// A gathering wait asks for half the requests in flight, but once its
-    /// bound has passed one completion ends it: with 16 in flight and one
+    /// A gathering wait asks for half the connections awaiting answers,
+    /// never for more completions than they can make: 4 connections
+    /// pipelined 16 deep make 4 receives, and a wait that asked for 32
+    /// (half the requests) sat out its whole bound every time.
+    #[test]
+    fn a_gathering_wait_asks_for_half_the_connections_awaiting() {
+        // One request per connection (HTTP/1.1): half the requests, from 8.
+        assert_eq!(gather_want(4, 4), None, "too few to gather");
+        assert_eq!(gather_want(8, 8), Some(4));
+        assert_eq!(gather_want(100, 100), Some(50));
+        // Many per connection: half the connections, never the requests.
+        assert_eq!(gather_want(64, 4), Some(2));
+        assert_eq!(gather_want(32, 2), None, "one connection's answer ends it");
+        assert_eq!(gather_want(400, 4), Some(2));
+    }
+
+    /// A gathering wait asks for half the connections awaiting, but once
+    /// its bound has passed one completion ends it: with 16 awaiting and one
     /// answered it returns with that answer, not at its 10 s timeout.
     #[test]
     fn a_gathering_wait_ends_at_its_bound_with_fewer_completions_than_it_asked_for() {
@@ -577,13 +618,13 @@ mod tests {
             u.recv(i, 1, c.as_raw_fd());
         }
         let mut evs = Vec::with_capacity(64);
-        u.wait(0, 16, &mut evs).unwrap(); // submits the receives
+        u.wait(0, 16, 16, &mut evs).unwrap(); // submits the receives
         servers[3].write_all(b"answer").unwrap();
         let began = Instant::now();
         let mut got = None;
         while got.is_none() && began.elapsed() < Duration::from_secs(30) {
             evs.clear();
-            u.wait(10_000_000_000, 16, &mut evs).unwrap();
+            u.wait(10_000_000_000, 16, 16, &mut evs).unwrap();
             got = evs.iter().find_map(|e| match *e {
                 Ev::Received { conn, res, .. } => Some((conn, res)),
                 _ => None,

@@ -358,7 +358,13 @@ impl<'s> Worker<'s> {
 
             let due = self.wakes.peek().map(|Reverse((t, _))| *t);
             let wait = self.wait_ns(now);
-            if let Err(e) = self.io.wait(now, wait, due, self.in_flight, &mut evs) {
+            // A gathering wait counts completions, one receive per
+            // connection however many of its requests are answered in it.
+            let awaiting = self.in_flight.min(self.conns.len());
+            if let Err(e) = self
+                .io
+                .wait(now, wait, due, self.in_flight, awaiting, &mut evs)
+            {
                 if e.kind() != io::ErrorKind::Interrupted {
                     // The poller itself failed: nothing more can be measured.
                     self.shared
