@@ -394,7 +394,16 @@ pub fn align(rows: &[Vec<String>], right: &[usize]) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
         if i == 0 {
-            let total: usize = widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1);
+            // A last column of text is not padded: the rule ends where its
+            // header does, not under its longest note.
+            let last = match cols.checked_sub(1) {
+                Some(c) if !right.contains(&c) => rows[0].get(c).map_or(0, |h| h.chars().count()),
+                Some(c) => widths[c],
+                None => 0,
+            };
+            let total: usize = widths[..cols.saturating_sub(1)].iter().sum::<usize>()
+                + last
+                + 2 * cols.saturating_sub(1);
             out.push_str(&"-".repeat(total));
             out.push('\n');
         }
@@ -418,9 +427,28 @@ mod tests {
             ];
             let text = super::align(&rows, &[1, 2, 3]);
             let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(
+                lines[1],
+                "-".repeat("event-loop  100  218,740  428µs".chars().count())
+            );
             assert_eq!(lines[2], "event-loop  100  218,740  428µs", "{text}");
             assert_eq!(lines[3], format!("php-fpm     100  {why}"), "{text}");
         }
+        // A last column of notes: the rule ends with its header.
+        let rows = [
+            row(&["server", "req/s", "note"]),
+            row(&[
+                "php-fpm",
+                "16,465",
+                "closed 2368 of the connections it accepted",
+            ]),
+        ];
+        let text = super::align(&rows, &[1]);
+        assert_eq!(
+            text.lines().nth(1),
+            Some("-".repeat("php-fpm  16,465  note".len()).as_str()),
+            "{text}"
+        );
     }
 
     use super::*;
