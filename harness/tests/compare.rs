@@ -719,6 +719,17 @@ fn websocket_workloads_echo_hold_and_name_who_cannot_serve_them() {
         "{note}"
     );
     assert!(stdout.contains(note), "{stdout}");
+    // Echo on the same pool: the connections beyond its workers waited for
+    // their 101 all run, and the table says the figures are the others'.
+    let echo = row("worker-pool", "ws-echo");
+    let upgraded = echo.runs[0].status_codes.get("101").copied().unwrap_or(0);
+    assert!(upgraded > 0 && upgraded < 30, "{echo:?}");
+    assert!(
+        stdout.contains(&format!(
+            "worker-pool ws-echo websocket ×2 c=30: {upgraded} of 30 connections upgraded"
+        )),
+        "{stdout}"
+    );
     // --pipeline: messages in flight per connection, in the settings.
     assert_eq!(results.settings.ws_in_flight, Some(2), "{stdout}");
     // ws-room: 30 connections in rooms of 10, every delivery ok, the

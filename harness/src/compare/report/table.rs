@@ -392,6 +392,12 @@ fn websocket_note(r: &Row) -> Option<String> {
         };
         return Some(format!("{held}; {rss}"));
     }
+    let waiting = waiting_upgrades(
+        r.runs
+            .iter()
+            .map(|run| run.status_codes.get("101").copied().unwrap_or(0)),
+        r.connections,
+    );
     let (cpu, n) = r.runs.iter().fold((0.0, 0u64), |(cpu, n), run| {
         (
             cpu + run.server_cpu_pct.unwrap_or(0.0) / 100.0 * run.duration_s,
@@ -399,17 +405,22 @@ fn websocket_note(r: &Row) -> Option<String> {
         )
     });
     let Some(room) = room else {
-        return (n > 0 && cpu > 0.0).then(|| {
+        let cpu = (n > 0 && cpu > 0.0).then(|| {
             format!(
                 "{:.1} µs of server CPU per echoed message",
                 cpu * 1e6 / n as f64
             )
         });
+        return match (waiting, cpu) {
+            (Some(w), Some(c)) => Some(format!("{w}; {c}")),
+            (w, c) => w.or(c),
+        };
     };
-    let mut note = format!(
+    let mut note = waiting.map_or_else(String::new, |w| format!("{w}; "));
+    note.push_str(&format!(
         "rooms of {}: {} deliveries per message",
         room.members, room.members
-    );
+    ));
     if n > 0 && cpu > 0.0 {
         note.push_str(&format!(
             "; {:.1} µs of server CPU per delivery",
@@ -422,9 +433,37 @@ fn websocket_note(r: &Row) -> Option<String> {
     Some(note)
 }
 
+/// An echo or room run whose upgrades (`101`s) numbered fewer than its
+/// connections: the rest waited for theirs all run (a worker pool's
+/// connections beyond its workers), so the figures are those of the
+/// upgraded ones. Named from the run that upgraded the fewest.
+fn waiting_upgrades(upgrades: impl Iterator<Item = u64>, connections: u64) -> Option<String> {
+    let fewest = upgrades.min()?;
+    (fewest < connections).then(|| {
+        format!(
+            "{fewest} of {connections} connections upgraded (101 × {fewest}); the rest waited \
+             for theirs all run, so these figures are {fewest} connections'"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    #[test]
+    fn connections_never_upgraded_are_named_as_waiting() {
+        let w = |ups: &[u64], c| super::waiting_upgrades(ups.iter().copied(), c);
+        assert_eq!(w(&[100, 100], 100), None);
+        assert_eq!(w(&[], 100), None);
+        assert_eq!(
+            w(&[20, 21], 100).as_deref(),
+            Some(
+                "20 of 100 connections upgraded (101 × 20); the rest waited for theirs all run, \
+                 so these figures are 20 connections'"
+            )
+        );
+    }
 
     #[test]
     fn a_status_failure_names_the_statuses_answered() {
