@@ -27,7 +27,11 @@ pool, JIT, debug).
 RPS counts responses that matched the contract exactly (status and body):
 a server that answers 200 with an error body gets failures, not speed.
 CPU % is the server's process tree (user+sys, 100% = one core) over the
-measured runs, RSS its peak. Results go to results/<UTC time>/:
+measured runs, RSS its peak; CPU µs/req is that CPU per verified response
+(the figure HttpArena scores by). A --target (started elsewhere) is metered
+the same way when its processes are named (--target-pid NAME=PID,
+--target-container NAME=CONTAINER); otherwise its CPU cells read `not
+measured`. Results go to results/<UTC time>/:
 results.json, report.md and report.html (SVG charts). Ctrl-C stops
 everything the harness started and writes what was measured.
 
@@ -49,6 +53,8 @@ Examples:
   harness compare
   harness compare --servers coroutine,node,php-fpm --workloads work -c 100 -d 30s --runs 3 --baseline php-fpm
   harness compare --target swoole=http://127.0.0.1:9501 --target rr=http://127.0.0.1:8080 --mysql-url mysql://bench:bench@127.0.0.1:3306/bench
+  harness compare --target rr=http://127.0.0.1:8080 --target-pid rr=$(pgrep -xo rr) --servers roadrunner
+  harness compare --target sw=http://127.0.0.1:9501 --target-container sw=my-swoole
   harness compare -c 1,10,100,400 --workloads hello,db?sleep_ms=10
   harness compare --servers worker-pool,php-fpm --load-tool ab
   harness compare --servers php-fpm --php-jit off --out results/jit-off
@@ -71,6 +77,20 @@ pub struct CompareArgs {
     /// Repeatable. With --target and no --servers, only the targets run.
     #[arg(long = "target", value_name = "NAME=URL")]
     pub targets: Vec<String>,
+
+    /// The process of --target NAME, on this host: NAME=PID (rr's, php-fpm's
+    /// master, Swoole's master). Its CPU, RSS and the machine's other load
+    /// are then metered like a catalog server's, its children (rr's PHP
+    /// workers, php-fpm's pool) and process group included. Repeatable.
+    /// Without it (or --target-container), a target's CPU is not measured.
+    #[arg(long = "target-pid", value_name = "NAME=PID")]
+    pub target_pids: Vec<String>,
+
+    /// The Docker container of --target NAME: NAME=CONTAINER (name or id).
+    /// Every process of its cgroup is metered, with their children, as
+    /// --target-pid does for one process. Repeatable.
+    #[arg(long = "target-container", value_name = "NAME=CONTAINER")]
+    pub target_containers: Vec<String>,
 
     /// Workloads, comma-separated.
     #[arg(

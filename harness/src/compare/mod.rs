@@ -62,7 +62,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     if args.tls {
         lab.use_tls(args.tls_version)?;
     }
-    let selection = Selection::of(&lab, &args.lab.servers, &args.targets)?;
+    let selection = Selection::of(&lab, &args.lab.servers, &args.targets)?
+        .with_target_processes(&args.target_pids, &args.target_containers)?;
     let entries = selection.selected.clone();
     let mut header = Header::start(results::SCHEMA);
     let machine = results::machine();
