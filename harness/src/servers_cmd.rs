@@ -48,6 +48,13 @@ pub fn render(env: &Env) -> String {
         ]);
     }
     let mut out = align(&rows, &[]);
+    let refused = catalog::roadrunner::install_refusals();
+    if !refused.is_empty() {
+        out.push_str("\nAsked by scripts/install-deps and refused:\n");
+        for line in refused {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
     if !fixes.is_empty() {
         out.push_str("\nTo run the others:\n");
         for f in fixes {

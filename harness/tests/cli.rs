@@ -431,3 +431,48 @@ fn a_third_party_server_that_cannot_run_says_what_each_way_lacks() {
         }
     }
 }
+
+/// What scripts/install-deps asked a registry for and was refused (`go
+/// install` of rr, `composer install` of compose/roadrunner) is kept in its
+/// cache dir, one line each; `harness servers` prints each line once under
+/// its own heading, and RoadRunner's skip line says why rr is missing.
+/// FrankenPHP's says precisely why it is compose-only here.
+#[test]
+fn harness_servers_prints_what_install_deps_was_refused() {
+    let cache = crate::util::tmp("install-refusals");
+    let dir = cache.path().join("benchlab");
+    std::fs::create_dir_all(&dir).unwrap();
+    let go = "go install github.com/roadrunner-server/roadrunner/v2025/cmd/rr@v2025.1.5: \
+              https://proxy.golang.org answered 403 Forbidden: This module version is not available. (0 s)";
+    let composer =
+        "composer install in compose/roadrunner: The \"https://repo.packagist.org/packages.json\" \
+                    file could not be downloaded (1 s)";
+    std::fs::write(dir.join("roadrunner-install.txt"), format!("{go}\n")).unwrap();
+    std::fs::write(dir.join("roadrunner-vendor.txt"), format!("{composer}\n")).unwrap();
+    let out = std::process::Command::new(crate::util::harness_bin())
+        .arg("servers")
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    let text = crate::util::stdout(&out);
+    let (_, refused) = text
+        .split_once("Asked by scripts/install-deps and refused:\n")
+        .unwrap_or_else(|| panic!("no refusals heading:\n{text}"));
+    let lines: Vec<&str> = refused.lines().take(2).map(str::trim).collect();
+    assert_eq!(lines, [go, composer], "{text}");
+    if harness::catalog::find_program(&["rr"]).is_none() {
+        let line = text.lines().find(|l| l.starts_with("roadrunner")).unwrap();
+        assert!(
+            line.contains(&format!("(scripts/install-deps: {go})")),
+            "{line}"
+        );
+    }
+    if harness::catalog::find_program(&["frankenphp"]).is_none() {
+        let line = text.lines().find(|l| l.starts_with("frankenphp")).unwrap();
+        assert!(
+            line.contains("refuses github.com/dunglas/frankenphp (403")
+                && line.contains("libphp8.2-embed"),
+            "{line}"
+        );
+    }
+}
