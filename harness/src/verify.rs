@@ -198,10 +198,10 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             target.authority
         );
         let verdicts = check_conformance(addr, args.timeout);
-        print!("{}", conformance_text(&verdicts));
+        print!("{}", conformance_text_of(&verdicts, core));
         failed += verdicts
             .iter()
-            .filter(|v| v.outcome == Outcome::Fail)
+            .filter(|v| v.outcome == Outcome::Fail && known_of(core, v).is_none())
             .count();
     }
     Ok(if failed == 0 {
@@ -309,17 +309,40 @@ pub fn websocket(addr: std::net::SocketAddr, timeout: Duration) -> (String, usiz
 /// Each conformance row (verdict, group, name, section and requirement,
 /// what was found), then the table of pass / warn / fail per group.
 pub fn conformance_text(verdicts: &[Verdict]) -> String {
+    conformance_text_of(verdicts, None)
+}
+
+/// A conformance row the server's core is known to fail as it did (its
+/// deviation), if any: read against the same list as the contract's rows.
+fn known_of<'a>(core: Option<&'a deviations::Core>, v: &Verdict) -> Option<String> {
+    let c = core?;
+    if v.outcome == Outcome::Pass {
+        return None;
+    }
+    match c.read(&v.name, &Err(v.found.clone())) {
+        Reading::Known(d) => Some(c.explain(d)),
+        _ => None,
+    }
+}
+
+/// [`conformance_text`], with the rows `core` is known to fail marked
+/// CORE (with its reason) instead of FAIL or WARN.
+pub fn conformance_text_of(verdicts: &[Verdict], core: Option<&deviations::Core>) -> String {
     let mut lines = vec![["verdict", "group", "row", "requirement", "what was found"]
         .map(String::from)
         .to_vec()];
     for v in verdicts {
         let Some(c) = v.conformance else { continue };
+        let (verdict, found) = match known_of(core, v) {
+            Some(why) => ("CORE".to_string(), format!("{} ({why})", v.found)),
+            None => (v.outcome.name().to_string(), v.found.clone()),
+        };
         lines.push(vec![
-            v.outcome.name().to_string(),
+            verdict,
             c.group.name().to_string(),
             v.name.clone(),
             format!("{} {}", c.section, c.requirement.name()),
-            v.found.clone(),
+            found,
         ]);
     }
     let mut out = align(&lines, &[]);
@@ -332,4 +355,41 @@ pub fn conformance_text(verdicts: &[Verdict]) -> String {
         check.summary()
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A conformance row RoadRunner's http plugin is known to fail (its own
+    /// 500 for a chunk size that is not hex) reads CORE with the reason;
+    /// the same verdict from a server with no core listed stays FAIL.
+    #[test]
+    fn a_conformance_row_of_the_cores_reads_core_not_fail() {
+        let name = "/echo: chunk size not hex (zz) → 4xx, closed";
+        let row = crate::lab::contract::conformance_rows()
+            .into_iter()
+            .find(|r| r.name == name)
+            .expect("the row");
+        let found = "500, then closed".to_string();
+        let v = Verdict {
+            name: name.into(),
+            result: Err(found.clone()),
+            outcome: Outcome::Fail,
+            found,
+            conformance: row.conformance,
+        };
+        let rr = deviations::core_of("roadrunner");
+        assert!(known_of(rr, &v).is_some());
+        let text = conformance_text_of(std::slice::from_ref(&v), rr);
+        let line = text.lines().find(|l| l.contains(name)).unwrap();
+        assert!(
+            line.starts_with("CORE") && line.contains("http plugin"),
+            "{line}"
+        );
+        let plain = conformance_text(std::slice::from_ref(&v));
+        let line = plain.lines().find(|l| l.contains(name)).unwrap();
+        assert!(line.starts_with("FAIL"), "{line}");
+        assert!(known_of(deviations::core_of("frankenphp"), &v).is_none());
+    }
 }
