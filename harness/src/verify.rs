@@ -314,7 +314,7 @@ pub fn conformance_text(verdicts: &[Verdict]) -> String {
 
 /// A conformance row the server's core is known to fail as it did (its
 /// deviation), if any: read against the same list as the contract's rows.
-fn known_of<'a>(core: Option<&'a deviations::Core>, v: &Verdict) -> Option<String> {
+fn known_of(core: Option<&deviations::Core>, v: &Verdict) -> Option<String> {
     let c = core?;
     if v.outcome == Outcome::Pass {
         return None;
