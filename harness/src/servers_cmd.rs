@@ -64,7 +64,8 @@ pub fn render(env: &Env) -> String {
     }
     out.push_str(&format!(
         "\nDatabase for db/work workloads: {}\n\
-         Servers started elsewhere: harness compare --target NAME=URL\n",
+         Servers started elsewhere: harness compare --target NAME=URL (their CPU metered with \
+         --target-pid NAME=PID or --target-container NAME=CONTAINER)\n",
         match embedded_mariadb::availability() {
             Ok(()) => "a private MariaDB (embedded) unless --mysql-url".to_string(),
             Err(e) => format!("--mysql-url needed: {e}"),
