@@ -67,7 +67,9 @@ fn work_is_verified_exactly_on_the_event_loop_server() {
 /// refuses it (a bare `400 Bad Request: …` or `505 …: unsupported protocol
 /// version` with only Content-Type and Connection: close), serves a 9 KiB
 /// head (Go's limit is 1 MiB) by forwarding it without its big header, names
-/// itself `roadrunner` at `/config`, and forwards everything else as bytes.
+/// itself `frankenphp` at `/config` (whose core is Go's alone: RoadRunner's
+/// list adds its http plugin's rows, which this stand-in does not mimic),
+/// and forwards everything else as bytes.
 mod go_like {
     use std::io::{Read, Write};
     use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -135,7 +137,7 @@ mod go_like {
         }
         if text.starts_with("GET /config ") {
             let mut answer = format!(
-                "HTTP/1.1 200 OK\r\nServer: roadrunner\r\nDate: {}\r\n\
+                "HTTP/1.1 200 OK\r\nServer: frankenphp\r\nDate: {}\r\n\
                  Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                 httpdate::fmt_http_date(std::time::SystemTime::now()),
                 config.len()
@@ -177,7 +179,7 @@ mod go_like {
     pub fn start(upstream: SocketAddr) -> SocketAddr {
         let r = workloads::probe::get(upstream, "/config").unwrap();
         let mut cfg: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        cfg["server"] = "roadrunner".into();
+        cfg["server"] = "frankenphp".into();
         let config = serde_json::to_vec(&cfg).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -228,7 +230,7 @@ fn a_go_net_http_core_is_reported_as_its_known_deviations_not_as_failures() {
     let verdicts = harness::lab::contract::check_all(standin, Duration::from_secs(10));
     let check = harness::lab::record::ContractCheck::from_verdicts(
         &verdicts,
-        harness::catalog::deviations::core_of("roadrunner"),
+        harness::catalog::deviations::core_of("frankenphp"),
     );
     assert!(check.failed.is_empty(), "{check:?}");
     assert_eq!(check.known.len(), 4, "{check:?}");
