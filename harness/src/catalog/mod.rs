@@ -309,7 +309,9 @@ impl Entry {
                         .roots()
                         .with_context(|| format!("--target {}", self.name))?;
                     running.notes.push(format!(
-                        "CPU and RSS: {} ({} process tree{} now)",
+                        "{}: started elsewhere; its CPU and RSS are those of {} ({} process \
+                         tree{} at its start)",
+                        self.name,
                         p.describe(),
                         roots.len(),
                         if roots.len() == 1 { "" } else { "s" }
