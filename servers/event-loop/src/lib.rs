@@ -24,6 +24,7 @@
 pub mod db;
 pub mod h2;
 pub mod io;
+pub mod quic;
 pub mod server;
 pub mod service;
 pub mod tls;
@@ -56,13 +57,29 @@ pub struct Args {
 
     #[command(flatten)]
     pub tls: server_common::tls::TlsArgs,
+
+    /// Also serve HTTP/3 over QUIC on the UDP port of the TCP one's number,
+    /// with the --tls-cert certificate (crate::quic).
+    #[arg(long, requires = "tls_cert")]
+    pub h3: bool,
 }
 
 /// The `/config` document. `db_pool` is the total the process may open:
 /// `--db-pool` per loop × loops (each loop owns its pool, as each Node
 /// cluster worker owns its mysql2 pool), so that it compares with the
 /// connection counts the other servers report.
-pub fn server_config(workers: u32, db_pool_per_loop: u32, tls: bool) -> ServerConfig {
+/// `h3`: the UDP address of the HTTP/3 port, where `--h3` serves one.
+pub fn server_config(
+    workers: u32,
+    db_pool_per_loop: u32,
+    tls: bool,
+    h3: Option<std::net::SocketAddr>,
+) -> ServerConfig {
+    let mut protocols = vec![
+        "http/1.1".to_string(),
+        if tls { "h2" } else { "h2c" }.into(),
+    ];
+    protocols.extend(h3.map(quic::protocol));
     ServerConfig {
         server: SERVER_NAME.into(),
         model: "event-loop".into(),
@@ -78,7 +95,7 @@ pub fn server_config(workers: u32, db_pool_per_loop: u32, tls: bool) -> ServerCo
         websocket_unsupported: None,
         // One port for both (crate::h2): h2c by prior knowledge in the
         // clear, h2 by ALPN over TLS.
-        protocols: vec!["http/1.1".into(), if tls { "h2" } else { "h2c" }.into()],
+        protocols,
         http2_unsupported: None,
     }
 }
@@ -88,18 +105,34 @@ pub fn run(args: Args) -> Result<()> {
     let workers = args.common.workers.unwrap_or(1);
     let db_opts = db::opts(&args.common.mysql_url, args.common.db_pool)?;
     // ALPN offers h2 first: the loop serves both (crate::h2).
-    let tls = args.tls.config()?.map(|config| {
-        let mut config = (*config).clone();
+    let tls_config = args.tls.config()?;
+    let tls = tls_config.as_ref().map(|config| {
+        let mut config = (**config).clone();
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         tokio_rustls::TlsAcceptor::from(Arc::new(config))
     });
-    let config_json = server_config(workers, args.common.db_pool, tls.is_some()).leak_json();
 
     let listeners = listen::bind_many(args.common.addr, workers as usize)
         .with_context(|| format!("binding {}", args.common.addr))?;
     let local = listeners[0]
         .local_addr()
         .context("reading the bound address")?;
+    // --h3: the UDP port of the TCP one's number (port 0 resolved by TCP).
+    let h3 = match (&tls_config, args.h3) {
+        (Some(config), true) => {
+            let socket = std::net::UdpSocket::bind(local)
+                .with_context(|| format!("--h3: binding udp {local}"))?;
+            Some((socket, quic::server_config(config)?))
+        }
+        _ => None,
+    };
+    let config_json = server_config(
+        workers,
+        args.common.db_pool,
+        tls.is_some(),
+        h3.as_ref().map(|_| local),
+    )
+    .leak_json();
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     shutdown::on_signal(move || {
@@ -121,6 +154,15 @@ pub fn run(args: Args) -> Result<()> {
             .name(format!("loop-{i}"))
             .spawn(move || server::run_loop(listener, shared, stop))
             .context("spawning an event loop thread")?;
+        loops.push(handle);
+    }
+    if let Some((socket, config)) = h3 {
+        let shared = Arc::clone(&shared);
+        let stop = stop_rx.clone();
+        let handle = thread::Builder::new()
+            .name("loop-h3".into())
+            .spawn(move || quic::run_loop(socket, config, shared, stop))
+            .context("spawning the h3 loop thread")?;
         loops.push(handle);
     }
     listen::announce(local);

@@ -81,23 +81,43 @@ async fn serve(
     if let Some(ws) = workloads::ws::route(target) {
         return Ok(upgrade(&state, req, ws));
     }
-    let route = workloads::route(req.method().as_str(), target);
-    let allow = workloads::allow(target);
+    let method = req.method().as_str().to_string();
+    let target = target.to_string();
     let body = req.into_body();
+    let (resp, allow, refused) = answer(&state, &method, &target, || read_body(body)).await;
+    let mut resp = into_hyper(resp, allow);
+    if refused {
+        // The rest of the body is left unread: close, gently.
+        handled.linger();
+        resp.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    Ok(resp)
+}
+
+/// The contract's answer to `method target`, whatever protocol carried it
+/// (HTTP/1.1 and HTTP/2 here, HTTP/3 in [`crate::quic`]): the response, the
+/// `Allow` value for a 405, and whether the body was refused unread
+/// (`/echo` over its bound or broken framing). `read_body` is called only
+/// by a route that wants the body.
+pub async fn answer<F>(
+    state: &Loop,
+    method: &str,
+    target: &str,
+    read_body: impl FnOnce() -> F,
+) -> (workloads::Response, &'static str, bool)
+where
+    F: std::future::Future<Output = Result<Vec<u8>, workloads::Response>>,
+{
+    let route = workloads::route(method, target);
+    let allow = workloads::allow(target);
     let resp = match route {
         Err(rejection) => rejection.into_response(),
         Ok(route) => match workloads::start(route.endpoint, state.config_json) {
             Action::Respond(resp) => resp,
-            Action::Echo => match read_body(body).await {
+            Action::Echo => match read_body().await {
                 Ok(bytes) => workloads::echo::echo(bytes),
-                Err(refusal) => {
-                    // The rest of the body is left unread: close, gently.
-                    handled.linger();
-                    let mut resp = into_hyper(refusal, allow);
-                    resp.headers_mut()
-                        .insert(CONNECTION, HeaderValue::from_static("close"));
-                    return Ok(resp);
-                }
+                Err(refusal) => return (refusal, allow, true),
             },
             Action::Sleep { ms } => {
                 tokio::time::sleep(Duration::from_millis(u64::from(ms))).await;
@@ -108,7 +128,7 @@ async fn serve(
             }
         },
     };
-    Ok(into_hyper(resp, allow))
+    (resp, allow, false)
 }
 
 /// The body of `/echo`, at most [`workloads::echo::MAX_BYTES`]: hyper
@@ -179,7 +199,7 @@ fn host_is_valid<B>(req: &Request<B>) -> bool {
 
 /// The contract's response as hyper's, `Server` first (see [`crate::io`]).
 /// `allow`: the `Allow` value of a 405 ([`workloads::allow`] of the target).
-fn into_hyper(resp: workloads::Response, allow: &'static str) -> Response<Full<Bytes>> {
+pub fn into_hyper(resp: workloads::Response, allow: &'static str) -> Response<Full<Bytes>> {
     let body = match resp.body {
         Body::Static(b) => Bytes::from_static(b),
         Body::Owned(v) => Bytes::from(v),
