@@ -55,6 +55,7 @@ pub mod target;
 pub mod units;
 pub mod verify;
 pub mod verify_h2;
+pub mod verify_h3;
 
 use std::process::ExitCode;
 

@@ -67,9 +67,14 @@ instead: its single requests, /echo bodies up to 1 MiB and 413 beyond, and
 100 streams in flight on one connection, each row on a connection of its
 own; HTTP/1.1's framing rows have no HTTP/2 counterpart.
 
+--h3 (https://) runs the same rows over HTTP/3: QUIC to the UDP port of the
+URL's number, ALPN h3, --cacert/--insecure as for TLS. A port with no QUIC
+answer within 2 s, or a certificate not trusted, is one line and exit 1.
+
 Examples:
   harness verify http://127.0.0.1:8082
   harness verify --h2c http://127.0.0.1:8082
+  harness verify --h3 https://127.0.0.1:8443 --cacert lab/ca.pem
   harness verify --conformance http://127.0.0.1:8082
   harness verify --conformance --timeout 3s http://127.0.0.1:9501
   harness verify https://127.0.0.1:8443 --cacert lab/ca.pem")]
@@ -103,11 +108,19 @@ pub struct VerifyArgs {
     /// target.
     #[arg(long, conflicts_with = "conformance")]
     pub h2: bool,
+
+    /// Run the contract over HTTP/3 (QUIC, ALPN h3) instead, on an https://
+    /// target's UDP port of that number (crate::verify_h3).
+    #[arg(long, conflicts_with_all = ["h2", "h2c", "conformance"])]
+    pub h3: bool,
 }
 
 /// The `verify` command.
 pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let target = Target::parse(&args.target).context("bad verify target")?;
+    if args.h3 {
+        return verify_h3(&target, &args);
+    }
     TcpStream::connect_timeout(&target.addr, args.timeout)
         .with_context(|| format!("cannot connect to {}", target.addr))?;
     if args.h2c || args.h2 {
@@ -242,6 +255,29 @@ fn verify_h2(target: &Target, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     );
     crate::verify_h2::run(target.addr, tls.as_ref(), args.timeout)
+}
+
+/// `--h3`: the contract's rows over HTTP/3, on the UDP port of the URL's.
+fn verify_h3(target: &Target, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    if !target.tls {
+        anyhow::bail!("--h3 is HTTP/3 over QUIC, always TLS: give an https:// target");
+    }
+    let mut tls = TlsPlan::new(&target.host);
+    tls.trust = match (&args.cacert, args.insecure) {
+        (Some(path), _) => TlsPlan::cas_from_file(path).map_err(anyhow::Error::msg)?,
+        (None, true) => Trust::Any,
+        (None, false) => Trust::Public,
+    };
+    println!(
+        "verify https://{} against the contract over HTTP/3 (QUIC, udp {})",
+        target.authority, target.addr
+    );
+    let peer = crate::verify_h3::Peer {
+        addr: target.addr,
+        authority: target.authority.clone(),
+        tls,
+    };
+    crate::verify_h3::run(&peer, args.timeout)
 }
 
 /// The core the server is built on, by the `server` of its `/config`

@@ -23,9 +23,10 @@ const LAYERS: &[&[&str]] = &[
         "merge",
         "certs",
     ],
-    // verify_h2: verify's HTTP/2 client (the h2 crate), a helper of the
-    // command, on the engine's TLS plan.
-    &["lab", "verify_h2"],
+    // verify_h2, verify_h3: verify's HTTP/2 client (the h2 crate) and
+    // HTTP/3 client (quinn + h3), helpers of the command, on the engine's
+    // TLS plan.
+    &["lab", "verify_h2", "verify_h3"],
     &["env"],
     &["catalog"],
     &["engine", "report"],

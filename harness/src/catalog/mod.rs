@@ -8,7 +8,7 @@
 //! autogroup and is always stopped, also on errors and signals.
 //!
 //! One file per kind of recipe: [`workspace`] (the Rust reference servers),
-//! [`node`], [`php_fpm`] (nginx + php-fpm), [`nginx_static`], [`swoole`],
+//! [`node`], [`php_fpm`] (nginx + php-fpm), [`nginx_static`], [`caddy_static`], [`swoole`],
 //! [`roadrunner`], [`frankenphp`]; `--target NAME=URL` servers are
 //! [`Recipe::External`]. Where a third-party core departs from the
 //! contract, [`deviations`] says so, once. Beside them, one file per concern the recipes
@@ -18,6 +18,7 @@
 //! (`spawn`), process supervision ([`supervise`]) and the private MariaDB
 //! ([`embedded`]).
 
+pub mod caddy_static;
 pub mod container;
 mod db;
 pub mod deviations;
@@ -70,6 +71,8 @@ pub enum Recipe {
     Node,
     PhpFpm,
     NginxStatic,
+    /// Caddy's static answer (Go net/http, quic-go): HTTP/1.1, h2, h3.
+    CaddyStatic,
     Swoole,
     RoadRunner,
     FrankenPhp,
@@ -168,6 +171,7 @@ pub fn catalog() -> Vec<Entry> {
         e("node", "event-loop", "javascript", Recipe::Node),
         e("php-fpm", "worker-pool", "php", Recipe::PhpFpm),
         e("nginx-static", "event-loop", "c", Recipe::NginxStatic),
+        e("caddy-static", "event-loop", "go", Recipe::CaddyStatic),
         e("swoole", "coroutine", "php", Recipe::Swoole),
         e("roadrunner", "worker-pool", "php+go", Recipe::RoadRunner),
         e("frankenphp", "worker-pool", "php+go", Recipe::FrankenPhp),
@@ -222,6 +226,7 @@ impl Entry {
             Recipe::Node => node::availability(env),
             Recipe::PhpFpm => php_fpm::availability(env),
             Recipe::NginxStatic => nginx_static::availability(),
+            Recipe::CaddyStatic => caddy_static::availability(),
             Recipe::Swoole => swoole::availability(env),
             Recipe::RoadRunner => roadrunner::availability(env),
             Recipe::FrankenPhp => frankenphp::availability(env),
@@ -236,7 +241,7 @@ impl Entry {
     /// Whether it serves `path` at all (nginx-static serves only `/hello`).
     pub fn serves(&self, path: &str) -> bool {
         match self.recipe {
-            Recipe::NginxStatic => matches!(
+            Recipe::NginxStatic | Recipe::CaddyStatic => matches!(
                 workloads::route("GET", path).map(|r| r.endpoint),
                 Ok(workloads::Endpoint::Hello)
             ),
@@ -247,7 +252,7 @@ impl Entry {
     /// Whether it implements the whole contract (nginx-static answers
     /// `/hello` only: it is a ceiling, not a contender).
     pub fn serves_whole_contract(&self) -> bool {
-        !matches!(self.recipe, Recipe::NginxStatic)
+        !matches!(self.recipe, Recipe::NginxStatic | Recipe::CaddyStatic)
     }
 
     /// Whether [`Entry::start_placed`] can place it in an environment other
@@ -288,6 +293,7 @@ impl Entry {
             Recipe::Node => node::start(self, ctx, placement)?,
             Recipe::PhpFpm => php_fpm::start(self, ctx, placement)?,
             Recipe::NginxStatic => nginx_static::start(self, ctx, placement)?,
+            Recipe::CaddyStatic => caddy_static::start(self, ctx, placement)?,
             Recipe::Swoole => swoole::start(self, ctx, placement)?,
             Recipe::RoadRunner => roadrunner::start(self, ctx, placement)?,
             Recipe::FrankenPhp => frankenphp::start(self, ctx, placement)?,
@@ -364,6 +370,7 @@ mod tests {
             "node",
             "php-fpm",
             "nginx-static",
+            "caddy-static",
             "swoole",
             "roadrunner",
             "frankenphp",
