@@ -62,6 +62,13 @@ pub fn render(env: &Env) -> String {
             out.push('\n');
         }
     }
+    out.push_str("\nHTTP/3 (harness verify --h3 https://…):\n");
+    for e in catalog::catalog() {
+        match e.http3() {
+            Ok(how) => out.push_str(&format!("  {}: yes, {how}\n", e.name)),
+            Err(why) => out.push_str(&format!("  {}: no, {why}\n", e.name)),
+        }
+    }
     out.push_str(&format!(
         "\nDatabase for db/work workloads: {}\n\
          Servers started elsewhere: harness compare --target NAME=URL (their CPU metered with \

@@ -152,3 +152,50 @@ fn caddy_static_answers_hello_over_h1_h2_and_h3() {
     assert!(config.contains("caddy v2."), "{config}");
     running.stop();
 }
+
+/// Caddy's conformance row (in the clear, as the conformance section runs
+/// anywhere): its /config names `caddy-static`, so verify reads the rows
+/// Caddy's core is known to fail (deviations.rs, `CADDY`) as CORE, among
+/// them the malformed request line that waits for the h2c preface's 24
+/// bytes, which Go's own default answers with a bare 400.
+#[test]
+fn caddy_static_conformance_reads_as_caddys_core() {
+    let entry = catalog::catalog()
+        .into_iter()
+        .find(|e| e.name == "caddy-static")
+        .expect("caddy-static is in the catalog");
+    let env = catalog::Env::discover(None);
+    if let Availability::Missing { reason, fix } = entry.availability(&env) {
+        if skip_without(&format!("caddy-static: {reason} ({fix})")) {
+            return;
+        }
+    }
+    let interrupt = std::sync::atomic::AtomicBool::new(false);
+    let ctx = catalog::StartCtx {
+        env: &env,
+        db: None,
+        interrupt: &interrupt,
+        php_jit: Default::default(),
+        tls: None,
+        h2c: false,
+    };
+    let mut running = entry.start(&ctx).expect("caddy-static starts");
+    let url = format!("http://{}", running.addr);
+    let out = harness(&["verify", "--conformance", "--timeout", "3s", &url]);
+    let text = stdout(&out);
+    running.stop();
+    assert!(text.contains("built on Caddy v2.11"), "{text}");
+    for row in [
+        "malformed request line → 400, closed",
+        "malformed header line → 400, closed",
+        "unknown HTTP version → 400 or 505, closed",
+        "header over 8 KiB → 431, closed",
+        "Content-Length with Transfer-Encoding → one answer, closed",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.contains(row))
+            .unwrap_or_else(|| panic!("{row} missing:\n{text}"));
+        assert!(line.starts_with("CORE"), "{line}\n{text}");
+    }
+}

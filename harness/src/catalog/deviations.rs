@@ -219,8 +219,50 @@ pub const ROADRUNNER: Core = Core {
     deviations: &RR_ROWS,
 };
 
+/// Caddy v2.11.9 (`caddy-static`) as measured here with `harness verify
+/// --conformance` in the clear: Go's `net/http` rows, with one exception
+/// that is Caddy's configuration of Go rather than Go's default. Caddy's
+/// `protocols h1 h2c` turns on Go's `Protocols.UnencryptedHTTP2`, and Go's
+/// `conn.serve` (src/net/http/server.go, `maybeServeUnencryptedHTTP2`)
+/// then `Peek`s 24 bytes, the length of the HTTP/2 preface, before it
+/// parses any HTTP/1 request. `GARBAGE\r\n\r\n` is 11 bytes, so it gets no
+/// answer until more bytes or the end of input come. The same Caddyfile
+/// with `protocols h1` answers Go's bare 400 (measured). Also Go's: the
+/// Content-Length + Transfer-Encoding rows, as under RoadRunner.
+/// `caddy-static` has no `/echo` of its own, so its `respond` never reads a
+/// body and its `/echo` rows show how it refuses: 404.
+const CADDY_ROWS: [Deviation; 6] = [
+    Deviation {
+        row: "malformed request line → 400, closed",
+        symptom: "no complete response",
+        reason: "Caddy's `protocols … h2c` turns on Go's UnencryptedHTTP2, and conn.serve \
+                 (maybeServeUnencryptedHTTP2) peeks 24 bytes, the HTTP/2 preface's length, \
+                 before parsing HTTP/1: an 11-byte malformed request waits for more (with \
+                 `protocols h1`, Go's bare 400)",
+    },
+    GO_NET_HTTP.deviations[1],
+    GO_NET_HTTP.deviations[2],
+    Deviation {
+        row: "header over 8 KiB → 431, closed",
+        symptom: "status 200, expected 431",
+        reason: "Caddy leaves MaxHeaderBytes at Go's DefaultMaxHeaderBytes (1 MiB) unless the \
+                 Caddyfile sets `max_header_size`: a 9 KiB head is served",
+    },
+    GO_CL_WITH_TE[0],
+    GO_CL_WITH_TE[1],
+];
+
+/// Caddy v2.11.9 (`caddy-static`): Go's `net/http` core, with h2c on.
+pub const CADDY: Core = Core {
+    name: "Caddy v2.11.9 (Go net/http with h2c on)",
+    source: "Go's src/net/http/server.go (conn.serve, maybeServeUnencryptedHTTP2's Peek of \
+             the preface, errorHeaders), transfer.go (fixLength); caddy v2.11.9 \
+             modules/caddyhttp/server.go (protocols)",
+    deviations: &CADDY_ROWS,
+};
+
 /// Every core declared here, for the README check and `harness servers`.
-pub const CORES: &[&Core] = &[&SWOOLE, &GO_NET_HTTP, &ROADRUNNER];
+pub const CORES: &[&Core] = &[&SWOOLE, &GO_NET_HTTP, &ROADRUNNER, &CADDY];
 
 /// The core a server is built on, by its catalog name or the `server` of
 /// its `/config` (a `--target` reports its own): `swoole`, `roadrunner`,
@@ -230,6 +272,7 @@ pub fn core_of(server: &str) -> Option<&'static Core> {
         "swoole" => Some(&SWOOLE),
         "roadrunner" => Some(&ROADRUNNER),
         "frankenphp" => Some(&GO_NET_HTTP),
+        "caddy-static" => Some(&CADDY),
         _ => None,
     }
 }
@@ -331,6 +374,12 @@ mod tests {
             "the plugin's, not Go's"
         );
         assert_eq!(core_of("php-fpm"), None);
+        // Caddy: Go's rows, but the malformed request line waits (h2c's peek).
+        let caddy = core_of("caddy-static").unwrap();
+        let waits = Err("no complete response within 3s".to_string());
+        let bare = "malformed request line → 400, closed";
+        assert!(matches!(caddy.read(bare, &waits), Reading::Known(_)));
+        assert!(GO_NET_HTTP.read(bare, &waits).is_failure());
     }
 
     /// compose/README.md's "Known behaviours" names every row of every

@@ -255,6 +255,34 @@ impl Entry {
         !matches!(self.recipe, Recipe::NginxStatic | Recipe::CaddyStatic)
     }
 
+    /// HTTP/3: how it serves it (`Ok`), or why it does not (`Err`), for
+    /// `harness servers` (`harness verify --h3` checks one that does).
+    pub fn http3(&self) -> Result<&'static str, &'static str> {
+        match &self.recipe {
+            Recipe::Workspace {
+                binary: "event-loop",
+                ..
+            } => Ok("event-loop --h3 (with --tls-cert): quinn + h3 on the UDP port of the TCP one's number"),
+            Recipe::Workspace { .. } => {
+                Err("HTTP/1.1 only: QUIC is built into the event loop alone")
+            }
+            Recipe::CaddyStatic => Ok("over TLS: quic-go on the UDP port of the TCP one's number"),
+            Recipe::NginxStatic => {
+                Err("nginx 1.22 has no QUIC module (ngx_http_v3_module came with 1.25)")
+            }
+            Recipe::PhpFpm => Err("php-fpm sits behind nginx 1.22, which has no QUIC module"),
+            Recipe::Node => Err("Node.js has no stable HTTP/3 (node:quic is experimental)"),
+            Recipe::Swoole => Err("Swoole's HTTP server speaks HTTP/1.1 and HTTP/2 only"),
+            Recipe::RoadRunner => Err("RoadRunner's http plugin serves no HTTP/3"),
+            Recipe::FrankenPhp => Err(
+                "Caddy's quic-go where its Caddyfile lists h3; not served by compose/frankenphp's (h1 h2 h2c)",
+            ),
+            Recipe::External { .. } | Recipe::Image { .. } => {
+                Err("started elsewhere: ask it (harness verify --h3)")
+            }
+        }
+    }
+
     /// Whether [`Entry::start_placed`] can place it in an environment other
     /// than `bare` (`--env`, [`crate::env`]): every recipe the harness
     /// starts itself; a `--target` runs where it was started.
