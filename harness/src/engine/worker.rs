@@ -24,7 +24,7 @@ use std::collections::BinaryHeap;
 use std::io;
 use std::sync::atomic::Ordering;
 
-use super::conn::{feed_chunk, Conn, Outcome, Received, State};
+use super::conn::{Conn, Outcome, Received, State};
 use super::framing::{Framing, Slot};
 use super::h2::{Config as H2Config, Template};
 use super::io::{Backend, Ev, TAG_MASK};
@@ -37,6 +37,7 @@ use super::{ns, schedule, Clock, End, Pace, Share, Shared, Stop, Wire, DRAIN};
 use crate::intervals::IntervalAcc;
 use crate::stats::{Failure, PathStats, Stats};
 
+mod h1;
 mod h2;
 mod settle;
 mod together;
@@ -363,7 +364,10 @@ impl<'s> Worker<'s> {
         self.sending && self.permits != Some(0)
     }
 
-    /// How long the poll may sleep.
+    /// How long the poll may sleep: until the earliest of the wake-ups,
+    /// the sweep, the interval's end, the run's end and the drain's. A
+    /// transport with timers of its own (QUIC's loss recovery and idle
+    /// timeout) adds its earliest here; the loop needs nothing else.
     fn wait_ns(&self, now: u64) -> u64 {
         if self.opened < self.conns.len() {
             return 0; // more connections to open: reap, then open them
@@ -1141,55 +1145,13 @@ impl<'s> Worker<'s> {
         self.plain = plain;
     }
 
-    /// A buffered framing, in order: feeds `data` to the response being
-    /// read; each complete response is its request's, and what follows it
-    /// the next one's.
+    /// A buffered framing: received plaintext goes to connection `i`'s
+    /// protocol.
     fn dispatch(&mut self, i: usize, data: &[u8], now: u64) {
         match self.conns[i].proto {
-            Proto::Ws(_) => return self.dispatch_ws(i, data, now),
-            Proto::H2(_) => return self.dispatch_h2(i, data, now),
-            Proto::H1 | Proto::Pipelined => {}
-        }
-        let epoch = self.conns[i].epoch;
-        let mut at = 0;
-        while at < data.len() {
-            let conn = &mut self.conns[i];
-            if conn.epoch != epoch {
-                return; // closed and reopened: the rest was the old socket's
-            }
-            if conn.ring.is_empty() || conn.stream.is_none() {
-                // A response nobody asked for: the connection is dropped.
-                if conn.stream.is_some() {
-                    conn.close(&mut self.io);
-                    conn.state = State::Idle;
-                }
-                return;
-            }
-            let check = self.wires[usize::from(conn.ring.head().path)].check;
-            let rest = &data[at..];
-            let mut r = Received::new();
-            let done = feed_chunk(
-                &mut conn.reader,
-                &mut conn.first_byte,
-                rest,
-                check,
-                now,
-                &mut r,
-            );
-            let leftover = match r.outcome {
-                Outcome::Done { leftover } => leftover,
-                Outcome::Failed(_) => {
-                    self.received(i, r);
-                    return;
-                }
-                Outcome::Pending => 0,
-            };
-            r.bytes = (rest.len() - leftover) as u64;
-            self.received(i, r);
-            if !done {
-                return;
-            }
-            at = data.len() - leftover;
+            Proto::Ws(_) => self.dispatch_ws(i, data, now),
+            Proto::H2(_) => self.dispatch_h2(i, data, now),
+            Proto::H1 | Proto::Pipelined => self.dispatch_h1(i, data, now),
         }
     }
 
