@@ -181,3 +181,92 @@ fn split_body(request: &[u8]) -> (Option<&str>, &[u8]) {
     });
     (content_type, &request[end + 4..])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(stream: u32, status: u16, content_length: Option<u64>, body_ok: bool) -> Response {
+        Response {
+            stream,
+            template: 0,
+            status,
+            content_length,
+            content_type_ok: true,
+            body_len: 5,
+            body_ok,
+        }
+    }
+
+    #[test]
+    fn a_refusal_after_a_goaway_is_a_goaway_failure_and_before_it_a_reset() {
+        let reset = |stream| Event::Reset {
+            stream,
+            template: 0,
+            code: REFUSED_STREAM,
+        };
+        let events = [
+            Event::Settings {
+                max_concurrent_streams: 7,
+            },
+            reset(1),
+            Event::GoAway {
+                last_stream: 1,
+                code: 0,
+            },
+            Event::Response(response(1, 200, None, true)),
+            reset(3),
+        ];
+        let got: Vec<String> = answers(&events)
+            .map(|a| match a {
+                Answer::Response(r) => format!("response {}", r.stream),
+                Answer::Failed { stream, failure } => format!("{stream} {failure:?}"),
+                Answer::Limit(n) => format!("limit {n}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            ["limit 7", "1 Reset", "response 1", "3 GoAway"],
+            "the GOAWAY itself is no answer; it only names the refusals after it"
+        );
+    }
+
+    #[test]
+    fn a_response_is_judged_by_status_then_length_then_body() {
+        let check = Check::Status(200);
+        assert_eq!(verdict(&check, &response(1, 200, Some(5), true)), None);
+        assert_eq!(
+            verdict(&check, &response(1, 404, Some(4), false)),
+            Some(Failure::Status)
+        );
+        assert_eq!(
+            verdict(&check, &response(1, 200, Some(4), false)),
+            Some(Failure::Length)
+        );
+        assert_eq!(
+            verdict(&check, &response(1, 200, None, false)),
+            Some(Failure::Body)
+        );
+    }
+
+    #[test]
+    fn a_request_body_and_its_content_type_are_found_in_the_encoded_request() {
+        let request = b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Type:  text/plain \r\nContent-Length: 2\r\n\r\nhi";
+        assert_eq!(split_body(request), (Some("text/plain"), &b"hi"[..]));
+        assert_eq!(split_body(b"GET / HTTP/1.1\r\n\r\n"), (None, &b""[..]));
+        assert_eq!(split_body(b"no head end"), (None, &b""[..]));
+    }
+
+    #[test]
+    fn a_closed_socket_ends_its_codec_and_its_drain() {
+        let mut h2 = H2Conn::new(4, 64);
+        assert_eq!(h2.encode(0), None, "no codec before a socket opens");
+        h2.open(&[], Config::default());
+        assert!(h2.out.starts_with(crate::engine::h2::PREFACE));
+        h2.draining = true;
+        h2.close();
+        assert!(!h2.draining);
+        assert!(h2.feed(b"anything"), "no codec: nothing to fail");
+        assert!(h2.take_events().is_empty());
+    }
+}
