@@ -620,10 +620,12 @@ mod tests {
         assert!(matches!(plain.proto, Proto::H1));
         let size = std::mem::size_of::<Conn>();
         eprintln!(
-            "Conn {size} bytes, ResponseReader {}, Ring {}, Proto {}",
+            "Conn {size} bytes, ResponseReader {}, Ring {}, Proto {}, Outbox {}, WsConn {}",
             std::mem::size_of::<ResponseReader>(),
             std::mem::size_of::<Ring>(),
-            std::mem::size_of::<Proto>()
+            std::mem::size_of::<Proto>(),
+            std::mem::size_of::<Outbox>(),
+            std::mem::size_of::<WsConn>()
         );
         assert!(size <= 224, "a Conn grew to {size} bytes (224 before)");
         let h2 = Conn::new(Framing::H2c(8), 100, None, false);
