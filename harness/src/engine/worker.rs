@@ -642,22 +642,25 @@ impl<'s> Worker<'s> {
             if !self.open_socket(i, now) {
                 return true;
             }
+            // The protocol's opening, then the request.
             let conn = &mut self.conns[i];
-            if let Some(plan) = &self.shared.plan.ws {
-                // Messages wait for the upgrade (`upgraded`).
-                conn.queue_opening(plan, uring);
-            } else if h2 {
-                // A new codec per socket; one stream until the server's
-                // SETTINGS say how many it takes.
-                if let Some(h2) = conn.proto.h2_mut() {
+            match &mut conn.proto {
+                Proto::Ws(_) => {
+                    // Messages wait for the upgrade (`upgraded`).
+                    if let Some(plan) = &self.shared.plan.ws {
+                        conn.queue_opening(plan, uring);
+                    }
+                }
+                Proto::H2(h2) => {
+                    // A new codec per socket; one stream until the server's
+                    // SETTINGS say how many it takes.
                     h2.open(&self.h2_templates, self.h2_config);
+                    conn.ring.set_limit(1);
+                    if !self.h2_encode(i, path, measured, uring) {
+                        return true;
+                    }
                 }
-                conn.ring.set_limit(1);
-                if !self.h2_encode(i, path, measured, uring) {
-                    return true;
-                }
-            } else {
-                conn.queue(bytes, uring);
+                Proto::H1 | Proto::Pipelined => conn.queue(bytes, uring),
             }
             self.kick(i, now);
             return true;
