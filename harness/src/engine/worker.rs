@@ -31,7 +31,7 @@ use super::io::{Backend, Ev, TAG_MASK};
 use super::proto::{self, Proto};
 use super::timer;
 use super::transport::Transport;
-use super::ws::WsConn;
+use super::ws::{Member, WsConn};
 use super::ws_room::{self, Room};
 use super::{ns, schedule, Clock, End, Pace, Share, Shared, Stop, Wire, DRAIN};
 use crate::intervals::IntervalAcc;
@@ -180,8 +180,10 @@ impl<'s> Worker<'s> {
                     w.pongs_answer = ws.hold;
                     if let Some(room) = &ws.room {
                         let k = (share.first_conn + j) / room.size;
-                        w.target = Some(ws_room::target(&ws.target, k, room.rooms));
-                        w.capture = ws_room::HEADER;
+                        w.member = Some(Box::new(Member {
+                            target: ws_room::target(&ws.target, k, room.rooms),
+                            captured: [0; ws_room::HEADER],
+                        }));
                     }
                     w
                 });

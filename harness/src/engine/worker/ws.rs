@@ -220,7 +220,10 @@ impl Worker<'_> {
         }
         let k = self.room_size;
         let (r, receiver) = (i / k, i % k);
-        let header = self.conns[i].proto.ws().map(|w| w.captured);
+        let header = self.conns[i]
+            .proto
+            .ws()
+            .and_then(|w| w.member.as_ref().map(|m| m.captured));
         let parsed = header.as_ref().and_then(ws_room::parse);
         let measured = now >= self.shared.measure_start_ns && now < self.shared.end_ns;
         let Some((sender, seq, epoch)) = parsed else {
