@@ -628,6 +628,8 @@ mod tests {
             std::mem::size_of::<WsConn>()
         );
         assert!(size <= 224, "a Conn grew to {size} bytes (224 before)");
+        let ws = std::mem::size_of::<WsConn>();
+        assert!(ws <= 264, "a WsConn grew to {ws} bytes (264 before)");
         let h2 = Conn::new(Framing::H2c(8), 100, None, false);
         assert!(h2.out.is_some() && matches!(h2.proto, Proto::H2(_)));
         let tls = Conn::new(Framing::H1, 100, None, true);
