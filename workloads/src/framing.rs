@@ -1,7 +1,10 @@
 //! The conformance section's body-framing rows on a route that reads its
 //! body (`POST /echo`, [`crate::echo`]): RFC 9112 §6 and §7.1 on
-//! Content-Length against Transfer-Encoding, repeated Content-Length and
-//! malformed chunk-size lines. Where the rows of [`crate::conformance`]
+//! Content-Length against Transfer-Encoding, repeated Content-Length,
+//! malformed chunk-size lines, and chunk extensions and trailer sections
+//! that break §7.1.1's and §7.1.2's grammar (the lines request-smuggling
+//! scanners send: a proxy and an origin that parse them differently
+//! disagree on where the body ends). Where the rows of [`crate::conformance`]
 //! post to `/hello` (which may refuse a body unread), these are answered
 //! by a route that echoes what it framed, so a wrong framing shows in the
 //! echo itself; each hides a `GET /nope` that only a misframing server
@@ -20,6 +23,12 @@ fn refused_first(s: &Seen) -> bool {
         .first()
         .is_some_and(|r| (400..500).contains(&r.status))
         && s.closed_without_smuggling()
+}
+
+/// Exactly one answer, a 400, then the close: a chunk line the grammar
+/// refuses is refused, and nothing in or after the body answered.
+fn only_400(s: &Seen) -> bool {
+    s.refused_and_closed(&[400])
 }
 
 fn is_echo(s: &Seen, i: usize, body: &[u8]) -> bool {
@@ -48,6 +57,8 @@ pub(crate) fn rows() -> Vec<Row> {
     let s6_1 = section(9112, "6.1", "Transfer-Encoding");
     let s6_3 = section(9112, "6.3", "Message Body Length");
     let s7_1 = section(9112, "7.1", "Chunked Transfer Coding");
+    let s7_1_1 = section(9112, "7.1.1", "Chunk Extensions");
+    let s7_1_2 = section(9112, "7.1.2", "Chunked Trailer Section");
     let chunked_hello = "5\r\nhello\r\n0\r\n\r\n";
     let hidden_len = HIDDEN.len();
     vec![
@@ -91,6 +102,29 @@ pub(crate) fn rows() -> Vec<Row> {
             "CRLF must follow exactly chunk-size octets: a parser that resyncs on the next CRLF frames otherwise than one that counts",
             closing(format!("{}GET /hello HTTP/1.1\r\n{HOST}\r\n", echo("Transfer-Encoding: chunked\r\n", "3\r\nhello\r\n0\r\n\r\n")),
                 2, refused_first, "a 4xx (400), then close (the request after it never served)")),
+        row(Bodies, s7_1_1, Must, false,
+            "/echo: bare `;` after the chunk size → 400, closed",
+            "chunk-ext is `BWS \";\" BWS chunk-ext-name ...`: a `;` with no name is no extension, and a parser that skips to the line end reads what a strict one refuses",
+            closing(chunked(&format!("{hidden_len:x};")), 2, only_400, "400, then close (nothing else answered)")),
+        row(Bodies, s7_1_1, Must, false,
+            "/echo: chunk extension name not a token → 400, closed",
+            "chunk-ext-name is a token: `n@me` is not one, and parsers that skip extensions unread disagree with those that parse them",
+            closing(chunked(&format!("{hidden_len:x};n@me=v")), 2, only_400, "400, then close (nothing else answered)")),
+        row(Bodies, s7_1_1, Must, false,
+            "/echo: control character in a chunk extension → 400, closed",
+            "a chunk-ext-val is a token or a quoted-string, neither of which holds a control character (here 0x01)",
+            closing(chunked(&format!("{hidden_len:x};name=va\x01lue")), 2, only_400, "400, then close (nothing else answered)")),
+        row(Bodies, s7_1, Must, false,
+            "/echo: whitespace between chunk size and CRLF → 400, closed",
+            "`chunk-size [ chunk-ext ] CRLF`: whitespace is allowed only before a `;` (BWS), not at the end of a size",
+            closing(chunked(&format!("{hidden_len:x} ")), 2, only_400, "400, then close (nothing else answered)")),
+        row(Bodies, s7_1_2, Must, false,
+            "/echo: trailer section ended by a bare LF → 400 (or read as its end), never a wait",
+            "the trailer section ends at its empty line (CRLF); a recipient MAY read a bare LF as a line end (§2.2) or refuse it, but it never waits for bytes that will not come",
+            closing(format!("{}GET /hello HTTP/1.1\r\n{HOST}\r\n", echo("Transfer-Encoding: chunked\r\n", "5\r\nhello\r\n0\r\n\n")),
+                2, |s| s.refused_and_closed(&[400])
+                    || (is_echo(s, 0, b"hello") && s.answers.get(1).is_some_and(|r| r.status == 200 && r.body == b"Hello World")),
+                "400, then close; or 200 \"hello\" and the next request answered")),
     ]
 }
 
