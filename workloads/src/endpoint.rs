@@ -306,7 +306,11 @@ mod tests {
         assert_eq!(status("POST", "/echo?\u{ff}"), Some(400));
         assert_eq!(status("CONNECT", "verify:443"), Some(501));
         assert_eq!(status("CONNECT", "/hello"), Some(501));
-        assert_eq!(status("GET", "/hello%C3%A9"), Some(404), "percent-encoded is ASCII");
+        assert_eq!(
+            status("GET", "/hello%C3%A9"),
+            Some(404),
+            "percent-encoded is ASCII"
+        );
         let r = Rejection::BadTarget("why").into_response();
         assert_eq!((r.status, r.body.as_bytes()), (400, &b"why"[..]));
     }

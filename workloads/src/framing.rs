@@ -26,10 +26,16 @@ fn refused_first(s: &Seen) -> bool {
 }
 
 /// Exactly one answer, a 400, then the close: a chunk line the grammar
-/// refuses is refused, and nothing in or after the body answered.
+/// refuses is refused, and nothing in or after the body answered. A server
+/// that declines every chunked body (411, RFC 9112 §6.3; 501, §6.1) and
+/// closes reads no chunk line at all, which misframes nothing either.
 fn only_400(s: &Seen) -> bool {
-    s.refused_and_closed(&[400])
+    s.refused_and_closed(&[400, 411, 501])
 }
+
+/// What [`only_400`] expects, as printed with a deviation.
+const REFUSED: &str =
+    "400, then close (nothing else answered; 411 or 501 from a server that declines chunked)";
 
 fn is_echo(s: &Seen, i: usize, body: &[u8]) -> bool {
     s.answers
@@ -105,19 +111,19 @@ pub(crate) fn rows() -> Vec<Row> {
         row(Bodies, s7_1_1, Must, false,
             "/echo: bare `;` after the chunk size → 400, closed",
             "chunk-ext is `BWS \";\" BWS chunk-ext-name ...`: a `;` with no name is no extension, and a parser that skips to the line end reads what a strict one refuses",
-            closing(chunked(&format!("{hidden_len:x};")), 2, only_400, "400, then close (nothing else answered)")),
+            closing(chunked(&format!("{hidden_len:x};")), 2, only_400, REFUSED)),
         row(Bodies, s7_1_1, Must, false,
             "/echo: chunk extension name not a token → 400, closed",
             "chunk-ext-name is a token: `n@me` is not one, and parsers that skip extensions unread disagree with those that parse them",
-            closing(chunked(&format!("{hidden_len:x};n@me=v")), 2, only_400, "400, then close (nothing else answered)")),
+            closing(chunked(&format!("{hidden_len:x};n@me=v")), 2, only_400, REFUSED)),
         row(Bodies, s7_1_1, Must, false,
             "/echo: control character in a chunk extension → 400, closed",
             "a chunk-ext-val is a token or a quoted-string, neither of which holds a control character (here 0x01)",
-            closing(chunked(&format!("{hidden_len:x};name=va\x01lue")), 2, only_400, "400, then close (nothing else answered)")),
+            closing(chunked(&format!("{hidden_len:x};name=va\x01lue")), 2, only_400, REFUSED)),
         row(Bodies, s7_1, Must, false,
             "/echo: whitespace between chunk size and CRLF → 400, closed",
             "`chunk-size [ chunk-ext ] CRLF`: whitespace is allowed only before a `;` (BWS), not at the end of a size",
-            closing(chunked(&format!("{hidden_len:x} ")), 2, only_400, "400, then close (nothing else answered)")),
+            closing(chunked(&format!("{hidden_len:x} ")), 2, only_400, REFUSED)),
         row(Bodies, s7_1_2, Must, false,
             "/echo: trailer section ended by a bare LF → 400 (or read as its end), never a wait",
             "the trailer section ends at its empty line (CRLF); a recipient MAY read a bare LF as a line end (§2.2) or refuse it, but it never waits for bytes that will not come",

@@ -32,7 +32,7 @@ pub const MAX_CHUNK_FRAMING_BYTES: usize = 64 * 1024;
 /// (plus one byte, so that an over-long head is seen as such).
 pub const MAX_REQUEST_BYTES: usize = MAX_HEAD_BYTES + MAX_BODY_BYTES + MAX_CHUNK_FRAMING_BYTES + 16;
 /// Longest chunk-size line (size and extensions) accepted.
-const MAX_CHUNK_LINE: usize = 1024;
+pub const MAX_CHUNK_LINE: usize = 1024;
 
 /// A parsed request head, borrowing from the read buffer.
 #[derive(Debug, PartialEq, Eq)]

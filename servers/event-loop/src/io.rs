@@ -27,7 +27,7 @@
 //! one pass over the bytes read, skipping Content-Length bodies).
 //!
 //! The same pass frames chunked bodies and checks their size lines and
-//! trailers against RFC 9112's grammar ([`crate::chunks`]), which hyper's
+//! trailers against RFC 9112's grammar ([`server_common::chunks`]), which hyper's
 //! decoder does not: the bytes before one that breaks it go to hyper, and
 //! its next read gets an error in its place. hyper hands that error to the
 //! body the service reads, and the service answers 400 and closes.
@@ -42,11 +42,11 @@ use std::time::Duration;
 
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::rt::TokioIo;
+use server_common::chunks::{ChunkedBody, Step};
 use server_common::http1::{encode_error, ParseError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::chunks::{ChunkedBody, Step};
 use crate::SERVER_NAME;
 
 /// How long a connection closed after an error keeps draining its input.
@@ -484,14 +484,21 @@ mod tests {
             b"13\r\nHEAD / HTTP/1.1\r\n\r\n\r\n0\r\nT: 1\r\n\r\nHEAD / ",
         ]);
         assert!(!s.is_head(0));
-        assert!(s.is_head(1), "the request after the chunked body, not in it");
+        assert!(
+            s.is_head(1),
+            "the request after the chunked body, not in it"
+        );
         let mut s = RequestStarts::default();
         let head = b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
         assert_eq!(s.feed(head), None);
         assert_eq!(s.feed(b"5;\r\nhello"), Some(3), "the bare `;` line's LF");
         let mut s = RequestStarts::default();
         let not_last = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, x-chunked\r\n\r\n5;\r\n";
-        assert_eq!(s.feed(not_last), None, "not chunked: hyper refuses the head");
+        assert_eq!(
+            s.feed(not_last),
+            None,
+            "not chunked: hyper refuses the head"
+        );
     }
 
     #[test]

@@ -21,7 +21,6 @@
 //! `conn=new`, timeouts), [`io`] (the connection stream: completes hyper's
 //! own 400/431 answers to meet the contract).
 
-pub mod chunks;
 pub mod db;
 pub mod h2;
 pub mod io;

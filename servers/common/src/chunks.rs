@@ -1,27 +1,24 @@
-//! A request's chunked body, checked byte by byte as it is read, before
-//! hyper decodes it.
+//! A request's chunked body, checked byte by byte as it is read: for a
+//! server whose HTTP library decodes the body itself (event-loop: hyper),
+//! so that it sees only what the grammar allows.
 //!
 //! hyper 1.12's chunked decoder (`src/proto/h1/decode.rs`, `ChunkedState`)
 //! is lenient where RFC 9112 is not: it skips a chunk extension to its line
 //! end without reading it (a bare `;`, a name that is not a token, a
 //! control character all pass), takes whitespace after the size, and waits
 //! for more bytes after a trailer line ended by a bare LF. Each is a place
-//! where a proxy in front and this server could disagree on where a body
-//! ends. [`crate::io`] runs every chunked body through [`ChunkedBody`] on
-//! its way to hyper and stops at the first byte that breaks the grammar
-//! (the shared codec's, `server_common::http1::chunk_size`): hyper then
-//! reads an error instead, and the service answers 400 and closes, as the
-//! coroutine and worker-pool servers do.
+//! where a proxy in front and the server could disagree on where a body
+//! ends. event-loop runs every chunked body through [`ChunkedBody`] on its
+//! way to hyper and stops at the first byte that breaks the grammar (the
+//! shared codec's, [`chunk_size`]): hyper then reads an error instead, and
+//! the service answers 400 and closes, as the servers on the shared codec
+//! do. fuzz/ (`chunk_line`) holds the two to the same verdicts.
 //!
 //! The cost is one pass over a chunked body's size lines and trailers; its
 //! data is skipped by length, and a request without a chunked body (every
 //! `/hello`) never gets here.
 
-use server_common::http1::{chunk_size, ParseError};
-
-/// Longest chunk-size line (size and extensions) accepted, as the shared
-/// codec's.
-const MAX_CHUNK_LINE: usize = 1024;
+use crate::http1::{chunk_size, ParseError, MAX_CHUNK_LINE};
 
 /// Where a chunked body is, between two reads.
 #[derive(Debug)]
@@ -39,7 +36,11 @@ enum State {
     DataLf,
     /// In a trailer line: its length so far (CR not counted), whether it
     /// has a colon, whether a CR came last.
-    Trailer { len: usize, colon: bool, cr: bool },
+    Trailer {
+        len: usize,
+        colon: bool,
+        cr: bool,
+    },
 }
 
 /// What one read did to the body.
@@ -125,7 +126,13 @@ impl ChunkedBody {
                         }
                     }
                     _ if cr => return Step::Refused(i),
-                    b'\r' => self.state = State::Trailer { len, colon, cr: true },
+                    b'\r' => {
+                        self.state = State::Trailer {
+                            len,
+                            colon,
+                            cr: true,
+                        }
+                    }
                     b' ' | b'\t' if len == 0 => return Step::Refused(i),
                     _ => {
                         self.state = State::Trailer {
