@@ -16,12 +16,13 @@
 use crate::conformance::{closing, many, row, section, Group, Requirement, Seen, HIDDEN, HOST};
 use crate::contract::Row;
 
-/// The first answer is a 4xx, nothing in or after the body was served
+/// The first answer is a 4xx (or the 501 of a server that declines every
+/// chunked body, RFC 9112 §6.1), nothing in or after the body was served
 /// (at most an error answer more), and the connection closed.
 fn refused_first(s: &Seen) -> bool {
     s.answers
         .first()
-        .is_some_and(|r| (400..500).contains(&r.status))
+        .is_some_and(|r| (400..500).contains(&r.status) || r.status == 501)
         && s.closed_without_smuggling()
 }
 
@@ -128,7 +129,7 @@ pub(crate) fn rows() -> Vec<Row> {
             "/echo: trailer section ended by a bare LF → 400 (or read as its end), never a wait",
             "the trailer section ends at its empty line (CRLF); a recipient MAY read a bare LF as a line end (§2.2) or refuse it, but it never waits for bytes that will not come",
             closing(format!("{}GET /hello HTTP/1.1\r\n{HOST}\r\n", echo("Transfer-Encoding: chunked\r\n", "5\r\nhello\r\n0\r\n\n")),
-                2, |s| s.refused_and_closed(&[400])
+                2, |s| only_400(s)
                     || (is_echo(s, 0, b"hello") && s.answers.get(1).is_some_and(|r| r.status == 200 && r.body == b"Hello World")),
                 "400, then close; or 200 \"hello\" and the next request answered")),
     ]
@@ -174,6 +175,23 @@ mod tests {
             !refused_first(&seen(vec![resp(400, b"x"), resp(404, b"x")], End::Closed)),
             "the hidden request answered"
         );
+    }
+
+    #[test]
+    fn a_bad_chunk_line_gets_one_refusal_then_the_close() {
+        assert!(only_400(&seen(vec![resp(400, b"x")], End::Closed)));
+        assert!(
+            only_400(&seen(vec![resp(501, b"x")], End::Closed)),
+            "chunked declined"
+        );
+        assert!(!only_400(&seen(vec![resp(400, b"x")], End::Open)));
+        assert!(!only_400(&seen(vec![resp(200, b"")], End::Closed)));
+        assert!(
+            !only_400(&seen(vec![resp(400, b"x"), resp(400, b"x")], End::Closed)),
+            "another answer on the connection"
+        );
+        assert!(refused_first(&seen(vec![resp(501, b"x")], End::Closed)));
+        assert!(!refused_first(&seen(vec![resp(500, b"x")], End::Closed)));
     }
 
     #[test]
