@@ -198,11 +198,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             target.authority
         );
         let verdicts = check_conformance(addr, args.timeout);
-        print!("{}", conformance_text(&verdicts));
-        failed += verdicts
-            .iter()
-            .filter(|v| v.outcome == Outcome::Fail)
-            .count();
+        let core = conformance_core(addr);
+        print!("{}", conformance_text(&verdicts, core));
+        failed += ConformanceCheck::from_verdicts(&verdicts, core).own_failures();
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
@@ -306,9 +304,18 @@ pub fn websocket(addr: std::net::SocketAddr, timeout: Duration) -> (String, usiz
     (out, failed)
 }
 
+/// The core whose conformance deviations are listed, by the `server` of
+/// the target's `/config` (php-fpm: nginx in front).
+fn conformance_core(addr: std::net::SocketAddr) -> Option<&'static deviations::Core> {
+    let r = workloads::probe::get(addr, "/config").ok()?;
+    let config = workloads::ServerConfig::from_json(&r.body).ok()?;
+    deviations::conformance_core_of(&config.server)
+}
+
 /// Each conformance row (verdict, group, name, section and requirement,
-/// what was found), then the table of pass / warn / fail per group.
-pub fn conformance_text(verdicts: &[Verdict]) -> String {
+/// what was found, and the core's reason where it is a listed deviation
+/// of `core`), then the table of pass / warn / fail per group.
+pub fn conformance_text(verdicts: &[Verdict], core: Option<&deviations::Core>) -> String {
     let mut lines = vec![["verdict", "group", "row", "requirement", "what was found"]
         .map(String::from)
         .to_vec()];
@@ -319,11 +326,14 @@ pub fn conformance_text(verdicts: &[Verdict]) -> String {
             c.group.name().to_string(),
             v.name.clone(),
             format!("{} {}", c.section, c.requirement.name()),
-            v.found.clone(),
+            match crate::lab::record::core_reason(core, &v.name, &v.found) {
+                Some(why) if v.outcome != Outcome::Pass => format!("{} (listed: {why})", v.found),
+                _ => v.found.clone(),
+            },
         ]);
     }
     let mut out = align(&lines, &[]);
-    let check = ConformanceCheck::from_verdicts(verdicts);
+    let check = ConformanceCheck::from_verdicts(verdicts, core);
     out.push('\n');
     out.push_str(&align(&check.tally_rows(), &[1, 2, 3]));
     out.push_str(&format!(

@@ -1192,6 +1192,7 @@ fn synthetic() -> Results {
                     requirement: "MUST".into(),
                     outcome: "fail".into(),
                     found: "200 \"Hello World\"; expected 400".into(),
+                    core: None,
                 }]
             } else {
                 vec![]

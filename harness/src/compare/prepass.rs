@@ -61,9 +61,13 @@ fn check_contract(
 
 /// The conformance section over a started server (it asks only for
 /// `/hello`), printed as it goes: the tally, then each row not passed.
-fn check_conformance(ctx: &runner::Ctx, addr: std::net::SocketAddr) -> ConformanceCheck {
+fn check_conformance(
+    ctx: &runner::Ctx,
+    addr: std::net::SocketAddr,
+    core: Option<&crate::catalog::deviations::Core>,
+) -> ConformanceCheck {
     let verdicts = crate::lab::contract::check_conformance(addr, Duration::from_secs(5));
-    let check = ConformanceCheck::from_verdicts(&verdicts);
+    let check = ConformanceCheck::from_verdicts(&verdicts, core);
     ctx.progress.line(&format!(
         "  HTTP/1.1 conformance (harness verify --conformance): {}{}",
         check.summary(),
@@ -71,12 +75,16 @@ fn check_conformance(ctx: &runner::Ctx, addr: std::net::SocketAddr) -> Conforman
             .deviations
             .iter()
             .map(|d| format!(
-                "\n    {} {} ({} {}): {}",
+                "\n    {} {} ({} {}): {}{}",
                 d.outcome.to_ascii_uppercase(),
                 d.row,
                 d.section,
                 d.requirement,
-                d.found
+                d.found,
+                d.core
+                    .as_ref()
+                    .map(|why| format!(" (listed: {why})"))
+                    .unwrap_or_default()
             ))
             .collect::<String>()
     ));
@@ -144,7 +152,14 @@ pub fn run(
             docs[i].contract = Some(check_contract(ctx, addr, core));
         }
         if e.serves("/hello") {
-            docs[i].conformance = Some(check_conformance(ctx, addr));
+            // nginx under nginx-static and php-fpm: its listed deviations.
+            let core = crate::catalog::deviations::conformance_core_of(&e.name).or_else(|| {
+                docs[i]
+                    .config
+                    .as_ref()
+                    .and_then(|c| crate::catalog::deviations::conformance_core_of(&c.server))
+            });
+            docs[i].conformance = Some(check_conformance(ctx, addr, core));
         }
         drop(relay);
         if running.managed() {
