@@ -212,6 +212,33 @@ mod tests {
         assert!(matches!(step(long.as_bytes()), Step::Refused(_)));
     }
 
+    /// The codec and this check read the same bodies the same way (as
+    /// fuzz/chunk_line holds them to on any input).
+    #[test]
+    fn the_codec_and_the_check_agree() {
+        use crate::http1::scan_chunked;
+        for body in [
+            &b"5\r\nhello\r\n0\r\n\r\nGET"[..],
+            b"5 ; a = \"q \\\" s\"\r\nhello\r\n0\r\nT: 1\r\n\r\n",
+            b"5;\r\nhello\r\n0\r\n\r\n",
+            b"5;a=b c\r\nhello\r\n0\r\n\r\n",
+            b"5\t\r\nhello\r\n0\r\n\r\n",
+            b"0\r\nT: 1\n\r\n",
+            b"0\r\n\n",
+            b"3\r\nhello\r\n0\r\n\r\n",
+        ] {
+            let stream = step(body);
+            match (scan_chunked(body, |_| {}), stream) {
+                (Ok(Some((wire, _))), Step::Ended(n)) => assert_eq!(wire, n),
+                (Err(ParseError::Malformed), Step::Refused(_)) => {}
+                (c, s) => panic!(
+                    "{:?}: codec {c:?}, check {s:?}",
+                    String::from_utf8_lossy(body)
+                ),
+            }
+        }
+    }
+
     #[test]
     fn a_size_past_64_bits_is_left_to_hyper() {
         assert_eq!(step(b"10000000000000005\r\nhello"), Step::Unchecked);

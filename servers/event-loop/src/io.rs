@@ -132,10 +132,10 @@ struct RequestStarts {
     /// The current head's Content-Length, and body bytes still to skip.
     content_length: u64,
     body_left: u64,
-    /// The current header line's last bytes that are not whitespace,
-    /// lower-cased (`:chunked` ends a Transfer-Encoding whose last coding
-    /// is chunked).
-    tail: [u8; 8],
+    /// The current header line's last 8 bytes that are not whitespace,
+    /// lower-cased, one per byte of a shift register (`:chunked` or
+    /// `,chunked` ends a Transfer-Encoding whose last coding is chunked).
+    tail: u64,
     /// The current head's last Transfer-Encoding ends in chunked.
     chunked: bool,
     /// In a chunked body.
@@ -199,7 +199,7 @@ impl RequestStarts {
                     self.line_start = true;
                     self.header_line_ended();
                     self.line_len = 0;
-                    self.tail = [0; 8];
+                    self.tail = 0;
                 }
                 b'\r' => {}
                 _ => {
@@ -209,8 +209,7 @@ impl RequestStarts {
                         self.line_len += 1;
                     }
                     if b != b' ' && b != b'\t' {
-                        self.tail.rotate_left(1);
-                        self.tail[7] = b.to_ascii_lowercase();
+                        self.tail = self.tail << 8 | u64::from(b.to_ascii_lowercase());
                     }
                 }
             }
@@ -221,7 +220,11 @@ impl RequestStarts {
     fn header_line_ended(&mut self) {
         let line = &self.line[..self.line_len];
         if line.starts_with(b"transfer-encoding:") {
-            self.chunked = &self.tail == b":chunked" || &self.tail == b",chunked";
+            const LAST: [u64; 2] = [
+                u64::from_be_bytes(*b":chunked"),
+                u64::from_be_bytes(*b",chunked"),
+            ];
+            self.chunked = LAST.contains(&self.tail);
         }
         if let Some(value) = line.strip_prefix(b"content-length:") {
             let value = value.trim_ascii();
