@@ -36,8 +36,11 @@ itself (RFC 9112 and RFC 9110), in four groups — request line, header
 fields, bodies (Content-Length, chunked), connections (pipelining, close,
 Upgrade, CONNECT, half-close). Each row cites its section: a deviation from
 a MUST fails, from a SHOULD warns; every row says what the server did. It
-asks for /hello, and its body-framing rows post to /echo (Content-Length
-with Transfer-Encoding, repeated Content-Length, bad chunk-size lines),
+asks for /hello (GET *, a raw byte above 0x7F in the target, CONNECT and an
+empty Host among its rows), and its body-framing rows post to /echo
+(Content-Length with Transfer-Encoding, repeated Content-Length, bad
+chunk-size lines, chunk extensions outside RFC 9112 §7.1.1's grammar, a
+trailer section ended by a bare LF),
 where the echo shows which framing won; a server without /echo is judged
 by its refusal, so it runs against any server. Not run by default:
 it judges the HTTP layer, not the contract, and a server you did not write
@@ -52,7 +55,9 @@ certificate.
 A server whose /config names a core with known deviations (swoole:
 Swoole's reactor; roadrunner, frankenphp: Go's net/http) has the rows
 that core is known to fail marked CORE, with the core's reason: reported,
-not counted as failures of the server's code.
+not counted as failures of the server's code. Likewise in the conformance
+section for php-fpm (nginx 1.22.1 in front): a row nginx is listed to fail
+says so, and does not fail the exit code.
 
 Then the WebSocket rows (/ws echo: text, binary, fragmented, ping/pong,
 close handshake, 64 KiB, over 64 KiB -> close 1009, a bad handshake -> 400;

@@ -1,7 +1,9 @@
 //! Where a third-party server's own core departs from the contract: the
 //! rows of `harness verify` that fail because of the HTTP layer the stack
 //! is built on (Swoole's reactor, Go's `net/http` under RoadRunner and
-//! FrankenPHP), not because of our PHP code. Declared once, here: `harness
+//! FrankenPHP), not because of our PHP code; and, apart, the rows of the
+//! conformance section a core fails (nginx under nginx-static and php-fpm:
+//! [`NGINX`], [`conformance_core_of`]). Declared once, here: `harness
 //! verify`, compare's pre-pass and table, the compose checks and the Swoole
 //! tests all read this list, and compose/README.md's list of known
 //! behaviours is held to it by a test.
@@ -184,7 +186,8 @@ pub fn conformance_core_of(server: &str) -> Option<&'static Core> {
 
 /// The core a server is built on, by its catalog name or the `server` of
 /// its `/config` (a `--target` reports its own): `swoole`, `roadrunner`,
-/// `frankenphp`. Our own servers and nginx have none listed.
+/// `frankenphp`. Our own servers have none listed; nginx's are rows of
+/// the conformance section ([`conformance_core_of`]).
 pub fn core_of(server: &str) -> Option<&'static Core> {
     match server {
         "swoole" => Some(&SWOOLE),
