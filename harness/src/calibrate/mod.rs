@@ -24,6 +24,7 @@
 pub mod attribution;
 pub mod emulation;
 pub mod facts;
+pub mod fixed_rate;
 pub mod floors;
 mod measure;
 pub mod report;
@@ -153,6 +154,13 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
+    /// The fixed-rate runs' offered rate (the engine's open loop, latency
+    /// from each request's intended send), the same in every environment
+    /// per server and workload: req/s (2000), a share of bare's
+    /// closed-loop req/s (10%), or off. --runs runs each, keep-alive rows.
+    #[arg(long, default_value = "10%", value_name = "RATE")]
+    pub rate: fixed_rate::RateChoice,
+
     /// Print the JSON document (calibrate.schema.json) instead of the text.
     #[arg(long)]
     pub json: bool,
@@ -180,9 +188,9 @@ impl CalibrateArgs {
     /// `--env`, with bare first (every ratio is to it).
     fn environments(&self) -> anyhow::Result<Vec<Environment>> {
         let mut envs = Environment::parse_list(&self.env)?;
-        if !envs.contains(&Environment::Bare) {
-            envs.insert(0, Environment::Bare);
-        }
+        // Bare first: the fixed-rate runs' share is of its figure.
+        envs.retain(|e| *e != Environment::Bare);
+        envs.insert(0, Environment::Bare);
         Ok(envs)
     }
 }
@@ -216,6 +224,8 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         notes,
         env_db_pid: None,
         path_pids: Vec::new(),
+        rate: args.rate,
+        bare_rps: Vec::new(),
         profiler: args.profile.then(|| {
             let dir = args.lab.out_dir().join(header.dir_name("-calibrate"));
             (crate::lab::profile::Profiler::new(dir.clone()), dir)
@@ -246,6 +256,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         .flat_map(|&e| measure::environment(&mut ctx, e, measure::Conn::of(e, handshakes), &plan))
         .collect();
     apply_ratios(&mut env_docs);
+    fixed_rate::apply_added(&mut env_docs);
     let emulation = emulation::predictions(&env_docs);
     let tax = tax::sentences(&env_docs, args.profile);
     header.finish(ctx.interrupted());
@@ -357,7 +368,12 @@ fn eta(
         .map(|&e| {
             let n = measure::Conn::of(e, handshakes).len() as f64;
             let tls = matches!(e, Environment::TlsServer | Environment::TlsProxy);
-            n * (args.runs as f64 + if args.profile && tls { 1.0 } else { 0.0 })
+            let fixed = if args.rate == fixed_rate::RateChoice::Off {
+                0.0
+            } else {
+                args.runs as f64
+            };
+            n * (args.runs as f64 + if args.profile && tls { 1.0 } else { 0.0 }) + fixed
         })
         .sum();
     let per_run = (args.duration + Duration::from_millis(100)).as_secs_f64();
@@ -388,5 +404,6 @@ fn settings(
         warmup_s: args.warmup.as_secs_f64(),
         runs: args.runs,
         noise_runs: args.noise_runs,
+        fixed_rate: args.rate.describe(),
     }
 }

@@ -143,7 +143,25 @@ pub struct DockerVsBareArgs {
     /// Leave out the failing-database runs.
     #[arg(long)]
     pub no_failure_mode: bool,
+
+    /// The fixed-rate cells' offered rate (req/s): the same in every
+    /// environment, below every environment's knee (the seed's latency and
+    /// migration claims are about a server that keeps up).
+    #[arg(long, default_value_t = 500.0, value_name = "REQ_PER_S")]
+    pub rate: f64,
+
+    /// Fixed-rate runs per server and environment (the claims' 95%
+    /// intervals need at least 4); 0 leaves them out.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub rate_runs: u32,
+
+    /// Length of each fixed-rate run.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub rate_duration: Duration,
 }
+
+/// The condition of the fixed-rate cells (the findings find them by it).
+pub const FIXED_RATE: &str = "at a fixed rate";
 
 /// The `reproduce` command.
 pub fn run(args: ReproduceArgs) -> anyhow::Result<ExitCode> {
@@ -252,8 +270,11 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
 
 /// Seed A.
 fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
-    if args.duration.is_zero() {
-        bail!("-d must be positive");
+    if args.duration.is_zero() || args.rate_duration.is_zero() {
+        bail!("-d and --rate-duration must be positive");
+    }
+    if !(args.rate.is_finite() && args.rate > 0.0) {
+        bail!("--rate must be a positive number of requests per second");
     }
     let envs = Environment::parse_list(&args.env)?;
     let mut lab = Lab::open(&args.common.lab)?;
@@ -314,6 +335,37 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
                         doc.cells.push(Cell {
                             environment: env.name().into(),
                             condition: condition.clone(),
+                            ..cell
+                        });
+                    }
+                    let setup = placed.setup.as_ref();
+                    let path_pids = setup
+                        .map(|s| s.path_pids(&started.running))
+                        .unwrap_or_default();
+                    let db_pid = setup.and_then(crate::env::Setup::db_pid);
+                    for k in 1..=args.rate_runs {
+                        if lab.interrupted() {
+                            break;
+                        }
+                        let cell = measure::fixed_rate_cell(
+                            &lab,
+                            &started.running,
+                            &path_pids,
+                            db_pid,
+                            "/work",
+                            c,
+                            placed.threads,
+                            args.rate,
+                            args.rate_duration,
+                        );
+                        doc.cells.push(Cell {
+                            environment: env.name().into(),
+                            condition: format!(
+                                "{FIXED_RATE}: the engine --rate {:.0} -c {c}, keep-alive, latency \
+                                 from each request's intended send, every body checked",
+                                args.rate
+                            ),
+                            repeat: Some(k),
                             ..cell
                         });
                     }
