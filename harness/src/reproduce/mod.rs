@@ -10,7 +10,8 @@
 //!   FrankenPHP when present) × bare, pinned, bridge, bridge-proxy, by
 //!   `ab -c 100 -t T` and the engine side by side; then the seed's own
 //!   failure mode: the database unreachable and the seed's error
-//!   handling (HTTP 200 with an error body), which ab counts as success.
+//!   handling (HTTP 200 with an error body), which ab counts as success;
+//!   and fixed-rate cells, which judge its latency and migration claims.
 //!
 //! Both stand on the [`lab`](crate::lab) and write results.json,
 //! report.md and report.html like `compare`.
@@ -119,9 +120,19 @@ Then the seed's failure mode: each server with its database unreachable
 networking) and the seed's error handling (HTTP 200 {\"db\":\"error\"}): ab counts it as success, the
 engine counts 0 valid responses.
 
+At a fixed rate (the seed's latency and migration claims are about a
+server that keeps up): --rate-runs runs of --rate-duration per server and
+environment by the engine's open loop at --rate req/s, latency from each
+request's intended send, the server's CPU per request metered (docker-proxy
+included). From them: the bridge's added latency (docker - docker-host, else
+the emulated bridge - bare) at p50 and p99 with its 95% interval, beside the
+seed's 8-12 ms; and the server's CPU per request unpinned over pinned
+(docker-host / docker-host-pinned, else bare / pinned), beside its 10-30%.
+
 Examples:
   harness reproduce docker-vs-bare                 # 60 s runs, as the seed
-  harness reproduce docker-vs-bare -d 10s --env bare,pinned")]
+  harness reproduce docker-vs-bare -d 10s --env bare,pinned
+  harness reproduce docker-vs-bare -d 10s --rate 1000 --rate-runs 8")]
 #[command(mut_arg("servers", |a| a.default_value("php-fpm,swoole,roadrunner,frankenphp")))]
 pub struct DockerVsBareArgs {
     #[command(flatten)]
