@@ -697,9 +697,14 @@ fn fixed_rate_table(c: &Calibration) -> String {
         "sat ×"
     );
     let added = |x: Option<f64>| x.map_or("—".into(), |v| format!("{v:+.0}"));
+    let mut generator_bound = false;
     for (e, w, f) in rows {
+        // The generator's own lateness is half the p99 or more: the
+        // machine's delay, not the environment's.
+        let late = f.lateness_p99_us >= 0.5 * f.p99_us && f.p99_us > 0.0;
+        generator_bound |= late;
         o += &format!(
-            "  {:<20} {:<7} {:<13} {:>8} {:>9} {:>6} {:>8.0} {:>9} {:>8.0} {:>9} {:>7.0} {:>8} {:>7} {:>7}\n",
+            "  {:<20} {:<7} {:<13} {:>8} {:>9} {:>6} {:>8.0} {:>9} {:>8.0} {:>9} {:>7} {:>8} {:>7} {:>7}\n",
             e.name,
             w.path,
             w.server,
@@ -714,7 +719,7 @@ fn fixed_rate_table(c: &Calibration) -> String {
             added(f.p50_added_us),
             f.p99_us,
             added(f.p99_added_us),
-            f.lateness_p99_us,
+            format!("{:.0}{}", f.lateness_p99_us, if late { " *" } else { "" }),
             f.cpu_us_per_request
                 .map_or("—".into(), |c| format!("{c:.1}")),
             f.cpu_ratio_to_bare
@@ -724,6 +729,11 @@ fn fixed_rate_table(c: &Calibration) -> String {
         );
     }
     o += "  (sat × = the row's CPU per request over bare's at saturation, the closed-loop table's)\n";
+    if generator_bound {
+        o += "  * the generator's own lateness is half the row's p99 or more: that p99 is the \
+              machine's delay of the load (a busy machine, too few cores), not the environment's; \
+              read p50, or rerun on a quiet machine\n";
+    }
     o
 }
 
