@@ -496,6 +496,31 @@ fn calibrate_reads_each_environment_against_bare_at_one_fixed_rate() {
     assert!(report.contains("sat ×"), "{report}");
 }
 
+/// A fixed rate of 0 (or past 100% of bare's) is refused in one line
+/// with clap's exit code 2, before anything starts.
+#[test]
+fn a_zero_fixed_rate_is_refused_before_anything_starts() {
+    for args in [
+        &["calibrate", "--rate", "0"][..],
+        &["calibrate", "--rate", "150%"],
+        &["reproduce", "docker-vs-bare", "--rate", "0"],
+        &["reproduce", "docker-vs-bare", "--rate=-3"],
+    ] {
+        let o = Command::new(harness_bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let first = err.lines().next().unwrap_or("");
+        assert!(
+            first.contains("--rate") && first.contains("positive"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn calibrate_json_matches_its_schema() {
     let _net = NET.lock().unwrap_or_else(|e| e.into_inner());

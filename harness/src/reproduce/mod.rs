@@ -158,7 +158,7 @@ pub struct DockerVsBareArgs {
     /// The fixed-rate cells' offered rate (req/s): the same in every
     /// environment, below every environment's knee (the seed's latency and
     /// migration claims are about a server that keeps up).
-    #[arg(long, default_value_t = 500.0, value_name = "REQ_PER_S")]
+    #[arg(long, default_value_t = 500.0, value_parser = positive_rate, value_name = "REQ_PER_S")]
     pub rate: f64,
 
     /// Fixed-rate runs per server and environment (the claims' 95%
@@ -173,6 +173,16 @@ pub struct DockerVsBareArgs {
 
 /// The condition of the fixed-rate cells (the findings find them by it).
 pub const FIXED_RATE: &str = "at a fixed rate";
+
+/// `--rate`: a positive, finite number of requests per second.
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "{s:?}: a positive number of requests per second (500)"
+        )),
+    }
+}
 
 /// The `reproduce` command.
 pub fn run(args: ReproduceArgs) -> anyhow::Result<ExitCode> {
@@ -283,9 +293,6 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
 fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
     if args.duration.is_zero() || args.rate_duration.is_zero() {
         bail!("-d and --rate-duration must be positive");
-    }
-    if !(args.rate.is_finite() && args.rate > 0.0) {
-        bail!("--rate must be a positive number of requests per second");
     }
     let envs = Environment::parse_list(&args.env)?;
     let mut lab = Lab::open(&args.common.lab)?;
