@@ -15,13 +15,7 @@
 use std::str::FromStr;
 
 use super::report::{EnvDoc, EnvStatus, FixedRate, FixedRun};
-
-/// A run held its rate when it achieved this share of it, with 0 failed
-/// (HttpArena's acceptance rule).
-pub const HELD_SHARE: f64 = 0.95;
-/// A rate is below a row's knee when it is at most this share of the
-/// row's closed-loop req/s.
-pub const KNEE_SHARE: f64 = 0.5;
+pub use super::report::{HELD_SHARE, KNEE_SHARE};
 
 /// `--rate`: the offered rate of the fixed-rate runs.
 #[derive(Clone, Copy, Debug, PartialEq)]

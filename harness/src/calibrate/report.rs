@@ -212,6 +212,13 @@ pub struct EnvWorkload {
     pub fixed_rate: Option<FixedRate>,
 }
 
+/// A fixed-rate run held its rate when it achieved this share of it, with
+/// 0 failed (HttpArena's acceptance rule).
+pub const HELD_SHARE: f64 = 0.95;
+/// A rate is below a row's knee when it is at most this share of the
+/// row's closed-loop req/s.
+pub const KNEE_SHARE: f64 = 0.5;
+
 /// A row at a fixed offered rate: the engine's open loop, latency from
 /// each request's intended send (coordinated-omission-correct).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -677,7 +684,7 @@ fn fixed_rate_table(c: &Calibration) -> String {
         c.settings.connections,
         c.settings.runs,
         c.settings.duration_s,
-        super::fixed_rate::HELD_SHARE * 100.0,
+        HELD_SHARE * 100.0,
     );
     o += &format!(
         "  {:<20} {:<7} {:<13} {:>8} {:>9} {:>6} {:>8} {:>9} {:>8} {:>9} {:>7} {:>8} {:>7} {:>7}\n",
