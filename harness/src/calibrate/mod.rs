@@ -64,7 +64,13 @@ the loopback round trip at 1 connection; the database's raw SELECT 1 rate
 at 20 connections; and each --env as a ratio to bare, RPS and the
 server's CPU per request (its process tree and the proxies on its path),
 each with its spread, every row marked where other processes took 10% of
-the machine or more during a run of it (contaminated).
+the machine or more during a run of it (contaminated). Each keep-alive row
+is also run at one fixed offered rate (--rate: 10% of bare's req/s per
+server and workload by default), the same in every environment: p50 and
+p99 from each request's intended send and the µs they add to bare's at
+that rate, the server's CPU per request and its ratio to bare's, whether
+the rate was held and below the row's knee, and the generator's lateness,
+beside the saturation ratios.
 
 Environments:
   bare           loopback
@@ -103,6 +109,7 @@ Examples:
   harness calibrate --env bare,pinned,bridge-direct,bridge,bridge-proxy --json > env.json
   harness calibrate --env bare,bridge,bridge-proxy --env-servers php-fpm,node
   harness calibrate --env bare,bridge -d 5s --runs 5
+  harness calibrate --env bare,docker,docker-host,tls-server,tls-proxy --rate 2000
   harness calibrate --env bare,tls-server,tls-proxy,docker --env-servers event-loop,php-fpm --profile")]
 #[command(mut_arg("servers", |a| a
     .default_value("event-loop,event-loop-x2,coroutine,worker-pool")
