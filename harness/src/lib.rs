@@ -52,6 +52,7 @@ pub mod run;
 pub mod servers_cmd;
 pub mod stats;
 pub mod target;
+pub mod thresholds;
 pub mod units;
 pub mod verify;
 pub mod verify_h2;

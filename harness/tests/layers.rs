@@ -36,6 +36,7 @@ const LAYERS: &[&[&str]] = &[
         "procfs",
         "machine",
         "target",
+        "thresholds",
         "units",
     ],
 ];
