@@ -29,6 +29,7 @@
 //! ```
 
 pub mod calibrate;
+pub mod capacity;
 pub mod catalog;
 pub mod certs;
 pub mod cli;

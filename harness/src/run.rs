@@ -938,13 +938,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(match result.end {
         End::ServerGone | End::TlsRefused => ExitCode::FAILURE,
-        _ if !thresholds_pass => ExitCode::from(THRESHOLD_FAILED),
+        _ if !thresholds_pass => ExitCode::from(thresholds::EXIT_FAILED),
         _ => ExitCode::SUCCESS,
     })
 }
-
-/// The exit code of a run whose `--threshold` failed (k6's).
-pub const THRESHOLD_FAILED: u8 = 99;
 
 /// Writes the `.hlog` and the series CSV, where asked for.
 pub fn write_series_files(

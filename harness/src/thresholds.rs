@@ -20,6 +20,9 @@ use std::fmt;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+/// The exit code when a threshold failed (k6's).
+pub const EXIT_FAILED: u8 = 99;
+
 /// What a threshold measures.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Metric {

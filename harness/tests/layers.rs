@@ -37,6 +37,7 @@ const LAYERS: &[&[&str]] = &[
         "machine",
         "target",
         "thresholds",
+        "capacity",
         "units",
     ],
 ];

@@ -1,0 +1,461 @@
+//! Fixed-rate cells (`compare --rate`) and capacity under an SLO
+//! (`compare --slo`): each server loaded at a held rate on the engine's
+//! open loop, latency counted from each request's intended send (so a
+//! stall or a queue shows), beside its CPU per request. Run after the
+//! closed-loop cells, whose RPS are the capacity that `--rate 25%` takes a
+//! share of; each server is started once for all its rates and searches.
+//!
+//! A cell holds its rate when it achieved ≥ 95 % of it with nothing
+//! failed (HttpArena's acceptance rule); under `--slo` a step holds when
+//! it also passes every SLO threshold.
+
+use std::time::Duration;
+
+use super::plan::{Kind, Workload};
+use super::protocol;
+use super::rate_results::{CapacityRow, RateCell, RateLatency, RatePoint};
+use super::results::{Row, RowStatus};
+use super::runner::{self, Ctx, CURVE};
+use crate::capacity::{self, Search};
+use crate::catalog::{Entry, Running};
+use crate::engine::{self, Control, Framing, Pace};
+use crate::lab::load;
+use crate::stats::Percentiles;
+use crate::thresholds::{self, Threshold};
+
+/// A cell holds its rate at this share of it achieved, with 0 failed.
+pub const HELD_SHARE: f64 = 0.95;
+
+/// The generator, not the server, is the limit when its own CPU reached
+/// this share of the cores it runs on.
+const GENERATOR_BUSY_SHARE: f64 = 0.9;
+
+/// After a step that did not hold: time for the server's queue to drain.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// One `--rate` value: requests (or messages) per second, or a share of
+/// the server's closed-loop capacity.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RateSpec {
+    PerSecond(f64),
+    /// A share (0..1] of the closed-loop RPS measured in the same run.
+    OfCapacity(f64),
+}
+
+impl RateSpec {
+    /// `1000`, `2.5k`, `25%`; 0 and below is an error (a one-liner).
+    pub fn parse(s: &str) -> Result<RateSpec, String> {
+        let t = s.trim();
+        let bad = || {
+            format!("--rate {s:?}: a rate per second (1000, 20k) or a share of each server's closed-loop capacity (25%)")
+        };
+        if let Some(p) = t.strip_suffix('%') {
+            let v: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(format!("--rate {s:?}: a share above 0% (0 sends nothing)"));
+            }
+            return Ok(RateSpec::OfCapacity(v / 100.0));
+        }
+        let (num, scale) = match t.strip_suffix(['k', 'K']) {
+            Some(n) => (n, 1e3),
+            None => (t, 1.0),
+        };
+        let v: f64 = num.trim().parse().map_err(|_| bad())?;
+        if !(v > 0.0 && v.is_finite()) {
+            return Err(format!(
+                "--rate {s:?}: a rate above 0 per second (0 sends nothing)"
+            ));
+        }
+        Ok(RateSpec::PerSecond(v * scale))
+    }
+
+    /// How the rate was asked for: `1000/s`, `25%`.
+    pub fn label(self) -> String {
+        match self {
+            RateSpec::PerSecond(r) => format!("{r:.0}/s"),
+            RateSpec::OfCapacity(s) => format!("{:.0}%", s * 100.0),
+        }
+    }
+}
+
+/// Everything `--rate` and `--slo` measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measured {
+    pub cells: Vec<RateCell>,
+    pub capacity: Vec<CapacityRow>,
+}
+
+/// What the fixed-rate phase asks for.
+pub struct Asked<'a> {
+    pub rates: &'a [RateSpec],
+    pub slo: &'a [Threshold],
+    pub thresholds: &'a [Threshold],
+    /// Connections the open loop sends on.
+    pub connections: usize,
+    /// Each fixed-rate run.
+    pub length: Duration,
+}
+
+/// The closed-loop RPS of `server` × `workload` at `c` in `rows`.
+fn closed_loop(rows: &[Row], server: &str, workload: &str, c: usize) -> Option<f64> {
+    rows.iter()
+        .filter(|r| r.server == server && r.workload == workload && r.protocol.is_none())
+        .filter(|r| r.status != RowStatus::Failed && r.connections == c as u64)
+        .chain(rows.iter().filter(|r| {
+            r.server == server && r.workload == workload && r.status != RowStatus::Failed
+        }))
+        .find_map(|r| r.summary.as_ref().map(|s| s.rps_mean))
+        .filter(|&r| r > 0.0)
+}
+
+/// Runs every server × workload's rates and search, one server start each.
+pub fn run(
+    ctx: &Ctx,
+    entries: &[Entry],
+    workloads: &[Workload],
+    rows: &[Row],
+    asked: &Asked,
+) -> Measured {
+    let mut out = Measured::default();
+    let closed_c = ctx.args.connections.iter().copied().max().unwrap_or(1);
+    for entry in entries {
+        for w in workloads {
+            if ctx.lab.interrupted() {
+                return out;
+            }
+            if matches!(w.kind, Kind::WsHold | Kind::WsRoom) {
+                ctx.progress.line(&format!(
+                    "{} {}: no fixed rate (a held or fan-out workload has no rate of its own)",
+                    entry.name, w.name
+                ));
+                continue;
+            }
+            // Only servers whose closed-loop cells were loaded (not skipped).
+            if !rows
+                .iter()
+                .any(|r| r.server == entry.name && r.workload == w.name)
+            {
+                continue;
+            }
+            let closed = closed_loop(rows, &entry.name, &w.name, closed_c);
+            server_rates(ctx, entry, w, closed, asked, &mut out);
+        }
+    }
+    out
+}
+
+/// The rates and the search of one server × workload.
+fn server_rates(
+    ctx: &Ctx,
+    entry: &Entry,
+    w: &Workload,
+    closed: Option<f64>,
+    asked: &Asked,
+    out: &mut Measured,
+) {
+    let framing = protocol::framings(ctx.args)
+        .first()
+        .copied()
+        .unwrap_or(Framing::H1);
+    let blank = |asked_as: String, offered: f64, error: String| RateCell {
+        server: entry.name.clone(),
+        workload: w.name.clone(),
+        asked: asked_as,
+        connections: asked.connections as u64,
+        offered_per_s: offered,
+        achieved_per_s: 0.0,
+        achieved_share: 0.0,
+        requests: 0,
+        failed: 0,
+        held: false,
+        latency_us: RateLatency::default(),
+        latency_curve: Vec::new(),
+        server_cpu_us_per_request: None,
+        server_cores: None,
+        server_rss_peak_bytes: None,
+        generator_cpu_pct: None,
+        lateness_p99_us: 0,
+        generator_note: None,
+        within_slo: None,
+        thresholds: Vec::new(),
+        error: Some(error),
+    };
+    let mut running = match ctx.start(entry) {
+        Ok(r) => r,
+        Err(e) => {
+            let why = format!("did not start: {e:#}");
+            for &spec in asked.rates {
+                out.cells.push(blank(spec.label(), 0.0, why.clone()));
+            }
+            return;
+        }
+    };
+    let at = if w.kind.is_ws() {
+        Ok(running.addr)
+    } else {
+        protocol::served(
+            &running,
+            framing,
+            matches!(
+                ctx.placed.environment,
+                crate::env::Environment::Bare | crate::env::Environment::Pinned
+            ),
+        )
+        .and_then(|addr| {
+            runner::preflight(&running, &w.path)?;
+            Ok(addr)
+        })
+    };
+    let at = match at {
+        Ok(a) => a,
+        Err(why) => {
+            for &spec in asked.rates {
+                out.cells.push(blank(spec.label(), 0.0, why.clone()));
+            }
+            running.stop();
+            return;
+        }
+    };
+    let step = |running: &Running, rate: f64, asked_as: String| -> Option<RateCell> {
+        if ctx.lab.interrupted() {
+            return None;
+        }
+        Some(one_rate(
+            ctx,
+            running,
+            w,
+            (framing, at),
+            rate,
+            asked_as,
+            asked,
+        ))
+    };
+    for &spec in asked.rates {
+        let rate = match (spec, closed) {
+            (RateSpec::PerSecond(r), _) => r,
+            (RateSpec::OfCapacity(s), Some(c)) => s * c,
+            (RateSpec::OfCapacity(_), None) => {
+                out.cells.push(blank(
+                    spec.label(),
+                    0.0,
+                    "no closed-loop capacity was measured to take a share of".into(),
+                ));
+                continue;
+            }
+        };
+        match step(&running, rate, spec.label()) {
+            Some(cell) => out.cells.push(cell),
+            None => break,
+        }
+    }
+    if !asked.slo.is_empty() && !ctx.lab.interrupted() {
+        let mut steps = Vec::new();
+        let start = closed.map_or(100.0, |c| (c / 4.0).max(1.0));
+        let ceiling = closed.map_or(1e6, |c| c * 4.0);
+        let search: Search = capacity::search(start, ceiling, |rate| {
+            let cell = step(&running, rate, "slo step".into())?;
+            let within = cell.held && cell.within_slo == Some(true);
+            steps.push(cell);
+            Some(within)
+        });
+        let at_half = search
+            .capacity_per_s
+            .and_then(|c| step(&running, c / 2.0, "half capacity".into()));
+        let note = if search.interrupted {
+            Some("interrupted: the capacity is the highest rate held so far".to_string())
+        } else if search.capacity_per_s.is_none() {
+            Some(format!(
+                "held no rate within the SLO, down to {:.0}/s",
+                steps.last().map_or(0.0, |s: &RateCell| s.offered_per_s)
+            ))
+        } else if search.failed_at_per_s.is_none() {
+            Some("held every rate up to the search's ceiling (4× its closed-loop RPS)".into())
+        } else {
+            None
+        };
+        out.capacity.push(CapacityRow {
+            server: entry.name.clone(),
+            workload: w.name.clone(),
+            capacity_per_s: search.capacity_per_s,
+            failed_at_per_s: search.failed_at_per_s,
+            closed_loop_rps: closed,
+            at_half,
+            steps,
+            note,
+        });
+    }
+    for n in running.stop() {
+        ctx.progress.line(&format!("{}: {n}", entry.name));
+    }
+}
+
+/// The most connections an open loop opens.
+const MAX_OPEN_LOOP_CONNECTIONS: usize = 2000;
+
+/// Connections for an open loop at `rate`: at least `-c`, and enough for
+/// 50 ms of the rate in flight, so that the generator's own connections
+/// (Little's law on the client side: in flight = rate × latency) do not
+/// cap what a server that answers in tens of ms can achieve.
+pub fn open_loop_connections(c: usize, rate: f64) -> usize {
+    let needed = (rate * 0.05).ceil() as usize;
+    c.max(needed.min(MAX_OPEN_LOOP_CONNECTIONS)).max(1)
+}
+
+/// One metered open-loop run at `rate`.
+fn one_rate(
+    ctx: &Ctx,
+    running: &Running,
+    w: &Workload,
+    on: (Framing, std::net::SocketAddr),
+    rate: f64,
+    asked_as: String,
+    asked: &Asked,
+) -> RateCell {
+    let label = format!("{} {} at {rate:.0}/s ({asked_as})", running.name, w.name);
+    let mut bar = ctx.progress.run(label, asked.length);
+    let connections = open_loop_connections(asked.connections, rate);
+    let mut plan = runner::plan(ctx, running, w, connections, on, asked.length);
+    plan.pace = Pace::Rate(rate);
+    let control = Control {
+        interrupt: ctx.lab.interrupt.clone(),
+    };
+    let path = ctx
+        .placed
+        .setup
+        .as_ref()
+        .map_or_else(Vec::new, |s| s.path_pids(running));
+    let (outcome, sample) = load::metered(
+        running,
+        &path,
+        ctx.lab.db_pid(ctx.placed.setup.as_ref()),
+        || engine::run(&plan, &control, &mut |s| bar.update(s)),
+    );
+    let mut cell = RateCell {
+        server: running.name.clone(),
+        workload: w.name.clone(),
+        asked: asked_as,
+        connections: connections as u64,
+        offered_per_s: rate,
+        achieved_per_s: 0.0,
+        achieved_share: 0.0,
+        requests: 0,
+        failed: 0,
+        held: false,
+        latency_us: RateLatency::default(),
+        latency_curve: Vec::new(),
+        server_cpu_us_per_request: None,
+        server_cores: None,
+        server_rss_peak_bytes: None,
+        generator_cpu_pct: None,
+        lateness_p99_us: 0,
+        generator_note: None,
+        within_slo: None,
+        thresholds: Vec::new(),
+        error: None,
+    };
+    let r = match outcome {
+        Ok(r) => r,
+        Err(e) => {
+            bar.finish("failed");
+            cell.error = Some(format!("{e:#}"));
+            return cell;
+        }
+    };
+    let s = &r.stats;
+    let p = Percentiles::of(&s.latency_us);
+    cell.requests = s.requests();
+    cell.failed = s.failures.total();
+    cell.achieved_per_s = r.ok_per_s();
+    cell.achieved_share = if rate > 0.0 {
+        cell.achieved_per_s / rate
+    } else {
+        0.0
+    };
+    cell.held = cell.achieved_share >= HELD_SHARE && cell.failed == 0 && !r.interrupted();
+    cell.latency_us = RateLatency {
+        p50: p.p50,
+        p90: p.p90,
+        p99: p.p99,
+        p99_9: p.p99_9,
+        max: p.max,
+    };
+    if !s.latency_us.is_empty() {
+        cell.latency_curve = CURVE
+            .iter()
+            .map(|&q| RatePoint {
+                percentile: q,
+                latency_us: match q {
+                    q if q >= 100.0 => s.latency_us.max(),
+                    q if q <= 0.0 => s.latency_us.min(),
+                    q => s.latency_us.value_at_quantile(q / 100.0),
+                },
+            })
+            .collect();
+    }
+    cell.lateness_p99_us = s.schedule_lateness_us.value_at_quantile(0.99);
+    if let Some(m) = sample {
+        cell.server_cores = Some(m.server_cpu_s / m.wall_s.max(1e-9));
+        cell.server_rss_peak_bytes = Some(m.server_rss_peak_bytes);
+        cell.generator_cpu_pct = Some(crate::lab::meter::Sample::pct(m.generator_cpu_s, m.wall_s));
+        if s.ok > 0 {
+            cell.server_cpu_us_per_request = Some(m.server_cpu_s * 1e6 / s.ok as f64);
+        }
+        let busy = m.generator_cpu_s / m.wall_s.max(1e-9) / r.threads.max(1) as f64;
+        if busy >= GENERATOR_BUSY_SHARE {
+            cell.generator_note = Some(format!(
+                "the generator was busy ({:.0}% of its {} threads' cores): it may not have driven this rate, lateness p99 {}",
+                busy * 100.0,
+                r.threads,
+                crate::report::latency(cell.lateness_p99_us)
+            ));
+        }
+    }
+    let summary = thresholds::Summary {
+        latency_us: &s.latency_us,
+        requests: cell.requests,
+        failures: cell.failed,
+        seconds: r.duration.as_secs_f64(),
+    };
+    cell.thresholds = thresholds::judge(asked.thresholds, &summary).0;
+    if !asked.slo.is_empty() {
+        cell.within_slo = Some(thresholds::judge(asked.slo, &summary).1);
+    }
+    bar.finish(&format!(
+        "{:.0}/s achieved ({:.1}%), p99 {}{}",
+        cell.achieved_per_s,
+        cell.achieved_share * 100.0,
+        crate::report::latency(cell.latency_us.p99),
+        if cell.held {
+            ", held"
+        } else {
+            ", did not hold"
+        }
+    ));
+    if !cell.held && !ctx.lab.interrupted() {
+        std::thread::sleep(SETTLE);
+    }
+    cell
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_open_loop_has_enough_connections_for_its_rate() {
+        assert_eq!(open_loop_connections(100, 1000.0), 100);
+        assert_eq!(open_loop_connections(50, 3000.0), 150);
+        assert_eq!(open_loop_connections(50, 1e7), MAX_OPEN_LOOP_CONNECTIONS);
+    }
+
+    #[test]
+    fn rates_parse_as_per_second_or_shares_and_zero_is_refused() {
+        assert_eq!(RateSpec::parse("1000"), Ok(RateSpec::PerSecond(1000.0)));
+        assert_eq!(RateSpec::parse("20k"), Ok(RateSpec::PerSecond(20_000.0)));
+        assert_eq!(RateSpec::parse("25%"), Ok(RateSpec::OfCapacity(0.25)));
+        for bad in ["0", "0%", "-5", "fast", "", "NaN"] {
+            let e = RateSpec::parse(bad).unwrap_err();
+            assert!(e.starts_with("--rate") && !e.contains('\n'), "{e}");
+        }
+    }
+}

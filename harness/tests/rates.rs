@@ -1,0 +1,145 @@
+//! `harness compare --rate`, `--slo` and `--threshold` end to end, on the
+//! reference worker pool (20 workers): at `/sleep?ms=20` Little's law caps
+//! it at 20 × 1000 ÷ 20 = 1,000 req/s however fast the machine, so a rate
+//! far above that cannot be held and no SLO capacity can exceed it.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use harness::compare::results::Results;
+use serde_json::Value;
+
+use crate::cli::validate;
+use crate::compare::the_results_dir;
+use crate::util::{harness_bin, tmp};
+
+fn compare(args: &[&str], out: &Path) -> (Option<i32>, String, String) {
+    let o = Command::new(harness_bin())
+        .arg("compare")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_worker_pool_far_above_its_bound_does_not_hold_and_its_slo_capacity_stays_under_it() {
+    let dir = tmp("rates");
+    let (code, stdout, stderr) = compare(
+        &[
+            "--servers",
+            "worker-pool",
+            "--workloads",
+            "sleep?ms=20",
+            "-c",
+            "20",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--rate",
+            "8000,50%",
+            "--rate-duration",
+            "1s",
+            "--slo",
+            "p(99)<100ms",
+            "--threshold",
+            "p(99)<60s",
+            "--threshold",
+            "rps>1e9",
+        ],
+        dir.path(),
+    );
+    // rps>1e9 fails on every cell: exit 99, each failure named.
+    assert_eq!(code, Some(99), "\n{stdout}\n{stderr}");
+    assert!(stderr.contains("FAIL rps>1e9"), "{stderr}");
+    assert!(
+        stdout.contains("At fixed rates:") && stdout.contains("Capacity under SLO p(99)<100ms"),
+        "{stdout}"
+    );
+    let results_dir = the_results_dir(dir.path());
+    let text = std::fs::read_to_string(results_dir.join("results.json")).unwrap();
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/results.schema.json")).unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("results.json does not match results.schema.json: {e}");
+    }
+    let results = Results::from_json(&text).unwrap();
+    let a = &results.at_rate;
+    assert_eq!(a.rates, ["8000/s", "50%"]);
+    assert_eq!(a.cells.len(), 2, "{:?}", a.cells);
+    for c in &a.cells {
+        assert!(c.error.is_none(), "{c:?}");
+        assert!((c.achieved_share - c.achieved_per_s / c.offered_per_s).abs() < 1e-9);
+        assert_eq!(c.held, c.achieved_share >= 0.95 && c.failed == 0);
+        assert_eq!(c.thresholds.len(), 2);
+        assert!(c.thresholds[0].pass && !c.thresholds[1].pass, "{c:?}");
+        assert!(c.server_cpu_us_per_request.is_some() && c.server_rss_peak_bytes.is_some());
+        assert!(c.latency_curve.len() >= 2);
+    }
+    let far = &a.cells[0];
+    assert_eq!(far.offered_per_s, 8000.0);
+    assert!(
+        !far.held && far.achieved_share < 0.5,
+        "8,000/s on a 1,000/s pool: {far:?}"
+    );
+    // 50% of the closed-loop RPS measured first.
+    let closed = results.rows[0].summary.as_ref().unwrap().rps_mean;
+    assert!((a.cells[1].offered_per_s - closed / 2.0).abs() < 1e-6);
+    // The search: at most the bound (5% tolerance), a failed step above.
+    let cap = &a.capacity[0];
+    assert_eq!(cap.closed_loop_rps, Some(closed));
+    if let Some(c) = cap.capacity_per_s {
+        assert!(c <= 1050.0, "capacity {c} above Little's bound: {cap:?}");
+        assert!(cap.failed_at_per_s.is_some_and(|f| f > c));
+        assert!(cap
+            .steps
+            .iter()
+            .any(|s| s.held && s.within_slo == Some(true)));
+    } else {
+        assert!(cap.note.is_some(), "{cap:?}");
+    }
+    assert!(cap.steps.iter().all(|s| s.within_slo.is_some()));
+    // The reports and the charts.
+    let md = std::fs::read_to_string(results_dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("## At fixed rates") && md.contains("## Capacity under SLO"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(results_dir.join("report.html")).unwrap();
+    assert!(html.contains("At fixed rates") && html.contains("<svg"));
+    let svg = std::fs::read_to_string(results_dir.join("rate-latency-sleep_ms_20.svg")).unwrap();
+    assert!(svg.contains("SLO 100 ms") && svg.contains("knee"), "{svg}");
+    assert!(results_dir
+        .join("rate-percentiles-sleep_ms_20-8000_s.svg")
+        .exists());
+}
+
+#[test]
+fn a_zero_rate_or_a_bad_slo_is_one_line_and_exit_2() {
+    let dir = tmp("rates-bad");
+    for args in [
+        ["--rate", "0"],
+        ["--rate", "0%"],
+        ["--slo", "p99<50ms"],
+        ["--threshold", "latency<5"],
+    ] {
+        let (code, stdout, stderr) = compare(&args, dir.path());
+        assert_eq!(code, Some(2), "{args:?}\n{stdout}\n{stderr}");
+        let first = stderr.lines().next().unwrap_or("");
+        assert!(
+            first.contains("--rate") || first.contains("bad threshold"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
