@@ -143,3 +143,59 @@ fn a_zero_rate_or_a_bad_slo_is_one_line_and_exit_2() {
         );
     }
 }
+
+#[test]
+fn models_rate_states_littles_law_first_and_finds_no_more_than_it() {
+    let dir = tmp("models-rate");
+    let o = Command::new(harness_bin())
+        .args([
+            "models",
+            "--servers",
+            "worker-pool",
+            "--experiments",
+            "rate",
+            "-d",
+            "1s",
+            "--out",
+        ])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "\n{stdout}\n{stderr}");
+    assert!(stdout.contains("6. Waiting at fixed rates"), "{stdout}");
+    let results_dir = the_results_dir(dir.path());
+    let text = std::fs::read_to_string(results_dir.join("results.json")).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../schema/models.schema.json")).unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("results.json does not match models.schema.json: {e}");
+    }
+    let run = &value["waiting_at_rate"][0];
+    assert_eq!(run["predicted_per_s"], 1000.0, "{run}");
+    assert!(run["prediction"]
+        .as_str()
+        .unwrap()
+        .contains("holds 1000 req/s and no more"));
+    // However fast the machine: 20 workers × 50/s, within the search's 5%.
+    if let Some(c) = run["capacity_per_s"].as_f64() {
+        assert!(c <= 1050.0, "{run}");
+    }
+    let steps = run["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    // A step far above the bound never holds.
+    for s in steps {
+        if s["offered_per_s"].as_f64().unwrap() > 1500.0 {
+            assert_eq!(s["held"], false, "{s}");
+        }
+    }
+    let finding = value["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["experiment"] == "waiting at a rate")
+        .expect("a finding for the search");
+    assert!(finding["matches_prediction"].is_boolean(), "{finding}");
+}

@@ -315,7 +315,7 @@ pub struct MuxRun {
 #[serde(deny_unknown_fields)]
 pub struct Finding {
     /// `waiting`, `stall`, `connection cost`, `memory`, `websocket held`,
-    /// `multiplexing`.
+    /// `multiplexing`, `waiting at a rate`.
     pub experiment: String,
     pub server: String,
     pub sentence: String,
