@@ -232,15 +232,16 @@ pub struct CompareArgs {
     /// (messages per second). The open loop sends on -c's largest level of
     /// connections, more where 50 ms of the rate needs them (up to 2,000).
     #[arg(long = "rate", value_delimiter = ',', value_name = "LIST",
-          value_parser = super::fixed_rate::RateSpec::parse)]
-    pub rates: Vec<super::fixed_rate::RateSpec>,
+          value_parser = super::rate_spec::RateSpec::parse)]
+    pub rates: Vec<super::rate_spec::RateSpec>,
 
     /// Capacity under an SLO, k6's threshold syntax (repeatable: all must
     /// pass): per server, the highest offered rate it holds within it —
     /// a ramp from a quarter of its closed-loop RPS, doubling, then
     /// bisection to within 5%, each step a fixed-rate run (--rate-duration)
     /// — beside its closed-loop RPS, with CPU per request and p99 at half
-    /// that capacity. E.g. --slo 'p(99)<50ms' --slo 'rate<0.001'.
+    /// that capacity. With --runs N > 1, N searches: their median and
+    /// range. E.g. --slo 'p(99)<50ms' --slo 'rate<0.001'.
     #[arg(long = "slo", value_name = "EXPR", value_parser = crate::thresholds::parse_arg)]
     pub slo: Vec<crate::thresholds::Threshold>,
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::plan::{Kind, Workload};
 use super::protocol;
 use super::rate_results::{CapacityRow, RateCell, RateLatency, RatePoint};
+pub use super::rate_spec::RateSpec;
 use super::results::{Row, RowStatus};
 use super::runner::{self, Ctx, CURVE};
 use crate::capacity::{self, Search};
@@ -33,51 +34,6 @@ const GENERATOR_BUSY_SHARE: f64 = 0.9;
 /// After a step that did not hold: time for the server's queue to drain.
 const SETTLE: Duration = Duration::from_secs(1);
 
-/// One `--rate` value: requests (or messages) per second, or a share of
-/// the server's closed-loop capacity.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum RateSpec {
-    PerSecond(f64),
-    /// A share (0..1] of the closed-loop RPS measured in the same run.
-    OfCapacity(f64),
-}
-
-impl RateSpec {
-    /// `1000`, `2.5k`, `25%`; 0 and below is an error (a one-liner).
-    pub fn parse(s: &str) -> Result<RateSpec, String> {
-        let t = s.trim();
-        let bad = || {
-            format!("--rate {s:?}: a rate per second (1000, 20k) or a share of each server's closed-loop capacity (25%)")
-        };
-        if let Some(p) = t.strip_suffix('%') {
-            let v: f64 = p.trim().parse().map_err(|_| bad())?;
-            if !(v > 0.0 && v.is_finite()) {
-                return Err(format!("--rate {s:?}: a share above 0% (0 sends nothing)"));
-            }
-            return Ok(RateSpec::OfCapacity(v / 100.0));
-        }
-        let (num, scale) = match t.strip_suffix(['k', 'K']) {
-            Some(n) => (n, 1e3),
-            None => (t, 1.0),
-        };
-        let v: f64 = num.trim().parse().map_err(|_| bad())?;
-        if !(v > 0.0 && v.is_finite()) {
-            return Err(format!(
-                "--rate {s:?}: a rate above 0 per second (0 sends nothing)"
-            ));
-        }
-        Ok(RateSpec::PerSecond(v * scale))
-    }
-
-    /// How the rate was asked for: `1000/s`, `25%`.
-    pub fn label(self) -> String {
-        match self {
-            RateSpec::PerSecond(r) => format!("{r:.0}/s"),
-            RateSpec::OfCapacity(s) => format!("{:.0}%", s * 100.0),
-        }
-    }
-}
-
 /// Everything `--rate` and `--slo` measured.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Measured {
@@ -94,6 +50,8 @@ pub struct Asked<'a> {
     pub connections: usize,
     /// Each fixed-rate run.
     pub length: Duration,
+    /// `--slo`: searches per server and workload (`--runs`).
+    pub searches: u32,
 }
 
 /// The closed-loop RPS of `server` × `workload` at `c` in `rows`.
@@ -252,33 +210,60 @@ fn server_rates(
         let mut steps = Vec::new();
         let start = closed.map_or(100.0, |c| (c / 4.0).max(1.0));
         let ceiling = closed.map_or(1e6, |c| c * 4.0);
-        let search: Search = capacity::search(start, ceiling, |rate| {
-            let cell = step(&running, rate, "slo step".into())?;
-            let within = cell.held && cell.within_slo == Some(true);
-            steps.push(cell);
-            Some(within)
-        });
-        let at_half = search
-            .capacity_per_s
-            .and_then(|c| step(&running, c / 2.0, "half capacity".into()));
-        let note = if search.interrupted {
+        // --runs searches, each from the same start: their spread is the
+        // capacity's interval.
+        let mut searches: Vec<Search> = Vec::new();
+        for k in 1..=asked.searches.max(1) {
+            if ctx.lab.interrupted() {
+                break;
+            }
+            let label = if asked.searches > 1 {
+                format!("slo search {k}")
+            } else {
+                "slo step".to_string()
+            };
+            searches.push(capacity::search(start, ceiling, |rate| {
+                let cell = step(&running, rate, label.clone())?;
+                let within = cell.held && cell.within_slo == Some(true);
+                steps.push(cell);
+                Some(within)
+            }));
+        }
+        let found: Vec<Option<f64>> = searches.iter().map(|s| s.capacity_per_s).collect();
+        let (capacity_per_s, range) = across_runs(&found);
+        // The lowest rate a search failed above the capacity.
+        let failed_at_per_s = searches
+            .iter()
+            .filter_map(|s| s.failed_at_per_s)
+            .filter(|&f| capacity_per_s.is_none_or(|c| f > c))
+            .reduce(f64::min);
+        let at_half = capacity_per_s.and_then(|c| step(&running, c / 2.0, "half capacity".into()));
+        let note = if searches.iter().any(|s| s.interrupted) || searches.is_empty() {
             Some("interrupted: the capacity is the highest rate held so far".to_string())
-        } else if search.capacity_per_s.is_none() {
+        } else if capacity_per_s.is_none() {
             Some(format!(
                 "held no rate within the SLO, down to {:.0}/s",
                 steps.last().map_or(0.0, |s: &RateCell| s.offered_per_s)
             ))
-        } else if search.failed_at_per_s.is_none() {
+        } else if searches.iter().all(|s| s.failed_at_per_s.is_none()) {
             Some("held every rate up to the search's ceiling (4× its closed-loop RPS)".into())
+        } else if found.iter().any(Option::is_none) {
+            Some(format!(
+                "{} of {} searches held no rate",
+                found.iter().filter(|f| f.is_none()).count(),
+                found.len()
+            ))
         } else {
             None
         };
         out.capacity.push(CapacityRow {
             server: entry.name.clone(),
             workload: w.name.clone(),
-            capacity_per_s: search.capacity_per_s,
-            failed_at_per_s: search.failed_at_per_s,
+            capacity_per_s,
+            failed_at_per_s,
             closed_loop_rps: closed,
+            searches_capacity_per_s: if found.len() > 1 { found } else { Vec::new() },
+            range_per_s: range,
             at_half,
             steps,
             note,
@@ -287,6 +272,21 @@ fn server_rates(
     for n in running.stop() {
         ctx.progress.line(&format!("{}: {n}", entry.name));
     }
+}
+
+/// The capacity over several searches: their median (of those that held
+/// a rate), and the lowest and highest found where there are two or more.
+pub fn across_runs(found: &[Option<f64>]) -> (Option<f64>, Option<[f64; 2]>) {
+    let mut held: Vec<f64> = found.iter().flatten().copied().collect();
+    held.sort_by(f64::total_cmp);
+    let n = held.len();
+    let median = match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(held[n / 2]),
+        _ => Some((held[n / 2 - 1] + held[n / 2]) / 2.0),
+    };
+    let range = (n >= 2).then(|| [held[0], held[n - 1]]);
+    (median, range)
 }
 
 /// The most connections an open loop opens.
@@ -449,13 +449,16 @@ mod tests {
     }
 
     #[test]
-    fn rates_parse_as_per_second_or_shares_and_zero_is_refused() {
-        assert_eq!(RateSpec::parse("1000"), Ok(RateSpec::PerSecond(1000.0)));
-        assert_eq!(RateSpec::parse("20k"), Ok(RateSpec::PerSecond(20_000.0)));
-        assert_eq!(RateSpec::parse("25%"), Ok(RateSpec::OfCapacity(0.25)));
-        for bad in ["0", "0%", "-5", "fast", "", "NaN"] {
-            let e = RateSpec::parse(bad).unwrap_err();
-            assert!(e.starts_with("--rate") && !e.contains('\n'), "{e}");
-        }
+    fn several_searches_give_a_median_and_a_range() {
+        assert_eq!(across_runs(&[Some(900.0)]), (Some(900.0), None));
+        assert_eq!(
+            across_runs(&[Some(900.0), Some(1000.0), None, Some(950.0)]),
+            (Some(950.0), Some([900.0, 1000.0]))
+        );
+        assert_eq!(
+            across_runs(&[Some(800.0), Some(1000.0)]),
+            (Some(900.0), Some([800.0, 1000.0]))
+        );
+        assert_eq!(across_runs(&[None, None]), (None, None));
     }
 }

@@ -20,6 +20,7 @@ mod prepass;
 pub mod progress;
 pub mod protocol;
 pub mod rate_results;
+pub mod rate_spec;
 pub mod report;
 pub mod results;
 pub mod runner;
@@ -399,6 +400,7 @@ fn at_rate(
             thresholds: &args.thresholds,
             connections: args.connections.iter().copied().max().unwrap_or(1),
             length: args.rate_duration,
+            searches: args.runs,
         };
         fixed_rate::run(ctx, entries, workloads, rows, &asked)
     };

@@ -164,9 +164,16 @@ pub struct RateCell {
 pub struct CapacityRow {
     pub server: String,
     pub workload: String,
-    /// The highest offered rate held within the SLO; `None`: none held.
+    /// The highest offered rate held within the SLO (the median over the
+    /// searches, with `--runs` > 1); `None`: none held.
     pub capacity_per_s: Option<f64>,
-    /// The lowest rate that did not hold.
+    /// `--runs` > 1: each search's capacity, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub searches_capacity_per_s: Vec<Option<f64>>,
+    /// `--runs` > 1: the lowest and highest capacity the searches found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_per_s: Option<[f64; 2]>,
+    /// The lowest rate that did not hold above the capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_at_per_s: Option<f64>,
     /// The closed-loop RPS of the same server and workload, for scale.

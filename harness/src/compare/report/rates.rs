@@ -117,8 +117,11 @@ fn capacity_row(r: &CapacityRow) -> Vec<String> {
     vec![
         r.server.clone(),
         r.workload.clone(),
-        r.capacity_per_s
-            .map_or_else(|| "none held".into(), |c| format!("{c:.0}")),
+        match (r.capacity_per_s, r.range_per_s) {
+            (None, _) => "none held".into(),
+            (Some(c), Some([lo, hi])) => format!("{c:.0} ({lo:.0}–{hi:.0})"),
+            (Some(c), None) => format!("{c:.0}"),
+        },
         r.closed_loop_rps.map_or_else(dash, |c| format!("{c:.0}")),
         match (r.capacity_per_s, r.closed_loop_rps) {
             (Some(c), Some(m)) if m > 0.0 => format!("{:.2}", c / m),
@@ -155,7 +158,8 @@ fn legend(results: &Results) -> String {
             String::new()
         } else {
             format!(
-                " Capacity: the highest offered rate held within SLO {} (a ramp, then bisection to 5%).",
+                " Capacity: the highest offered rate held within SLO {} (a ramp, then bisection to 5%; \
+                 with several searches, their median and range).",
                 a.slo.join(" and ")
             )
         }
