@@ -199,3 +199,79 @@ fn models_rate_states_littles_law_first_and_finds_no_more_than_it() {
         .expect("a finding for the search");
     assert!(finding["matches_prediction"].is_boolean(), "{finding}");
 }
+
+#[test]
+fn a_sigterm_between_fixed_rate_cells_writes_what_was_measured() {
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+    let out = tmp("rates-sigterm");
+    let mut cmd = Command::new(harness_bin());
+    cmd.args([
+        "compare",
+        "--servers",
+        "worker-pool",
+        "--workloads",
+        "hello",
+        "-c",
+        "4",
+        "-d",
+        "1s",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--rate",
+        "200,300",
+        "--rate-duration",
+        "4s",
+        "--out",
+    ])
+    .arg(out.path())
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    crate::util::own_session(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // The second cell under way: the first is complete.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut log = Vec::new();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) => {
+                let second = line.contains("at 300/s (300/s) ...");
+                log.push(line);
+                if second {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => panic!("harness exited early:\n{}", log.join("\n")),
+        }
+        assert!(Instant::now() < deadline, "{}", log.join("\n"));
+    }
+    // SAFETY: signalling the child we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = crate::util::wait_exit(
+        &mut child,
+        Duration::from_secs(60),
+        "harness did not exit after SIGTERM",
+    );
+    assert_eq!(status.code(), Some(130), "{}", log.join("\n"));
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    let results = Results::from_json(&text).unwrap();
+    assert!(results.header.interrupted);
+    let first = &results.at_rate.cells[0];
+    assert_eq!(first.offered_per_s, 200.0);
+    assert!(first.error.is_none() && first.requests > 0, "{first:?}");
+    // The cell the signal cut short is written too, and not called held.
+    if let Some(cut) = results.at_rate.cells.get(1) {
+        assert!(!cut.held, "{cut:?}");
+    }
+}

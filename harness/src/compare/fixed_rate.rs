@@ -76,6 +76,39 @@ pub fn run(
 ) -> Measured {
     let mut out = Measured::default();
     let closed_c = ctx.args.connections.iter().copied().max().unwrap_or(1);
+    let pairs = entries
+        .iter()
+        .flat_map(|e| workloads.iter().map(move |w| (e, w)))
+        .filter(|(e, w)| {
+            !matches!(w.kind, Kind::WsHold | Kind::WsRoom)
+                && rows
+                    .iter()
+                    .any(|r| r.server == e.name && r.workload == w.name)
+        })
+        .count();
+    let per_pair = asked.rates.len()
+        + if asked.slo.is_empty() {
+            0
+        } else {
+            // A search takes about 8 to 12 steps, and one at half its capacity.
+            10 * asked.searches.max(1) as usize + 1
+        };
+    let eta = asked.length.as_secs_f64() * (pairs * per_pair) as f64;
+    ctx.progress.line(&format!(
+        "\nfixed rates: {pairs} server × workload, {} rate(s){}, {:.0}s a run: about {}",
+        asked.rates.len(),
+        if asked.slo.is_empty() {
+            String::new()
+        } else {
+            format!(" and {} SLO search(es) each", asked.searches.max(1))
+        },
+        asked.length.as_secs_f64(),
+        if eta >= 90.0 {
+            format!("{:.0} min", eta / 60.0)
+        } else {
+            format!("{eta:.0} s")
+        }
+    ));
     for entry in entries {
         for w in workloads {
             if ctx.lab.interrupted() {
@@ -115,38 +148,33 @@ fn server_rates(
         .first()
         .copied()
         .unwrap_or(Framing::H1);
-    let blank = |asked_as: String, offered: f64, error: String| RateCell {
-        server: entry.name.clone(),
-        workload: w.name.clone(),
-        asked: asked_as,
-        connections: asked.connections as u64,
-        offered_per_s: offered,
-        achieved_per_s: 0.0,
-        achieved_share: 0.0,
-        requests: 0,
-        failed: 0,
-        held: false,
-        latency_us: RateLatency::default(),
-        latency_curve: Vec::new(),
-        server_cpu_us_per_request: None,
-        server_cores: None,
-        server_rss_peak_bytes: None,
-        generator_cpu_pct: None,
-        lateness_p99_us: 0,
-        generator_note: None,
-        within_slo: None,
-        thresholds: Vec::new(),
+    let blank = |asked_as: String, error: String| RateCell {
         error: Some(error),
+        ..empty_cell(&entry.name, &w.name, asked_as, asked.connections, 0.0)
+    };
+    // Neither rates nor a search: each asked-for cell and the SLO row say why.
+    let unmeasured = |out: &mut Measured, why: String| {
+        for &spec in asked.rates {
+            out.cells.push(blank(spec.label(), why.clone()));
+        }
+        if !asked.slo.is_empty() {
+            out.capacity.push(CapacityRow {
+                server: entry.name.clone(),
+                workload: w.name.clone(),
+                capacity_per_s: None,
+                failed_at_per_s: None,
+                closed_loop_rps: closed,
+                searches_capacity_per_s: Vec::new(),
+                range_per_s: None,
+                at_half: None,
+                steps: Vec::new(),
+                note: Some(why),
+            });
+        }
     };
     let mut running = match ctx.start(entry) {
         Ok(r) => r,
-        Err(e) => {
-            let why = format!("did not start: {e:#}");
-            for &spec in asked.rates {
-                out.cells.push(blank(spec.label(), 0.0, why.clone()));
-            }
-            return;
-        }
+        Err(e) => return unmeasured(out, format!("did not start: {e:#}")),
     };
     let at = if w.kind.is_ws() {
         Ok(running.addr)
@@ -167,9 +195,7 @@ fn server_rates(
     let at = match at {
         Ok(a) => a,
         Err(why) => {
-            for &spec in asked.rates {
-                out.cells.push(blank(spec.label(), 0.0, why.clone()));
-            }
+            unmeasured(out, why);
             running.stop();
             return;
         }
@@ -195,7 +221,6 @@ fn server_rates(
             (RateSpec::OfCapacity(_), None) => {
                 out.cells.push(blank(
                     spec.label(),
-                    0.0,
                     "no closed-loop capacity was measured to take a share of".into(),
                 ));
                 continue;
@@ -289,6 +314,39 @@ pub fn across_runs(found: &[Option<f64>]) -> (Option<f64>, Option<[f64; 2]>) {
     (median, range)
 }
 
+/// A cell with nothing measured yet.
+fn empty_cell(
+    server: &str,
+    workload: &str,
+    asked: String,
+    connections: usize,
+    offered_per_s: f64,
+) -> RateCell {
+    RateCell {
+        server: server.to_string(),
+        workload: workload.to_string(),
+        asked,
+        connections: connections as u64,
+        offered_per_s,
+        achieved_per_s: 0.0,
+        achieved_share: 0.0,
+        requests: 0,
+        failed: 0,
+        held: false,
+        latency_us: RateLatency::default(),
+        latency_curve: Vec::new(),
+        server_cpu_us_per_request: None,
+        server_cores: None,
+        server_rss_peak_bytes: None,
+        generator_cpu_pct: None,
+        lateness_p99_us: 0,
+        generator_note: None,
+        within_slo: None,
+        thresholds: Vec::new(),
+        error: None,
+    }
+}
+
 /// The most connections an open loop opens.
 const MAX_OPEN_LOOP_CONNECTIONS: usize = 2000;
 
@@ -330,29 +388,7 @@ fn one_rate(
         ctx.lab.db_pid(ctx.placed.setup.as_ref()),
         || engine::run(&plan, &control, &mut |s| bar.update(s)),
     );
-    let mut cell = RateCell {
-        server: running.name.clone(),
-        workload: w.name.clone(),
-        asked: asked_as,
-        connections: connections as u64,
-        offered_per_s: rate,
-        achieved_per_s: 0.0,
-        achieved_share: 0.0,
-        requests: 0,
-        failed: 0,
-        held: false,
-        latency_us: RateLatency::default(),
-        latency_curve: Vec::new(),
-        server_cpu_us_per_request: None,
-        server_cores: None,
-        server_rss_peak_bytes: None,
-        generator_cpu_pct: None,
-        lateness_p99_us: 0,
-        generator_note: None,
-        within_slo: None,
-        thresholds: Vec::new(),
-        error: None,
-    };
+    let mut cell = empty_cell(&running.name, &w.name, asked_as, connections, rate);
     let r = match outcome {
         Ok(r) => r,
         Err(e) => {
