@@ -9,10 +9,19 @@
 //! the first step does not hold, the ramp goes down instead (halving) to
 //! a floor: a server that holds none of those rates holds no rate.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 /// The search ends once the failed rate is within this share above the held one.
 pub const TOLERANCE: f64 = 0.05;
+
+/// Each fixed-rate run (a step, or a cell of `compare --rate`) first sends
+/// at its rate this long, uncounted: its connections open (hundreds at a
+/// high rate) and the schedule settles, so the count starts on a loop under
+/// way rather than on a connect storm (requests meant for that time are not
+/// counted: `engine::Plan::warmup`).
+pub const RATE_WARMUP: Duration = Duration::from_secs(1);
 
 /// How far down a failing start is halved: start ÷ 2^DOWN_STEPS.
 pub const DOWN_STEPS: u32 = 5;

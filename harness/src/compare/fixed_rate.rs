@@ -374,6 +374,7 @@ fn one_rate(
     let connections = open_loop_connections(asked.connections, rate);
     let mut plan = runner::plan(ctx, running, w, connections, on, asked.length);
     plan.pace = Pace::Rate(rate);
+    plan.warmup = capacity::RATE_WARMUP;
     let control = Control {
         interrupt: ctx.lab.interrupt.clone(),
     };

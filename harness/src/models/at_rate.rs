@@ -70,6 +70,7 @@ pub fn measure(
         };
         let mut plan = load::plan(running, &path, &shape, length);
         plan.pace = Pace::Rate(rate);
+        plan.warmup = capacity::RATE_WARMUP;
         let control = Control {
             interrupt: lab.interrupt.clone(),
         };
