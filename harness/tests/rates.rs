@@ -83,10 +83,15 @@ fn a_worker_pool_far_above_its_bound_does_not_hold_and_its_slo_capacity_stays_un
         assert!((c.achieved_share - c.achieved_per_s / c.offered_per_s).abs() < 1e-9);
         assert_eq!(c.held, c.achieved_share >= 0.95 && c.failed == 0);
         assert_eq!(c.thresholds.len(), 2);
-        assert!(c.thresholds[0].pass && !c.thresholds[1].pass, "{c:?}");
-        assert!(c.server_cpu_us_per_request.is_some() && c.server_rss_peak_bytes.is_some());
-        assert!(c.latency_curve.len() >= 2);
+        assert!(!c.thresholds[1].pass, "{c:?}");
+        assert!(c.server_rss_peak_bytes.is_some());
     }
+    // Half its capacity: answered, judged, its CPU per request.
+    let half = &a.cells[1];
+    assert!(half.thresholds[0].pass, "{half:?}");
+    assert!(half.server_cpu_us_per_request.is_some() && half.latency_curve.len() >= 2);
+    // Far above: 400 connections on 20 workers that each hold one; the
+    // queue may keep every request of the window from finishing in it.
     let far = &a.cells[0];
     assert_eq!(far.offered_per_s, 8000.0);
     assert!(
@@ -121,7 +126,7 @@ fn a_worker_pool_far_above_its_bound_does_not_hold_and_its_slo_capacity_stays_un
     let svg = std::fs::read_to_string(results_dir.join("rate-latency-sleep_ms_20.svg")).unwrap();
     assert!(svg.contains("SLO 100 ms") && svg.contains("knee"), "{svg}");
     assert!(results_dir
-        .join("rate-percentiles-sleep_ms_20-8000_s.svg")
+        .join("rate-percentiles-sleep_ms_20-50_.svg")
         .exists());
 }
 
