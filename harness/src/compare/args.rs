@@ -251,8 +251,9 @@ pub struct CompareArgs {
     #[arg(long = "threshold", value_name = "EXPR", value_parser = crate::thresholds::parse_arg)]
     pub thresholds: Vec<crate::thresholds::Threshold>,
 
-    /// Length of each fixed-rate run (--rate, and each step of --slo).
-    #[arg(long, default_value = "4s", value_parser = parse_duration, value_name = "DURATION")]
+    /// Length of each fixed-rate run (--rate, and each step of --slo),
+    /// after 1 s at the rate uncounted (its connections opening).
+    #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]
     pub rate_duration: Duration,
 
     /// --tls: the one protocol version every client speaks.
