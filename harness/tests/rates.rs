@@ -280,3 +280,42 @@ fn a_sigterm_between_fixed_rate_cells_writes_what_was_measured() {
         assert!(!cut.held, "{cut:?}");
     }
 }
+
+#[test]
+fn fixed_rate_cells_run_over_websocket_and_over_tls() {
+    for extra in [
+        &["--workloads", "ws-echo"][..],
+        &["--workloads", "hello", "--tls"][..],
+    ] {
+        let dir = tmp("rates-ws-tls");
+        let mut args = vec![
+            "--servers",
+            "event-loop",
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--rate",
+            "200",
+            "--rate-duration",
+            "1s",
+        ];
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = compare(&args, dir.path());
+        assert_eq!(code, Some(0), "{extra:?}\n{stdout}\n{stderr}");
+        let text =
+            std::fs::read_to_string(the_results_dir(dir.path()).join("results.json")).unwrap();
+        let results = Results::from_json(&text).unwrap();
+        let cell = &results.at_rate.cells[0];
+        assert_eq!(cell.workload, extra[1]);
+        assert_eq!(cell.offered_per_s, 200.0);
+        assert!(
+            cell.error.is_none() && cell.requests > 0,
+            "{extra:?}: {cell:?}"
+        );
+    }
+}
