@@ -1367,6 +1367,7 @@ fn synthetic() -> Results {
             row("a", "work", 20_000.0),
             row("b", "work", 8_000.0),
         ],
+        at_rate: Default::default(),
     };
     harness::compare::apply_ratios(&mut r);
     r
