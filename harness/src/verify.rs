@@ -203,7 +203,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             target.authority
         );
         let verdicts = check_conformance(addr, args.timeout);
-        let core = conformance_core(addr);
+        // nginx's rows where nginx fronts the server, else the core the
+        // contract's rows were read against (RoadRunner's http plugin).
+        let core = conformance_core(addr).or(core);
         print!("{}", conformance_text(&verdicts, core));
         failed += ConformanceCheck::from_verdicts(&verdicts, core).own_failures();
     }
@@ -318,23 +320,29 @@ fn conformance_core(addr: std::net::SocketAddr) -> Option<&'static deviations::C
 }
 
 /// Each conformance row (verdict, group, name, section and requirement,
-/// what was found, and the core's reason where it is a listed deviation
-/// of `core`), then the table of pass / warn / fail per group.
+/// what was found), then the table of pass / warn / fail per group. A
+/// row `core` is known to fail as it did reads CORE, its reason beside
+/// what was found (not counted as a failure of the server's own code).
 pub fn conformance_text(verdicts: &[Verdict], core: Option<&deviations::Core>) -> String {
     let mut lines = vec![["verdict", "group", "row", "requirement", "what was found"]
         .map(String::from)
         .to_vec()];
     for v in verdicts {
         let Some(c) = v.conformance else { continue };
+        let listed = match v.outcome {
+            Outcome::Pass => None,
+            _ => crate::lab::record::core_reason(core, &v.name, &v.found),
+        };
+        let (verdict, found) = match listed {
+            Some(why) => ("CORE".to_string(), format!("{} (listed: {why})", v.found)),
+            None => (v.outcome.name().to_string(), v.found.clone()),
+        };
         lines.push(vec![
-            v.outcome.name().to_string(),
+            verdict,
             c.group.name().to_string(),
             v.name.clone(),
             format!("{} {}", c.section, c.requirement.name()),
-            match crate::lab::record::core_reason(core, &v.name, &v.found) {
-                Some(why) if v.outcome != Outcome::Pass => format!("{} (listed: {why})", v.found),
-                _ => v.found.clone(),
-            },
+            found,
         ]);
     }
     let mut out = align(&lines, &[]);
@@ -347,4 +355,42 @@ pub fn conformance_text(verdicts: &[Verdict], core: Option<&deviations::Core>) -
         check.summary()
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A conformance row RoadRunner's http plugin is known to fail (its own
+    /// 500 for a chunk size that is not hex) reads CORE with the reason;
+    /// the same verdict from a server with no core listed stays FAIL.
+    #[test]
+    fn a_conformance_row_of_the_cores_reads_core_not_fail() {
+        let name = "/echo: chunk size not hex (zz) → 4xx, closed";
+        let row = crate::lab::contract::conformance_rows()
+            .into_iter()
+            .find(|r| r.name == name)
+            .expect("the row");
+        let found = "500, then closed".to_string();
+        let v = Verdict {
+            name: name.into(),
+            result: Err(found.clone()),
+            outcome: Outcome::Fail,
+            found,
+            conformance: row.conformance,
+        };
+        let rr = deviations::core_of("roadrunner");
+        let text = conformance_text(std::slice::from_ref(&v), rr);
+        let line = text.lines().find(|l| l.contains(name)).unwrap();
+        assert!(
+            line.starts_with("CORE") && line.contains("http plugin"),
+            "{line}"
+        );
+        let plain = conformance_text(std::slice::from_ref(&v), None);
+        let line = plain.lines().find(|l| l.contains(name)).unwrap();
+        assert!(line.starts_with("FAIL"), "{line}");
+        let go = conformance_text(std::slice::from_ref(&v), deviations::core_of("frankenphp"));
+        let line = go.lines().find(|l| l.contains(name)).unwrap();
+        assert!(line.starts_with("FAIL"), "{line}");
+    }
 }
