@@ -11,6 +11,7 @@ declare(strict_types=1);
 
 require __DIR__ . '/vendor/autoload.php';
 require_once __DIR__ . '/../php/contract.php';
+require_once __DIR__ . '/../php/request_uri.php';
 
 use Nyholm\Psr7\Factory\Psr17Factory;
 use Nyholm\Psr7\Response;
@@ -20,7 +21,9 @@ use Spiral\RoadRunner\Http\PSR7Worker;
 use Spiral\RoadRunner\Worker;
 
 $factory = new Psr17Factory();
-$psr7 = new PSR7Worker(Worker::create(), $factory, $factory, $factory);
+// A request without Host (HTTP/1.0) reaches PHP as "http:///path", which
+// nyholm/psr7 cannot parse: its URI is built from the path and query instead.
+$psr7 = new PSR7Worker(Worker::create(), new Bench\HostlessUriRequests($factory), $factory, $factory);
 
 $conn = new Bench\WorkerConnection();
 $db = $conn->query(...);

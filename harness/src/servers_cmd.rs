@@ -48,6 +48,13 @@ pub fn render(env: &Env) -> String {
         ]);
     }
     let mut out = align(&rows, &[]);
+    let refused = catalog::roadrunner::install_refusals();
+    if !refused.is_empty() {
+        out.push_str("\nAsked by scripts/install-deps and refused:\n");
+        for line in refused {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
     if !fixes.is_empty() {
         out.push_str("\nTo run the others:\n");
         for f in fixes {
@@ -57,7 +64,8 @@ pub fn render(env: &Env) -> String {
     }
     out.push_str(&format!(
         "\nDatabase for db/work workloads: {}\n\
-         Servers started elsewhere: harness compare --target NAME=URL\n",
+         Servers started elsewhere: harness compare --target NAME=URL (their CPU metered with \
+         --target-pid NAME=PID or --target-container NAME=CONTAINER)\n",
         match embedded_mariadb::availability() {
             Ok(()) => "a private MariaDB (embedded) unless --mysql-url".to_string(),
             Err(e) => format!("--mysql-url needed: {e}"),

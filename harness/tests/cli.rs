@@ -431,3 +431,118 @@ fn a_third_party_server_that_cannot_run_says_what_each_way_lacks() {
         }
     }
 }
+
+/// What scripts/install-deps asked a registry for and was refused (`go
+/// install` of rr, `composer install` of compose/roadrunner) is kept in its
+/// cache dir, one line each; `harness servers` prints each line once under
+/// its own heading, and RoadRunner's skip line says why rr is missing.
+/// FrankenPHP's says precisely why it is compose-only here.
+#[test]
+fn harness_servers_prints_what_install_deps_was_refused() {
+    let cache = crate::util::tmp("install-refusals");
+    let dir = cache.path().join("benchlab");
+    std::fs::create_dir_all(&dir).unwrap();
+    let go = "go install github.com/roadrunner-server/roadrunner/v2025/cmd/rr@v2025.1.5: \
+              https://proxy.golang.org answered 403 Forbidden: This module version is not available. (0 s)";
+    let composer =
+        "composer install in compose/roadrunner: The \"https://repo.packagist.org/packages.json\" \
+                    file could not be downloaded (1 s)";
+    std::fs::write(dir.join("roadrunner-install.txt"), format!("{go}\n")).unwrap();
+    std::fs::write(dir.join("roadrunner-vendor.txt"), format!("{composer}\n")).unwrap();
+    let out = std::process::Command::new(crate::util::harness_bin())
+        .arg("servers")
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    let text = crate::util::stdout(&out);
+    let (_, refused) = text
+        .split_once("Asked by scripts/install-deps and refused:\n")
+        .unwrap_or_else(|| panic!("no refusals heading:\n{text}"));
+    let lines: Vec<&str> = refused.lines().take(2).map(str::trim).collect();
+    assert_eq!(lines, [go, composer], "{text}");
+    if harness::catalog::find_program(&["rr"]).is_none() {
+        let line = text.lines().find(|l| l.starts_with("roadrunner")).unwrap();
+        assert!(
+            line.contains(&format!("(scripts/install-deps: {go})")),
+            "{line}"
+        );
+    }
+    if harness::catalog::find_program(&["frankenphp"]).is_none() {
+        let line = text.lines().find(|l| l.starts_with("frankenphp")).unwrap();
+        assert!(
+            line.contains("refuses github.com/dunglas/frankenphp (403")
+                && line.contains("libphp8.2-embed"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn thresholds_print_pass_or_fail_enter_the_json_and_exit_99_on_a_failure() {
+    let server = TestServer::start(Behaviour::Hello);
+    let url = server.url("/hello");
+    // Bounds no run can miss and none can meet, so the verdicts are states.
+    let pass = harness(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "200",
+        "--threshold",
+        "p(99)<60s",
+        "--threshold",
+        "rate<=0",
+    ]);
+    assert_eq!(pass.status.code(), Some(0));
+    let text = stdout(&pass);
+    assert!(
+        text.contains("Thresholds:")
+            && text.contains("PASS p(99)<60s")
+            && text.contains("PASS rate<=0"),
+        "{text}"
+    );
+    let fail = harness(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "200",
+        "--format",
+        "json",
+        "--threshold",
+        "p(99)<60s",
+        "--threshold",
+        "rps>1e12",
+    ]);
+    assert_eq!(fail.status.code(), Some(99));
+    let value: Value =
+        serde_json::from_str(&String::from_utf8_lossy(&fail.stdout)).expect("valid JSON");
+    let schema: Value = serde_json::from_str(include_str!("../schema/run.schema.json")).unwrap();
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("the document does not match run.schema.json: {e}");
+    }
+    let verdicts = value["thresholds"]
+        .as_array()
+        .expect("thresholds in the JSON");
+    assert_eq!(verdicts.len(), 2);
+    assert_eq!(verdicts[0]["threshold"], "p(99)<60s");
+    assert_eq!(verdicts[0]["pass"], true);
+    assert_eq!(verdicts[1]["pass"], false);
+    assert!(verdicts[1]["observed"].as_f64().unwrap() > 0.0);
+    let doc: Document = serde_json::from_value(value.clone()).expect("typed document");
+    assert_eq!(serde_json::to_value(&doc).unwrap(), value);
+}
+
+#[test]
+fn a_bad_threshold_is_one_line_and_exit_2() {
+    let out = harness(&["run", "http://127.0.0.1:1/hello", "--threshold", "p99<20ms"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        first.contains("bad threshold \"p99<20ms\"") && first.contains("p(99)<20ms"),
+        "{err}"
+    );
+}

@@ -1192,6 +1192,7 @@ fn synthetic() -> Results {
                     requirement: "MUST".into(),
                     outcome: "fail".into(),
                     found: "200 \"Hello World\"; expected 400".into(),
+                    core: None,
                 }]
             } else {
                 vec![]
@@ -1367,6 +1368,7 @@ fn synthetic() -> Results {
             row("a", "work", 20_000.0),
             row("b", "work", 8_000.0),
         ],
+        at_rate: Default::default(),
     };
     harness::compare::apply_ratios(&mut r);
     r
@@ -1938,5 +1940,93 @@ fn websocket_workloads_run_over_tls_at_the_server_and_through_a_proxy() {
         &results,
         &stdout,
         &[("event-loop", "ws-hold"), ("event-loop", "ws-room")],
+    );
+}
+
+/// A server started outside the lab, named by its PID (`--target-pid`), is
+/// metered as a catalog server is: CPU, CPU per request, RSS and the
+/// machine's other load, its children included; the same server under a
+/// second `--target` name without a PID says plainly that its CPU was not
+/// measured; and the catalog's own worker-pool beside them has its CPU per
+/// request too. (Figures are not compared: a busy machine decides them.)
+#[test]
+fn a_target_named_by_its_pid_is_metered_like_a_catalog_server() {
+    let server = crate::util::reference_server("worker-pool", None);
+    let url = format!("http://{}", server.addr);
+    let out = tmp("target-pid");
+    let (code, stdout, stderr) = compare_exit(
+        &[
+            "--servers",
+            "worker-pool",
+            "--workloads",
+            "hello",
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--mysql-url",
+            "mysql://bench:bench@127.0.0.1:9/bench",
+            "--target",
+            &format!("outside={url}"),
+            "--target-pid",
+            &format!("outside={}", server.pid()),
+            "--target",
+            &format!("unnamed={url}"),
+        ],
+        out.path(),
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let r = Results::from_json(
+        &std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    let row = |name: &str| {
+        r.rows
+            .iter()
+            .find(|row| row.server == name)
+            .unwrap_or_else(|| panic!("no {name} row:\n{stdout}"))
+    };
+    for name in ["outside", "worker-pool"] {
+        let run = &row(name).runs[0];
+        assert!(run.server_cpu_pct.is_some(), "{name}: {run:?}");
+        assert!(
+            run.server_rss_peak_bytes.is_some_and(|b| b > 0),
+            "{name}: {run:?}"
+        );
+        let line = table_row(&stdout, name, "hello").expect("a table row");
+        assert!(!line.contains("not measured"), "{line}");
+    }
+    let bare = &row("unnamed").runs[0];
+    assert!(bare.server_cpu_pct.is_none() && bare.server_rss_peak_bytes.is_none());
+    let line = table_row(&stdout, "unnamed", "hello").expect("a table row");
+    assert!(line.contains("not measured"), "{line}");
+    assert!(
+        stdout.contains("unnamed: started elsewhere, its CPU, RSS and the machine's other load were not measured"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("CPU µs/req"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("process {} and its children", server.pid())),
+        "the metered processes are named:\n{stdout}\n{stderr}"
+    );
+
+    // A PID that names no process, or a name that is no --target: one line.
+    let (code, _, stderr) = compare_exit(
+        &[
+            "--target",
+            &format!("outside={url}"),
+            "--target-pid",
+            "other=1",
+        ],
+        out.path(),
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("--target-pid other: no --target other=URL to meter"),
+        "{stderr}"
     );
 }

@@ -175,7 +175,8 @@ fn conformance_section_runs(name: &str) {
             v.name
         );
     }
-    let check = harness::lab::record::ConformanceCheck::from_verdicts(&verdicts);
+    let core = harness::catalog::deviations::conformance_core_of(name);
+    let check = harness::lab::record::ConformanceCheck::from_verdicts(&verdicts, core);
     let (pass, warn, fail) = check.totals();
     assert_eq!(pass + warn + fail, check.rows);
     assert_eq!(check.deviations.len() as u32, warn + fail);
@@ -187,7 +188,7 @@ fn conformance_section_runs(name: &str) {
             d.section
         );
     }
-    let text = harness::verify::conformance_text(&verdicts);
+    let text = harness::verify::conformance_text(&verdicts, core);
     for group in ["request line", "header fields", "bodies", "connections"] {
         assert!(text.contains(group), "{text}");
     }
@@ -821,4 +822,78 @@ fn php_websocket_handshake_agrees_with_the_contract() {
         };
         assert_eq!(got["route"][i], want, "{target}");
     }
+}
+
+/// RoadRunner's worker (compose/roadrunner/worker.php) parses each request's
+/// URI with nyholm/psr7 through `Bench\HostlessUriRequests`
+/// (compose/php/request_uri.php). rr builds that URI as `http://` + Host +
+/// target (its http plugin's `URI`), so an HTTP/1.0 request without Host
+/// arrives as `http:///hello`, which nyholm refuses: the worker answered its
+/// own 400 to the contract's HTTP/1.0 rows. Run here with php-cli and
+/// Debian's php-nyholm-psr7 (scripts/install-deps), the same code the worker
+/// runs: without Host the URI is the path and query, with one it is kept.
+#[test]
+fn roadrunner_worker_parses_the_uri_of_a_request_without_host() {
+    let nyholm = "/usr/share/php/Nyholm/Psr7/autoload.php";
+    if !std::path::Path::new(nyholm).is_file()
+        && crate::util::skip_without("php-nyholm-psr7 (scripts/install-deps installs it)")
+    {
+        return;
+    }
+    let helper = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../compose/php/request_uri.php"
+    );
+    let script = format!(
+        r#"require {nyholm:?};
+        require {helper:?};
+        $f = new Bench\HostlessUriRequests(new Nyholm\Psr7\Factory\Psr17Factory());
+        foreach (json_decode(stream_get_contents(STDIN), true) as $uri) {{
+            try {{
+                $u = $f->createServerRequest('GET', $uri)->getUri();
+                echo json_encode([$u->getHost(), $u->getPath(), $u->getQuery()]), "\n";
+            }} catch (\Throwable $e) {{ echo json_encode(['refused', $e->getMessage()]), "\n"; }}
+        }}
+        // Unwrapped, nyholm itself refuses rr's URI (the bug this guards).
+        try {{ (new Nyholm\Psr7\Factory\Psr17Factory())->createServerRequest('GET', 'http:///hello'); echo "parsed\n"; }}
+        catch (\Throwable $e) {{ echo "refused\n"; }}"#
+    );
+    // What rr 2025.1.5 sends: `http://` + Host + the request target.
+    let cases: &[(&str, [&str; 3])] = &[
+        ("http:///hello", ["", "/hello", ""]),
+        ("http:///cpu?n=1000", ["", "/cpu", "n=1000"]),
+        ("http:///", ["", "/", ""]),
+        ("https:///echo?a=1&b=2", ["", "/echo", "a=1&b=2"]),
+        ("http://verify/hello", ["verify", "/hello", ""]),
+        (
+            "http://127.0.0.1:8081/sleep?ms=5",
+            ["127.0.0.1", "/sleep", "ms=5"],
+        ),
+    ];
+    let uris: Vec<&str> = cases.iter().map(|(u, _)| *u).collect();
+    let mut php = Command::new("php")
+        .args(["-r", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("php-cli (scripts/install-deps installs php8.2-cli)");
+    php.stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&uris).unwrap().as_bytes())
+        .unwrap();
+    let out = php.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "php: {:?}\n{text}", out.status);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), cases.len() + 1, "{text}");
+    for ((uri, want), line) in cases.iter().zip(&lines) {
+        let got: Vec<String> = serde_json::from_str(line).unwrap();
+        assert_eq!(got, want.to_vec(), "{uri}");
+    }
+    assert_eq!(
+        lines[cases.len()],
+        "refused",
+        "nyholm parses http:///hello now?"
+    );
 }

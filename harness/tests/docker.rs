@@ -549,3 +549,97 @@ fn compare_runs_a_server_from_its_compose_image_and_says_where_it_ran() {
     );
     assert!(!stdout.contains("node failed"), "{stdout}");
 }
+
+/// A server started in a Docker container outside the lab, named by its
+/// container (`--target-container`): every process of the container's
+/// cgroup is metered, so its row has CPU, CPU per request and RSS like a
+/// catalog server's. The container (the lab image running the workspace's
+/// worker-pool, on the host's network) is removed whatever happens.
+#[test]
+fn a_target_in_a_container_is_metered_by_its_cgroup() {
+    let _one = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(engine) = engine() else { return };
+    let image = harness::env::docker::image::lab_image(&engine).expect("the lab image");
+    let bin = crate::util::sibling_binary("worker-pool");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let name = format!("benchlab-test-target-{}", std::process::id());
+    struct Removed<'a>(&'a Engine, String);
+    impl Drop for Removed<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.run(&["rm", "-f", &self.1]);
+        }
+    }
+    let label = format!(
+        "{}={}",
+        harness::catalog::container::PID_LABEL,
+        std::process::id()
+    );
+    let mount = format!("{}:/lab/worker-pool:ro", bin.display());
+    let addr = format!("127.0.0.1:{port}");
+    engine
+        .run(&[
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "--label",
+            &label,
+            "--network",
+            "host",
+            "-v",
+            &mount,
+            &image.tag,
+            "/lab/worker-pool",
+            "--addr",
+            &addr,
+            "--mysql-url",
+            "mysql://bench:bench@127.0.0.1:9/bench",
+        ])
+        .expect("docker run");
+    let _removed = Removed(&engine, name.clone());
+    let up = Instant::now();
+    while client::get(addr.parse().unwrap(), "/hello").is_err() {
+        assert!(
+            up.elapsed() < Duration::from_secs(30),
+            "the container's server never answered: {}",
+            engine.run(&["logs", &name]).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = crate::util::tmp("target-container");
+    let (stdout, stderr) = crate::compare::compare_ok(
+        &[
+            &[
+                "--workloads",
+                "hello",
+                "--mysql-url",
+                "mysql://bench:bench@127.0.0.1:9/bench",
+                "--target",
+                &format!("boxed=http://{addr}"),
+                "--target-container",
+                &format!("boxed={name}"),
+            ][..],
+            &ONE_RUN[..],
+        ]
+        .concat(),
+        out.path(),
+    );
+    let results = harness::compare::results::Results::from_json(
+        &std::fs::read_to_string(crate::compare::the_results_dir(out.path()).join("results.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let run = &results.rows[0].runs[0];
+    assert!(run.server_cpu_pct.is_some(), "{run:?}\n{stdout}\n{stderr}");
+    assert!(run.server_rss_peak_bytes.is_some_and(|b| b > 0), "{run:?}");
+    assert!(!stdout.contains("not measured"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("container {name}'s cgroup")),
+        "the metered processes are named:\n{stdout}"
+    );
+    drop(_removed);
+    assert_eq!(leftovers(&engine), Vec::<String>::new());
+}

@@ -36,6 +36,8 @@ const LAYERS: &[&[&str]] = &[
         "procfs",
         "machine",
         "target",
+        "thresholds",
+        "capacity",
         "units",
     ],
 ];

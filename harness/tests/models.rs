@@ -251,16 +251,24 @@ fn models_profile_records_the_runs_and_explains_a_miss() {
         .iter()
         .filter(|f| f.matches_prediction == Some(false))
         .collect();
+    // On a busy machine a profile may catch next to nothing of the server
+    // (20 ms of CPU at c = 1000 under load 18): what the lab guarantees is
+    // evidence, or the sentence saying its samples were too few.
     for f in &misses {
-        let e = f
-            .evidence
-            .as_ref()
-            .unwrap_or_else(|| panic!("no evidence: {f:?}"));
-        assert!(e.server_cores > 0.0, "{e:?}");
-        assert!(
-            html.contains("where the CPU went"),
-            "evidence not in the report"
-        );
+        match &f.evidence {
+            Some(e) => {
+                assert!(e.server.cpu_ns > 0, "{e:?}");
+                assert!(e.sentence.contains("per request"), "{e:?}");
+                assert!(
+                    html.contains("where the CPU went"),
+                    "evidence not in the report"
+                );
+            }
+            None => assert!(
+                f.sentence.contains("too few samples"),
+                "a miss with neither evidence nor a word why: {f:?}"
+            ),
+        }
     }
     eprintln!("{} of {} findings missed", misses.len(), doc.findings.len());
 }

@@ -67,7 +67,11 @@ fn work_is_verified_exactly_on_the_event_loop_server() {
 /// refuses it (a bare `400 Bad Request: …` or `505 …: unsupported protocol
 /// version` with only Content-Type and Connection: close), serves a 9 KiB
 /// head (Go's limit is 1 MiB) by forwarding it without its big header, names
-/// itself `roadrunner` at `/config`, and forwards everything else as bytes.
+/// itself `frankenphp` or `roadrunner` at `/config`, and forwards
+/// everything else as bytes. As `roadrunner` it also answers a chunked body
+/// Go's chunked reader refuses as RoadRunner's http plugin does (v5.2.8
+/// handler/handler.go: it reads the body before PHP runs and answers the
+/// error with its own 500, no Server, then the close).
 mod go_like {
     use std::io::{Read, Write};
     use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -113,7 +117,51 @@ mod go_like {
         None
     }
 
-    fn serve(mut client: TcpStream, upstream: SocketAddr, config: &[u8]) {
+    /// Go's chunked reader (src/net/http/internal/chunked.go) over `body`:
+    /// `Ok(true)` complete, `Ok(false)` incomplete, `Err` its error text.
+    fn go_chunked(body: &[u8]) -> Result<bool, &'static str> {
+        let mut pos = 0;
+        loop {
+            let Some(eol) = body[pos..].iter().position(|&b| b == b'\n') else {
+                return Ok(false);
+            };
+            let line = String::from_utf8_lossy(&body[pos..pos + eol]);
+            let hex = line.split(';').next().unwrap_or("").trim_end();
+            if hex.is_empty() {
+                return Err("empty hex number for chunk length");
+            }
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err("invalid byte in chunk length");
+            }
+            let size = usize::from_str_radix(hex, 16).map_err(|_| "http chunk length too large")?;
+            pos += eol + 1;
+            if size == 0 {
+                return Ok(body[pos..].windows(2).any(|w| w == b"\r\n"));
+            }
+            if body.len() < pos + size + 2 {
+                return Ok(false);
+            }
+            if &body[pos + size..pos + size + 2] != b"\r\n" {
+                return Err("malformed chunked encoding");
+            }
+            pos += size + 2;
+        }
+    }
+
+    /// The http plugin's answer to a body it could not read.
+    fn plugin_500(err: &str) -> Vec<u8> {
+        let text = format!("serve_http: {err}\n");
+        format!(
+            "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\n\
+             X-Content-Type-Options: nosniff\r\nDate: {}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{text}",
+            httpdate::fmt_http_date(std::time::SystemTime::now()),
+            text.len()
+        )
+        .into_bytes()
+    }
+
+    fn serve(mut client: TcpStream, upstream: SocketAddr, config: &[u8], plugin: bool) {
         let mut head = Vec::new();
         let mut buf = [0u8; 16384];
         let end = loop {
@@ -135,7 +183,7 @@ mod go_like {
         }
         if text.starts_with("GET /config ") {
             let mut answer = format!(
-                "HTTP/1.1 200 OK\r\nServer: roadrunner\r\nDate: {}\r\n\
+                "HTTP/1.1 200 OK\r\nServer: go\r\nDate: {}\r\n\
                  Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                 httpdate::fmt_http_date(std::time::SystemTime::now()),
                 config.len()
@@ -144,6 +192,29 @@ mod go_like {
             answer.extend_from_slice(config);
             let _ = client.write_all(&answer);
             return;
+        }
+        let chunked = text.starts_with("POST ")
+            && text
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked");
+        if plugin && chunked {
+            client
+                .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+                .unwrap();
+            loop {
+                match go_chunked(&head[end..]) {
+                    Ok(true) => break,
+                    Err(e) => {
+                        let _ = client.write_all(&plugin_500(e));
+                        return;
+                    }
+                    Ok(false) => match client.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    },
+                }
+            }
+            client.set_read_timeout(None).unwrap();
         }
         // Served whatever its size below 1 MiB: the big header is dropped
         // on the way, so the server behind answers as Go's would.
@@ -174,21 +245,75 @@ mod go_like {
 
     /// Listens on a free loopback port in front of `upstream`; the threads
     /// end with the test process.
-    pub fn start(upstream: SocketAddr) -> SocketAddr {
+    pub fn start(upstream: SocketAddr, name: &'static str) -> SocketAddr {
         let r = workloads::probe::get(upstream, "/config").unwrap();
         let mut cfg: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        cfg["server"] = "roadrunner".into();
+        cfg["server"] = name.into();
+        let plugin = name == "roadrunner";
         let config = serde_json::to_vec(&cfg).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let config: &'static [u8] = Box::leak(config.into_boxed_slice());
         thread::spawn(move || {
             for c in listener.incoming().flatten() {
-                thread::spawn(move || serve(c, upstream, config));
+                thread::spawn(move || serve(c, upstream, config, plugin));
             }
         });
         addr
     }
+}
+
+/// A server whose core answers as RoadRunner's does (Go's net/http under
+/// its http plugin, which answers a chunked body Go's reader refuses with
+/// its own 500 and closes): `harness verify` marks the plugin's rows CORE
+/// with the plugin's reason, the contract's and the conformance section's
+/// alike, beside Go's four, and fails none of them; compare's record of the
+/// contract lists all six as `known`.
+#[test]
+fn roadrunners_http_plugin_rows_are_reported_as_its_own_not_as_failures() {
+    let server = event_loop();
+    let standin = go_like::start(server.addr, "roadrunner");
+    let out = std::process::Command::new(crate::util::harness_bin())
+        .args([
+            "verify",
+            "--conformance",
+            &format!("http://{standin}"),
+            "--timeout",
+            "2s",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let plugin_rows = [
+        "POST /echo, chunk size not hex → 400, closed",
+        "POST /echo, chunk longer than its size → 400, closed",
+        "/echo: chunk size not hex (zz) → 4xx, closed",
+        "/echo: chunk size with a 0x prefix → 4xx, closed",
+        "/echo: negative chunk size → 4xx, closed",
+        "/echo: empty chunk-size line → 4xx, closed",
+        "/echo: chunk data longer than its size → 4xx, closed",
+    ];
+    for row in plugin_rows {
+        let line = text
+            .lines()
+            .find(|l| l.contains(row))
+            .unwrap_or_else(|| panic!("no {row} line:\n{text}"));
+        assert!(
+            line.starts_with("CORE") && line.contains("http plugin"),
+            "{line}"
+        );
+    }
+    assert!(
+        text.contains("0 failed, 6 known deviations of RoadRunner"),
+        "{text}"
+    );
+    let verdicts = harness::lab::contract::check_all(standin, Duration::from_secs(10));
+    let check = harness::lab::record::ContractCheck::from_verdicts(
+        &verdicts,
+        harness::catalog::deviations::core_of("roadrunner"),
+    );
+    assert!(check.failed.is_empty(), "{check:?}");
+    assert_eq!(check.known.len(), 6, "{check:?}");
 }
 
 /// A server whose core answers as Go's net/http does: `harness verify`
@@ -198,7 +323,7 @@ mod go_like {
 #[test]
 fn a_go_net_http_core_is_reported_as_its_known_deviations_not_as_failures() {
     let server = event_loop();
-    let standin = go_like::start(server.addr);
+    let standin = go_like::start(server.addr, "frankenphp");
     let out = std::process::Command::new(crate::util::harness_bin())
         .args(["verify", &format!("http://{standin}"), "--timeout", "10s"])
         .output()
@@ -228,7 +353,7 @@ fn a_go_net_http_core_is_reported_as_its_known_deviations_not_as_failures() {
     let verdicts = harness::lab::contract::check_all(standin, Duration::from_secs(10));
     let check = harness::lab::record::ContractCheck::from_verdicts(
         &verdicts,
-        harness::catalog::deviations::core_of("roadrunner"),
+        harness::catalog::deviations::core_of("frankenphp"),
     );
     assert!(check.failed.is_empty(), "{check:?}");
     assert_eq!(check.known.len(), 4, "{check:?}");

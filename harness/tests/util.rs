@@ -37,6 +37,10 @@ pub enum Behaviour {
     DbError,
     /// Serves this many requests, then dies: listener and connections closed.
     DieAfter(u64),
+    /// As `Hello`, but `Upgrade: h2c` is answered 101 and an HTTP/2
+    /// SETTINGS frame, and the connection is then held open, unanswered,
+    /// until the server stops (as RoadRunner holds it about 10 s).
+    SwitchAndHold,
 }
 
 pub struct TestServer {
@@ -131,7 +135,13 @@ fn serve(mut stream: TcpStream, state: &State) {
             buf.drain(..end + 4);
             let method = head.split(' ').next().unwrap_or("GET").to_string();
             let target = head.split(' ').nth(1).unwrap_or("/").to_string();
-            let close = head.to_ascii_lowercase().contains("connection: close");
+            let lower = head.to_ascii_lowercase();
+            let close = lower.contains("connection: close");
+            if matches!(state.behaviour, Behaviour::SwitchAndHold) && lower.contains("upgrade: h2c")
+            {
+                switch_and_hold(&mut stream, state);
+                return;
+            }
             if !answer(&mut stream, state, &method, &target, close) || close {
                 return;
             }
@@ -163,7 +173,7 @@ fn answer(stream: &mut TcpStream, state: &State, method: &str, target: &str, clo
         )
     };
     let response = match state.behaviour {
-        Behaviour::Hello => ok("Hello World", "text/plain"),
+        Behaviour::Hello | Behaviour::SwitchAndHold => ok("Hello World", "text/plain"),
         Behaviour::Chunked => format!(
             "HTTP/1.1 200 OK\r\nServer: test\r\n{DATE}Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n{conn}\r\n5\r\nHello\r\n6;x=y\r\n World\r\n0\r\n\r\n"
         ),
@@ -213,6 +223,18 @@ fn answer(stream: &mut TcpStream, state: &State, method: &str, target: &str, clo
         }
     };
     stream.write_all(response.as_bytes()).is_ok()
+}
+
+/// 101 to h2c, the server's (empty) SETTINGS frame, then silence with the
+/// connection open until the server stops.
+fn switch_and_hold(stream: &mut TcpStream, state: &State) {
+    state.requests.fetch_add(1, Ordering::SeqCst);
+    let _ = stream.write_all(
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n\0\0\0\x04\0\0\0\0\0",
+    );
+    while !state.stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

@@ -167,3 +167,41 @@ fn verify_runs_the_websocket_rows_or_says_why_a_server_cannot() {
         }
     }
 }
+
+/// A server that switches to h2c with 101 and then holds the connection
+/// open (as RoadRunner does, about 10 s): the 101 ends at its head, so the
+/// "Upgrade: h2c" row passes on the 101 itself, in compare's pre-check
+/// (the conformance rows at its 5 s) and in `harness verify --conformance`
+/// alike (at 1 s, which keeps the whole section short). Read to the close instead, the row would wait out the timeout
+/// and fail as silent: the server never closes while the test runs.
+#[test]
+fn a_101_that_holds_the_connection_passes_the_upgrade_row() {
+    let server = TestServer::start(Behaviour::SwitchAndHold);
+    let rows: Vec<_> = harness::lab::contract::conformance_rows()
+        .into_iter()
+        .filter(|r| r.name.starts_with("Upgrade: h2c"))
+        .collect();
+    assert_eq!(rows.len(), 1, "the Upgrade: h2c row");
+    let verdicts =
+        harness::lab::contract::check(server.addr, std::time::Duration::from_secs(5), rows);
+    assert_eq!(verdicts[0].result, Ok(()), "{:?}", verdicts[0]);
+    assert!(verdicts[0].found.contains("101"), "{:?}", verdicts[0]);
+
+    let out = Command::new(harness_bin())
+        .args([
+            "verify",
+            "--conformance",
+            &server.url("/"),
+            "--timeout",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.contains("Upgrade: h2c"))
+        .unwrap_or_else(|| panic!("no Upgrade: h2c row:\n{text}"));
+    assert!(row.starts_with("PASS"), "{row}");
+    assert!(row.contains("101"), "says what it found: {row}");
+}

@@ -299,7 +299,9 @@ fn parse(buf: &[u8], head: bool, eof: bool) -> io::Result<Option<(RawResponse, u
             .collect(),
         body: Vec::new(),
     };
-    if head || resp.status == 204 || resp.status == 304 {
+    // RFC 9112 §6.3: a response to HEAD, a 1xx (a 101 included: what
+    // follows is the new protocol's), 204 and 304 end at their head.
+    if ends_at_head(head, resp.status) {
         return Ok(Some((resp, head_len)));
     }
     if let Some(cl) = resp.header("content-length") {
@@ -332,6 +334,11 @@ fn parse(buf: &[u8], head: bool, eof: bool) -> io::Result<Option<(RawResponse, u
         return Ok(Some((resp, buf.len())));
     }
     Ok(None)
+}
+
+/// Whether a response has no body, whatever its header fields say.
+fn ends_at_head(head_request: bool, status: u16) -> bool {
+    head_request || (100..200).contains(&status) || status == 204 || status == 304
 }
 
 /// A chunked body from `pos`, trailer fields skipped: `Ok(None)` while incomplete.
@@ -406,6 +413,13 @@ mod tests {
             (&b"!"[..], raw.len()),
             "trailers skipped"
         );
+        // A 101 ends at its head: what follows is the new protocol's.
+        let raw = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+        let (r, used) = parse(raw, false, false).unwrap().unwrap();
+        assert_eq!((r.status, used), (101, raw.len() - 9));
+        let raw = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        let (r, used) = parse(raw, false, false).unwrap().unwrap();
+        assert_eq!((r.status, used), (100, 25));
         let raw = b"HTTP/1.0 200 OK\r\n\r\nbye";
         assert!(parse(raw, false, false).unwrap().is_none());
         assert_eq!(parse(raw, false, true).unwrap().unwrap().0.body, b"bye");

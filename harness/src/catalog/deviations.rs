@@ -1,7 +1,9 @@
 //! Where a third-party server's own core departs from the contract: the
 //! rows of `harness verify` that fail because of the HTTP layer the stack
 //! is built on (Swoole's reactor, Go's `net/http` under RoadRunner and
-//! FrankenPHP), not because of our PHP code. Declared once, here: `harness
+//! FrankenPHP), not because of our PHP code; and, apart, the rows of the
+//! conformance section a core fails (nginx under nginx-static and php-fpm:
+//! [`NGINX`], [`conformance_core_of`]). Declared once, here: `harness
 //! verify`, compare's pre-pass and table, the compose checks and the Swoole
 //! tests all read this list, and compose/README.md's list of known
 //! behaviours is held to it by a test.
@@ -115,16 +117,186 @@ pub const GO_NET_HTTP: Core = Core {
     ],
 };
 
+/// Go's `net/http` with both Content-Length and Transfer-Encoding:
+/// `fixLength` (src/net/http/transfer.go) drops the Content-Length and
+/// frames the body as chunked, and nothing in `readTransfer` or the server
+/// marks the connection to close, so the next request is read and
+/// answered. Go's own, under RoadRunner and FrankenPHP alike: listed in
+/// [`ROADRUNNER`], kept apart from [`GO_NET_HTTP`]'s list as it was
+/// established against RoadRunner (rr 2025.1.5) only.
+const GO_CL_WITH_TE: [Deviation; 2] = [
+    Deviation {
+        row: "Content-Length with Transfer-Encoding → one answer, closed",
+        symptom: "404",
+        reason: "Go's net/http (transfer.go, fixLength) drops the Content-Length, decodes the \
+                 body as chunked and keeps the connection open: the request after the chunked \
+                 body is read and answered (404), where RFC 9112 §6.1 wants the connection closed",
+    },
+    Deviation {
+        row: "/echo: Content-Length with Transfer-Encoding → 400 or the chunked body, closed",
+        symptom: "left open",
+        reason: "Go's net/http (transfer.go, fixLength) echoes the chunked body, as the row \
+                 allows, but keeps the connection open",
+    },
+];
+
+/// RoadRunner's http plugin's own answer to a chunked body Go's chunked
+/// reader refuses: v5.2.8 handler/handler.go, `ServeHTTP`, reads the whole
+/// body (handler/request.go, `request`: `io.ReadAll(r.Body)`) before any
+/// PHP runs; the read's error goes to `http.Error(w, "serve_http: " + err,
+/// 500)`: its own 500 in text/plain, no Server header, and Go's server
+/// closes the connection (server.go: the unread body's error sets
+/// closeAfterReply).
+const RR_PLUGIN: [Deviation; 7] = {
+    const REASON: &str = "RoadRunner's http plugin (v5.2.8 handler/handler.go, ServeHTTP) reads \
+                          the body before PHP runs and answers Go's chunked-reader error with its \
+                          own 500 `serve_http: invalid byte in chunk length` (or `malformed \
+                          chunked encoding`, `empty hex number for chunk length`), no Server \
+                          header, then the close: refused, with 500 where the row wants 400";
+    [
+        Deviation {
+            row: "POST /echo, chunk size not hex → 400, closed",
+            symptom: "status 500",
+            reason: REASON,
+        },
+        Deviation {
+            row: "POST /echo, chunk longer than its size → 400, closed",
+            symptom: "status 500",
+            reason: REASON,
+        },
+        Deviation {
+            row: "/echo: chunk size not hex (zz) → 4xx, closed",
+            symptom: "500",
+            reason: REASON,
+        },
+        Deviation {
+            row: "/echo: chunk size with a 0x prefix → 4xx, closed",
+            symptom: "500",
+            reason: REASON,
+        },
+        Deviation {
+            row: "/echo: negative chunk size → 4xx, closed",
+            symptom: "500",
+            reason: REASON,
+        },
+        Deviation {
+            row: "/echo: empty chunk-size line → 4xx, closed",
+            symptom: "500",
+            reason: REASON,
+        },
+        Deviation {
+            row: "/echo: chunk data longer than its size → 4xx, closed",
+            symptom: "500",
+            reason: REASON,
+        },
+    ]
+};
+
+/// `a` then `b`, in a constant (the RoadRunner list is Go's plus its own).
+const fn joined<const N: usize>(a: &[Deviation], b: &[Deviation]) -> [Deviation; N] {
+    assert!(a.len() + b.len() == N);
+    let mut out = [a[0]; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    out
+}
+
+const RR_ROWS_LEN: usize = GO_NET_HTTP.deviations.len() + GO_CL_WITH_TE.len() + RR_PLUGIN.len();
+const RR_GO_ROWS: [Deviation; GO_NET_HTTP.deviations.len() + GO_CL_WITH_TE.len()] =
+    joined(GO_NET_HTTP.deviations, &GO_CL_WITH_TE);
+const RR_ROWS: [Deviation; RR_ROWS_LEN] = joined(&RR_GO_ROWS, &RR_PLUGIN);
+
+/// RoadRunner: Go's `net/http` rows (shared with FrankenPHP), Go's
+/// Content-Length + Transfer-Encoding framing, and its http plugin's own
+/// 500 for bad chunk framing. Established against rr 2025.1.5 (http plugin
+/// v5.2.8) running compose/roadrunner.
+pub const ROADRUNNER: Core = Core {
+    name: "RoadRunner 2025.1.5 (http plugin v5.2.8 on Go net/http)",
+    source: "roadrunner-server/http v5.2.8: handler/handler.go (ServeHTTP, its 500), \
+             handler/request.go (request: io.ReadAll of the body); Go's src/net/http/server.go \
+             (conn.serve, errorHeaders), transfer.go (fixLength), internal/chunked.go",
+    deviations: &RR_ROWS,
+};
+
 /// Every core declared here, for the README check and `harness servers`.
-pub const CORES: &[&Core] = &[&SWOOLE, &GO_NET_HTTP];
+pub const CORES: &[&Core] = &[&SWOOLE, &GO_NET_HTTP, &ROADRUNNER];
+
+/// nginx 1.22.1 (Debian 12's), the HTTP layer of nginx-static and of
+/// php-fpm's front: where it departs from the conformance section
+/// ([`workloads::conformance`]), not from the contract. Its chunked parser
+/// reads a size, then on `;`, SP or HTAB skips every byte to the line end
+/// unread; its request-line parser lets bytes above 0x7F into the target
+/// and takes no authority-form target. No nginx setting changes either.
+pub const NGINX: Core = Core {
+    name: "nginx 1.22.1",
+    source: "nginx 1.22.1: src/http/ngx_http_parse.c, ngx_http_parse_chunked (sw_chunk_size \
+             goes to sw_chunk_extension on ';', SP or HTAB; sw_chunk_extension skips to CR or \
+             LF) and ngx_http_parse_request_line (sw_check_uri takes octets above 0x7F; a \
+             target that is neither '/...' nor a scheme is 400)",
+    deviations: &[
+        Deviation {
+            row: "/echo: bare `;` after the chunk size → 400, closed",
+            symptom: "then nothing within",
+            reason: "ngx_http_parse_chunked skips a chunk extension to its line end without \
+                     reading it: the line is taken, the body read on (php-fpm echoes the chunk; \
+                     nginx-static answers 404 and waits for the rest)",
+        },
+        Deviation {
+            row: "/echo: chunk extension name not a token → 400, closed",
+            symptom: "then nothing within",
+            reason: "the same skip of sw_chunk_extension: the name is never read",
+        },
+        Deviation {
+            row: "/echo: control character in a chunk extension → 400, closed",
+            symptom: "then nothing within",
+            reason: "the same skip of sw_chunk_extension: only CR and LF end it",
+        },
+        Deviation {
+            row: "/echo: whitespace between chunk size and CRLF → 400, closed",
+            symptom: "then nothing within",
+            reason: "sw_chunk_size goes to sw_chunk_extension on SP or HTAB as on ';', and the \
+                     rest of the line is skipped",
+        },
+        Deviation {
+            row: "raw byte above 0x7F in the request target → 400",
+            symptom: "404",
+            reason: "ngx_http_parse_request_line takes octets above 0x7F in the target (UTF-8 \
+                     paths); the file is looked up and not found",
+        },
+        Deviation {
+            row: "CONNECT to an origin → 501 or 405",
+            symptom: "400",
+            reason: "ngx_http_parse_request_line takes no authority-form target (`verify:443`): \
+                     400 before the method is looked at (a refusal all the same)",
+        },
+    ],
+};
+
+/// The cores whose deviations are rows of the conformance section, not of
+/// the contract.
+pub const CONFORMANCE_CORES: &[&Core] = &[&NGINX];
+
+/// The core under a server's HTTP/1.1 layer whose conformance deviations
+/// are listed, by its catalog name or the `server` of its `/config`.
+pub fn conformance_core_of(server: &str) -> Option<&'static Core> {
+    match server {
+        "nginx-static" | "php-fpm" => Some(&NGINX),
+        _ => None,
+    }
+}
 
 /// The core a server is built on, by its catalog name or the `server` of
 /// its `/config` (a `--target` reports its own): `swoole`, `roadrunner`,
-/// `frankenphp`. Our own servers and nginx have none listed.
+/// `frankenphp`. Our own servers have none listed; nginx's are rows of
+/// the conformance section ([`conformance_core_of`]).
 pub fn core_of(server: &str) -> Option<&'static Core> {
     match server {
         "swoole" => Some(&SWOOLE),
-        "roadrunner" | "frankenphp" => Some(&GO_NET_HTTP),
+        "roadrunner" => Some(&ROADRUNNER),
+        "frankenphp" => Some(&GO_NET_HTTP),
         _ => None,
     }
 }
@@ -188,7 +360,6 @@ mod tests {
     fn every_listed_row_is_a_row_of_the_contract() {
         let rows: Vec<String> = workloads::contract::rows()
             .into_iter()
-            .filter(|r| r.conformance.is_none())
             .map(|r| r.name)
             .collect();
         for core in CORES {
@@ -196,6 +367,21 @@ mod tests {
                 assert!(rows.iter().any(|r| r == d.row), "{}: {}", core.name, d.row);
             }
         }
+    }
+
+    #[test]
+    fn every_listed_conformance_row_is_a_row_of_the_section() {
+        let rows: Vec<String> = workloads::conformance::rows()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        for core in CONFORMANCE_CORES {
+            for d in core.deviations {
+                assert!(rows.iter().any(|r| r == d.row), "{}: {}", core.name, d.row);
+            }
+        }
+        assert_eq!(conformance_core_of("php-fpm"), Some(&NGINX));
+        assert_eq!(conformance_core_of("event-loop"), None);
     }
 
     #[test]
@@ -216,6 +402,16 @@ mod tests {
             Reading::Fail("status 200, expected 431".into())
         );
         assert_eq!(core_of("frankenphp"), Some(&GO_NET_HTTP));
+        // RoadRunner: Go's rows, then its http plugin's own.
+        let rr = core_of("roadrunner").unwrap();
+        assert!(matches!(rr.read(row, &known), Reading::Known(_)));
+        let chunk = "POST /echo, chunk size not hex → 400, closed";
+        let plugin_500 = Err("status 500, expected 400".to_string());
+        assert!(matches!(rr.read(chunk, &plugin_500), Reading::Known(_)));
+        assert!(
+            GO_NET_HTTP.read(chunk, &plugin_500).is_failure(),
+            "the plugin's, not Go's"
+        );
         assert_eq!(core_of("php-fpm"), None);
     }
 

@@ -15,11 +15,18 @@ use super::{
     SEED_WORKERS,
 };
 
+/// Why FrankenPHP is compose-only on a machine that reaches only the
+/// project's registries: no binary can be fetched or built here.
+pub const COMPOSE_ONLY: &str = "compose-only here: the Go module proxy refuses \
+     github.com/dunglas/frankenphp (403 Forbidden, `This module version is not available`), and \
+     building it needs a thread-safe (ZTS) libphp, which Debian's libphp8.2-embed is not (Debian \
+     builds PHP without ZTS: PHP_ZTS = 0)";
+
 pub fn availability(env: &Env) -> Availability {
     let Some(bin) = find_program(&["frankenphp"]) else {
         return Availability::Missing {
             reason: format!(
-                "binary: frankenphp is not on PATH; {}",
+                "binary: frankenphp is not on PATH; {COMPOSE_ONLY}; {}",
                 super::image::status(env, &super::image::FRANKENPHP)
             ),
             fix: "install the frankenphp binary (github.com/php/frankenphp releases), or run \

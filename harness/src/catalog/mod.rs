@@ -28,6 +28,7 @@ pub mod http;
 pub mod image;
 pub mod nginx_static;
 pub mod node;
+pub mod outside;
 mod paths;
 pub mod php_ext;
 pub mod php_fpm;
@@ -72,9 +73,12 @@ pub enum Recipe {
     Swoole,
     RoadRunner,
     FrankenPhp,
-    /// Started elsewhere (`--target NAME=URL`): only loaded, never started.
+    /// Started elsewhere (`--target NAME=URL`): only loaded, never started;
+    /// metered where its processes are named (`--target-pid`,
+    /// `--target-container`).
     External {
         url: String,
+        processes: Option<outside::Processes>,
     },
     /// From its compose image `tag` ([`image`]): where the host has no
     /// binary or module for it, or `--from-image` asks.
@@ -186,7 +190,10 @@ pub fn external(spec: &str) -> anyhow::Result<Entry> {
         name: name.trim().to_string(),
         model: "external",
         language: "?",
-        recipe: Recipe::External { url },
+        recipe: Recipe::External {
+            url,
+            processes: None,
+        },
     })
 }
 
@@ -218,7 +225,10 @@ impl Entry {
             Recipe::Swoole => swoole::availability(env),
             Recipe::RoadRunner => roadrunner::availability(env),
             Recipe::FrankenPhp => frankenphp::availability(env),
-            Recipe::External { url } => Availability::Ready(format!("started elsewhere: {url}")),
+            Recipe::External { url, processes } => Availability::Ready(match processes {
+                Some(p) => format!("started elsewhere: {url}, metered: {}", p.describe()),
+                None => format!("started elsewhere: {url}"),
+            }),
             Recipe::Image { way, tag } => Availability::Ready(way.runs_in(tag)),
         }
     }
@@ -282,7 +292,7 @@ impl Entry {
             Recipe::RoadRunner => roadrunner::start(self, ctx, placement)?,
             Recipe::FrankenPhp => frankenphp::start(self, ctx, placement)?,
             Recipe::Image { way, tag } => way.start(tag, self, ctx, placement)?,
-            Recipe::External { url } => {
+            Recipe::External { url, processes } => {
                 if !placement.is_default() {
                     bail!(
                         "{}: a server started elsewhere ({url}) cannot be placed",
@@ -290,10 +300,24 @@ impl Entry {
                     );
                 }
                 // Started elsewhere: it must answer, the contract is judged later.
-                let running = Running::external(&self.name, url)?;
+                let mut running = Running::external(&self.name, url)?;
                 running
                     .get("/hello", Duration::from_secs(5))
                     .with_context(|| format!("{} ({url}) does not answer", self.name))?;
+                if let Some(p) = processes {
+                    let roots = p
+                        .roots()
+                        .with_context(|| format!("--target {}", self.name))?;
+                    running.notes.push(format!(
+                        "{}: started elsewhere; its CPU and RSS are those of {} ({} process \
+                         tree{} at its start)",
+                        self.name,
+                        p.describe(),
+                        roots.len(),
+                        if roots.len() == 1 { "" } else { "s" }
+                    ));
+                    running.outside = Some(p.clone());
+                }
                 return Ok(running);
             }
         };
@@ -319,7 +343,8 @@ mod tests {
         assert_eq!(
             e.recipe,
             Recipe::External {
-                url: "http://127.0.0.1:9501".into()
+                url: "http://127.0.0.1:9501".into(),
+                processes: None,
             }
         );
         assert!(external("nourl").is_err());

@@ -214,6 +214,7 @@ fn start_nginx(
         fronts: Vec::new(),
         h2c: None,
         http2_front: None,
+        outside: None,
     };
     let mut last_err = None;
     for _ in 0..3 {

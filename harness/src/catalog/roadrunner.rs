@@ -13,11 +13,38 @@ use super::{
     StartCtx, SEED_DB_POOL,
 };
 
+/// What scripts/install-deps asked for and was refused (one line each,
+/// kept beside Swoole's status): `go install` of rr, and `composer install`
+/// of compose/roadrunner's packages. Empty where nothing was refused.
+pub fn install_refusals() -> Vec<String> {
+    let Some(dir) = super::swoole::install_status_path()
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+    else {
+        return Vec::new();
+    };
+    ["roadrunner-install.txt", "roadrunner-vendor.txt"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+        .filter_map(|t| t.lines().next().map(|l| l.trim().to_string()))
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// The refusal install-deps recorded for `what` (`go install`,
+/// `composer install`), as a parenthesis for a skip line.
+fn refused(what: &str) -> String {
+    install_refusals()
+        .into_iter()
+        .find(|l| l.starts_with(what))
+        .map_or(String::new(), |l| format!(" (scripts/install-deps: {l})"))
+}
+
 pub fn availability(env: &Env) -> Availability {
     let Some(rr) = find_program(&["rr"]) else {
         return Availability::Missing {
             reason: format!(
-                "binary: rr is not on PATH; {}",
+                "binary: rr is not on PATH{}; {}",
+                refused("go install"),
                 super::image::status(env, &super::image::ROADRUNNER)
             ),
             fix: "install RoadRunner's rr binary (github.com/roadrunner-server/roadrunner releases), or run compose/ with Docker and pass --target roadrunner=http://127.0.0.1:8081".into(),
@@ -26,7 +53,10 @@ pub fn availability(env: &Env) -> Availability {
     let app = env.compose().join("roadrunner");
     if !app.join("vendor/autoload.php").is_file() {
         return Availability::Missing {
-            reason: "compose/roadrunner/vendor is not installed".into(),
+            reason: format!(
+                "compose/roadrunner/vendor is not installed{}",
+                refused("composer install")
+            ),
             fix: "(cd compose/roadrunner && composer install)".into(),
         };
     }

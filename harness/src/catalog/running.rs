@@ -40,6 +40,9 @@ pub struct Running {
     /// server's own code, whose `/config` then does not describe it:
     /// php-fpm's nginx, in front of the FastCGI pool.
     pub http2_front: Option<String>,
+    /// A server started elsewhere whose processes the user named
+    /// (`--target-pid`, `--target-container`): metered as if started here.
+    pub(super) outside: Option<super::outside::Processes>,
 }
 
 impl Running {
@@ -58,6 +61,7 @@ impl Running {
             fronts: Vec::new(),
             h2c: None,
             http2_front: None,
+            outside: None,
         })
     }
 
@@ -82,6 +86,7 @@ impl Running {
             fronts: Vec::new(),
             h2c: None,
             http2_front: None,
+            outside: None,
         }
     }
 
@@ -117,7 +122,16 @@ impl Running {
     /// The roots of its process trees: each child's pid (the leader of its
     /// group), or for a child in a container the container's first process.
     pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::tree_root).collect()
+        let mut roots: Vec<u32> = self.children.iter().map(Child::tree_root).collect();
+        if let Some(p) = &self.outside {
+            roots.extend(p.roots().unwrap_or_default());
+        }
+        roots
+    }
+
+    /// The processes named for a server started elsewhere, if any.
+    pub fn outside(&self) -> Option<&super::outside::Processes> {
+        self.outside.as_ref()
     }
 
     /// The containers its processes run in (none outside Docker).
@@ -128,9 +142,10 @@ impl Running {
             .collect()
     }
 
-    /// Whether we started (and so can sample) its processes.
+    /// Whether we can sample its processes: we started them, or they were
+    /// named (`--target-pid`, `--target-container`).
     pub fn managed(&self) -> bool {
-        !self.children.is_empty()
+        !self.children.is_empty() || self.outside.is_some()
     }
 
     /// An error if a child has exited, with its log.

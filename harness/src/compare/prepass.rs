@@ -61,9 +61,16 @@ fn check_contract(
 
 /// The conformance section over a started server (it asks only for
 /// `/hello`), printed as it goes: the tally, then each row not passed.
-fn check_conformance(ctx: &runner::Ctx, addr: std::net::SocketAddr) -> ConformanceCheck {
+/// A row its core (`core`) is known to fail as it did reads CORE, its
+/// reason beside what was found (the document keeps its RFC outcome and
+/// the reason, `core`).
+fn check_conformance(
+    ctx: &runner::Ctx,
+    addr: std::net::SocketAddr,
+    core: Option<&crate::catalog::deviations::Core>,
+) -> ConformanceCheck {
     let verdicts = crate::lab::contract::check_conformance(addr, Duration::from_secs(5));
-    let check = ConformanceCheck::from_verdicts(&verdicts);
+    let check = ConformanceCheck::from_verdicts(&verdicts, core);
     ctx.progress.line(&format!(
         "  HTTP/1.1 conformance (harness verify --conformance): {}{}",
         check.summary(),
@@ -71,12 +78,20 @@ fn check_conformance(ctx: &runner::Ctx, addr: std::net::SocketAddr) -> Conforman
             .deviations
             .iter()
             .map(|d| format!(
-                "\n    {} {} ({} {}): {}",
-                d.outcome.to_ascii_uppercase(),
+                "\n    {} {} ({} {}): {}{}",
+                if d.core.is_some() {
+                    "CORE".to_string()
+                } else {
+                    d.outcome.to_ascii_uppercase()
+                },
                 d.row,
                 d.section,
                 d.requirement,
-                d.found
+                d.found,
+                d.core
+                    .as_ref()
+                    .map(|why| format!(" (listed: {why})"))
+                    .unwrap_or_default()
             ))
             .collect::<String>()
     ));
@@ -132,19 +147,29 @@ pub fn run(
             }
         };
         let addr = relay.as_ref().map_or(running.addr, Relay::addr);
+        // The core by the catalog's name, else by what /config says (a
+        // --target names its own server).
+        let core = crate::catalog::deviations::core_of(&e.name).or_else(|| {
+            docs[i]
+                .config
+                .as_ref()
+                .and_then(|c| crate::catalog::deviations::core_of(&c.server))
+        });
         if e.serves_whole_contract() {
-            // The core by the catalog's name, else by what /config says
-            // (a --target names its own server).
-            let core = crate::catalog::deviations::core_of(&e.name).or_else(|| {
-                docs[i]
-                    .config
-                    .as_ref()
-                    .and_then(|c| crate::catalog::deviations::core_of(&c.server))
-            });
             docs[i].contract = Some(check_contract(ctx, addr, core));
         }
         if e.serves("/hello") {
-            docs[i].conformance = Some(check_conformance(ctx, addr));
+            // nginx under nginx-static and php-fpm: its listed deviations;
+            // else the core the contract's rows were read against.
+            let core = crate::catalog::deviations::conformance_core_of(&e.name)
+                .or_else(|| {
+                    docs[i]
+                        .config
+                        .as_ref()
+                        .and_then(|c| crate::catalog::deviations::conformance_core_of(&c.server))
+                })
+                .or(core);
+            docs[i].conformance = Some(check_conformance(ctx, addr, core));
         }
         drop(relay);
         if running.managed() {

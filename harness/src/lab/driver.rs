@@ -59,6 +59,51 @@ impl Selection {
         })
     }
 
+    /// Names the processes of `--target`s started elsewhere
+    /// (`--target-pid NAME=PID`, `--target-container NAME=ID`), so they are
+    /// metered like the catalog's servers. An error for a name that is no
+    /// `--target`, or one named twice.
+    pub fn with_target_processes(
+        mut self,
+        pids: &[String],
+        containers: &[String],
+    ) -> anyhow::Result<Selection> {
+        use crate::catalog::outside::Processes;
+        use crate::catalog::Recipe;
+        let specs = pids
+            .iter()
+            .map(|s| Processes::parse_pid(s).map(|p| ("--target-pid", p)))
+            .chain(
+                containers
+                    .iter()
+                    .map(|s| Processes::parse_container(s).map(|p| ("--target-container", p))),
+            )
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        for (option, (name, processes)) in specs {
+            let mut found = false;
+            let entries = self
+                .selected
+                .iter_mut()
+                .chain(self.ready.iter_mut().map(|(e, _)| e));
+            for e in entries.filter(|e| e.name == name) {
+                match &mut e.recipe {
+                    Recipe::External { processes: p, .. } => {
+                        if p.as_ref().is_some_and(|old| *old != processes) {
+                            bail!("{option} {name}: its processes are named twice");
+                        }
+                        *p = Some(processes.clone());
+                        found = true;
+                    }
+                    _ => bail!("{option} {name}: {name} is a catalog server, metered already"),
+                }
+            }
+            if !found {
+                bail!("{option} {name}: no --target {name}=URL to meter");
+            }
+        }
+        Ok(self)
+    }
+
     /// The entries that can run here.
     pub fn runnable(&self) -> Vec<Entry> {
         self.ready.iter().map(|(e, _)| e.clone()).collect()

@@ -3,7 +3,7 @@
 //! machine's cores all in use (the bound cannot hold here), or CPU left
 //! idle (the limit is a wait, a lock or a queue, not the CPU).
 
-use super::document::{Evidence, WaitPoint};
+use super::document::{Evidence, Finding, WaitPoint};
 use crate::lab::profile::Profile;
 
 /// Cores in use at or above this share of the machine's: saturated.
@@ -61,6 +61,25 @@ pub fn of_run(run: &str, profile: Option<&Profile>, rps: f64, cores: u32) -> Opt
         flame_graph: p.server_svg.clone(),
         sentence,
     })
+}
+
+/// What a missed finding says when its runs were profiled but no profile
+/// holds a sample of the server (an idle server's short run at 99 Hz).
+pub const TOO_FEW_SAMPLES: &str =
+    "its profile caught too few samples of the server to say where the CPU went";
+
+/// Whether a run was profiled and perf ran (its samples may still be none).
+pub fn profiled(profile: Option<&Profile>) -> bool {
+    profile.is_some_and(|p| p.error.is_none())
+}
+
+/// Sets a missed finding's evidence; where there is none although its runs
+/// were profiled, the sentence says so instead of leaving the miss bare.
+pub fn attach(f: &mut Finding, evidence: Option<Evidence>, profiled: bool) {
+    if evidence.is_none() && profiled {
+        f.sentence = format!("{} ({TOO_FEW_SAMPLES})", f.sentence);
+    }
+    f.evidence = evidence;
 }
 
 /// The evidence of a wait curve's point.

@@ -8,7 +8,7 @@ use crate::report::page::md_table;
 use crate::report::{align, bytes, latency, thousands};
 
 /// The table's header.
-pub const HEADER: [&str; 13] = [
+pub const HEADER: [&str; 14] = [
     "server",
     "model",
     "tool",
@@ -20,11 +20,30 @@ pub const HEADER: [&str; 13] = [
     "max",
     "failed",
     "CPU %",
+    "CPU µs/req",
     "RSS",
     "ratio",
 ];
 /// Right-aligned columns.
-const RIGHT: [usize; 9] = [4, 5, 6, 7, 8, 9, 10, 11, 12];
+const RIGHT: [usize; 10] = [4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
+
+/// What the CPU cells of a server started elsewhere say when its
+/// processes were not named (`--target-pid`, `--target-container`).
+pub const NOT_MEASURED: &str = "not measured";
+
+/// The server's CPU per verified response, µs: CPU % (100 = one core)
+/// over RPS.
+pub fn cpu_us_per_request(cpu_pct: f64, rps: f64) -> Option<f64> {
+    (rps > 0.0).then(|| cpu_pct / 100.0 * 1e6 / rps)
+}
+
+fn us_cell(us: f64) -> String {
+    if us < 10.0 {
+        format!("{us:.1}")
+    } else {
+        thousands(us.round() as u64)
+    }
+}
 
 /// One table line per row.
 pub fn cells(results: &Results) -> Vec<Vec<String>> {
@@ -60,8 +79,21 @@ fn row_cells(r: &Row, results: &Results) -> Vec<String> {
             v.push(latency(s.p99_us));
             v.push(latency(s.max_us));
             v.push(thousands(s.failed));
-            v.push(s.server_cpu_pct.map_or("—".into(), |c| format!("{c:.0}")));
-            v.push(s.server_rss_peak_bytes.map_or("—".into(), bytes));
+            let unmetered = if r.model == "external" {
+                NOT_MEASURED
+            } else {
+                "—"
+            };
+            v.push(
+                s.server_cpu_pct
+                    .map_or(unmetered.into(), |c| format!("{c:.0}")),
+            );
+            v.push(
+                s.server_cpu_pct
+                    .and_then(|c| cpu_us_per_request(c, s.rps_mean))
+                    .map_or(unmetered.into(), us_cell),
+            );
+            v.push(s.server_rss_peak_bytes.map_or(unmetered.into(), bytes));
             v.push(s.ratio.map_or("—".into(), |x| format!("{x:.2}×")));
         }
         _ if r.status == RowStatus::NotServed => {
@@ -74,7 +106,7 @@ fn row_cells(r: &Row, results: &Results) -> Vec<String> {
                     .next()
                     .unwrap_or("")
             ));
-            v.resize(v.len() + 7, String::new());
+            v.resize(v.len() + 8, String::new());
         }
         _ => {
             v.push(format!(
@@ -86,7 +118,7 @@ fn row_cells(r: &Row, results: &Results) -> Vec<String> {
                     .next()
                     .unwrap_or("")
             ));
-            v.resize(v.len() + 7, String::new());
+            v.resize(v.len() + 8, String::new());
         }
     }
     v
@@ -137,7 +169,8 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
     };
     line(&format!(
         "RPS: responses that matched the contract, per second, {} runs of {:.0}s after {:.0}s warm-up; \
-         p50/p99/max over all runs; CPU %: the server's process tree (100 = one core); RSS: its peak; {}",
+         p50/p99/max over all runs; CPU %: the server's process tree (100 = one core); \
+         CPU µs/req: that CPU per response; RSS: its peak; {}",
         results.settings.runs,
         results.settings.duration_s,
         results.settings.warmup_s,
@@ -162,6 +195,25 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
                 r.http2_front.as_deref().unwrap_or("")
             ));
         }
+    }
+    let mut unmetered: Vec<&str> = results
+        .rows
+        .iter()
+        .filter(|r| r.model == "external")
+        .filter(|r| {
+            r.summary
+                .as_ref()
+                .is_some_and(|s| s.server_cpu_pct.is_none())
+        })
+        .map(|r| r.server.as_str())
+        .collect();
+    unmetered.dedup();
+    for name in unmetered {
+        line(&format!(
+            "{name}: started elsewhere, its CPU, RSS and the machine's other load were not \
+             measured: name its processes with --target-pid {name}=PID or \
+             --target-container {name}=CONTAINER"
+        ));
     }
     if results.rows.iter().any(|r| !r.bodies_verified) {
         line("ab and wrk do not check bodies (ab compares lengths, wrk only statuses): their rows cannot catch a server answering 200 with an error");

@@ -138,7 +138,8 @@ pub fn waiting(curves: &[WaitCurve], cores: u32) -> Vec<Finding> {
                     Some(ok),
                 );
                 if !ok {
-                    f.evidence = evidence::of_point(top, cores);
+                    let profiled = evidence::profiled(top.profile.as_ref());
+                    evidence::attach(&mut f, evidence::of_point(top, cores), profiled);
                 }
                 out.push(f);
             }
@@ -217,11 +218,13 @@ fn bounded(
         // The worst point that has evidence: a short run of an idle server
         // (a worker pool sleeping at low c) may hold no sample of it at all,
         // and its neighbour's profile still says where the CPU went.
-        f.evidence = on
+        let found = on
             .iter()
             .filter_map(|p| evidence::of_point(p, cores).map(|e| (off(p.rps).abs(), e)))
             .max_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, e)| e);
+        let profiled = on.iter().any(|p| evidence::profiled(p.profile.as_ref()));
+        evidence::attach(&mut f, found, profiled);
     }
     f
 }
@@ -270,8 +273,10 @@ pub fn stall(stalls: &[Stall], loops: &dyn Fn(&str) -> Option<u32>, cores: u32) 
                 ok,
             );
             if ok == Some(false) {
-                f.evidence =
+                let found =
                     evidence::of_run("the mixed run", s.mixed_profile.as_ref(), s.mixed_rps, cores);
+                let profiled = evidence::profiled(s.mixed_profile.as_ref());
+                evidence::attach(&mut f, found, profiled);
             }
             f
         })
@@ -354,6 +359,7 @@ pub fn all(doc: &Models) -> Vec<Finding> {
     out.extend(memory(&doc.memory));
     out.extend(websocket::findings(&doc.websocket_held, &doc.memory));
     out.extend(multiplexing::findings(&doc.multiplexing, cores));
+    out.extend(super::at_rate::findings(&doc.waiting_at_rate));
     out
 }
 
@@ -486,10 +492,26 @@ mod tests {
             p.rps = if p.connections == 20 { 336.0 } else { 700.0 };
         }
         swoole.points[1].profile.as_mut().unwrap().server.cpu_ns = 0;
-        let f = &waiting(&[swoole], 2)[0];
+        let f = &waiting(&[swoole.clone()], 2)[0];
         assert_eq!(f.matches_prediction, Some(false), "{}", f.sentence);
         let e = f.evidence.as_ref().expect("the next point's evidence");
         assert_ne!(e.run, "c = 20");
+        assert!(
+            !f.sentence.contains(evidence::TOO_FEW_SAMPLES),
+            "{}",
+            f.sentence
+        );
+        // No profile caught the server at all: the miss says so, bare of evidence.
+        for p in &mut swoole.points {
+            p.profile.as_mut().unwrap().server.cpu_ns = 0;
+        }
+        let f = &waiting(&[swoole], 2)[0];
+        assert!(f.evidence.is_none());
+        assert!(
+            f.sentence.contains(evidence::TOO_FEW_SAMPLES),
+            "{}",
+            f.sentence
+        );
     }
 
     #[test]

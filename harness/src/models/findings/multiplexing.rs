@@ -283,10 +283,12 @@ pub fn findings(mux: &[Multiplexing], cores: u32) -> Vec<Finding> {
             ok,
         );
         if ok == Some(false) {
-            f.evidence = worst(m, h1).and_then(|s| {
+            let found = worst(m, h1).and_then(|s| {
                 let rps = s.runs.last()?.rps;
                 evidence::of_run(&shape_name(s), s.profile.as_ref(), rps, cores)
             });
+            let profiled = worst(m, h1).is_some_and(|s| evidence::profiled(s.profile.as_ref()));
+            evidence::attach(&mut f, found, profiled);
         }
         out.push(f);
         if let Some(h2) = others(m, h1).find(|s| s.protocol == "h2c") {
