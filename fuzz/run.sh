@@ -17,7 +17,7 @@ set -euo pipefail
 secs=${1:?usage: fuzz/run.sh SECONDS [TARGET...]}
 shift
 cd "$(dirname "$0")"
-all=(http1_request http1_pipelined engine_response mysql_packets hlog results_json)
+all=(http1_request http1_pipelined chunk_line engine_response mysql_packets hlog results_json)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 

@@ -69,6 +69,10 @@ conformance = [
     f"POST /hello HTTP/1.1\r\n{H}Transfer-Encoding: chunked\r\n\r\n{len(HIDDEN):X}\r\n{HIDDEN}\r\n0\r\n\r\n{FOLLOW}",
     f"GET /hello HTTP/1.1\r\n{H}Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
     "CONNECT verify:443 HTTP/1.1\r\nHost: verify:443\r\n\r\n",
+    f"GET * HTTP/1.1\r\n{H}\r\n",
+    f"OPTIONS * HTTP/1.1\r\n{H}\r\n",
+    f"GET /hello\xff HTTP/1.1\r\n{H}\r\n",
+    "GET /hello HTTP/1.1\r\nHost:\r\n\r\n",
     f"GET /hello HTTP/1.1\r\n{H}X-Pad: {'a' * 8200}\r\n\r\n",
 ]
 # POST /echo: bodies the codec frames (Content-Length, chunked with an
@@ -83,7 +87,24 @@ bodies = [
     f"{E}Transfer-Encoding: chunked\r\n\r\n0x{len(HIDDEN):x}\r\n{HIDDEN}\r\n0\r\n\r\n",
     f"{E}Transfer-Encoding: chunked\r\n\r\n3\r\nhello\r\n0\r\n\r\n{FOLLOW}",
     f"{E}Content-Length: 1048577\r\n\r\n",
+    f"{E}Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\n{FOLLOW}",
 ]
+# Chunk-size lines, the conformance rows' and the grammar's edges (RFC 9112
+# §7.1.1): the ones RFC 9112 refuses (a bare `;`, a name that is not a
+# token, a control character, whitespace before the CRLF) and ones it
+# allows (BWS around `;` and `=`, quoted-strings with escapes).
+n = f"{len(HIDDEN):x}"
+chunk_lines = [
+    n, n.upper(), "0", "000", f"{n};", f"{n};n@me=v", f"{n};name=va\x01lue", f"{n} ", f"{n}\t",
+    f"{n};name=value", f"{n} ; a = b", f"{n};a;b=c;d=\"q \\\" s\"", f"{n};a=\"open", f"{n};=x",
+    f"0x{n}", f"-{n}", "zz", "", f"1{len(HIDDEN):016x}", f"{n};a=\"\x7f\"",
+]
+for line in chunk_lines:
+    put("chunk_line", line)
+    put("chunk_line", f"{line}\0{HIDDEN}\r\n0\r\nX-Trailer: 1\r\n\r\n")
+put("chunk_line", f"{n}\0{HIDDEN}\r\n0\r\n\n")
+put("chunk_line", f"{n}\0{HIDDEN}\r\n0\r\nno colon\r\n\r\n")
+put("chunk_line", f"3\0hello\r\n0\r\n\r\n")
 for r in contract + conformance + bodies:
     put("http1_request", r)
 for i, r in enumerate(contract + conformance + bodies):

@@ -280,6 +280,14 @@ function originForm(target) {
 }
 
 function handle(req, res) {
+  // What llhttp lets through and no route makes right (RFC 9112 §3.2,
+  // §3.2.4; RFC 9110 §4.2.1): 400, as the Rust servers answer.
+  if (req.url === '*' && req.method !== 'OPTIONS') {
+    return send(req, res, 400, 'text/plain', 'the asterisk-form target is for OPTIONS only');
+  }
+  if (req.headers.host === '') {
+    return send(req, res, 400, 'text/plain', 'Host missing, repeated or invalid');
+  }
   const target = originForm(req.url);
   const q = target.indexOf('?');
   const path = q < 0 ? target : target.slice(0, q);
@@ -382,6 +390,20 @@ server.on('clientError', (err, socket) => {
       body,
   );
 });
+
+// CONNECT: node:http hands it to 'connect' listeners and, with none,
+// destroys the socket without a word. An origin that is not a proxy
+// answers 501 (RFC 9110 §9.3.6, §15.6.2), then closes.
+if (!TLS) {
+  server.on('connect', (req, socket) => {
+    socket.on('error', () => {});
+    const body = 'method not implemented';
+    socket.end(
+      `HTTP/1.1 501 Not Implemented\r\nDate: ${new Date().toUTCString()}\r\nServer: ${SERVER}\r\n` +
+        `Content-Type: text/plain\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+}
 
 // ---------------------------------------------------------------------------
 // WebSocket (docs/ARCHITECTURE.md §2): GET /ws echoes, GET /ws/room?name=R

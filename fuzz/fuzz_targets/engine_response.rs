@@ -1,4 +1,4 @@
-//! The load engine's response reader (harness/src/engine/http.rs): a
+//! The load engine's response reader (harness/src/engine/proto/h1.rs): a
 //! server may send anything. The first byte picks the request (HEAD or
 //! not) and the check (any 2xx, or the contract's `200 Hello World`) and
 //! seeds the read sizes; the rest is what the server sent.

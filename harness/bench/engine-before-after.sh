@@ -15,8 +15,9 @@
 #   harness/bench/engine-before-after.sh /tmp/old/target/release/harness target/release/harness
 #
 # Environment: ROUNDS (default 5), DURATION (s per run, default 5), CONNS
-# (default 100), THREADS (engine threads, default: the harness's), MIX,
-# CALLGRIND.
+# (default 100), THREADS (engine threads, default: the harness's), ARGS
+# (more `harness run` arguments for both binaries, e.g. "--pipeline 16"
+# or "--io epoll"), MIX, CALLGRIND.
 # nginx is stopped by PID on exit. On 2 shared cores, read the medians.
 set -euo pipefail
 
@@ -26,6 +27,7 @@ ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-100}
 MIX=${MIX:-}
+read -r -a extra <<<"${ARGS:-}"
 WORK=$(mktemp -d /tmp/engine-before-after.XXXXXX)
 NGINX_PID=
 
@@ -55,7 +57,7 @@ one() {
     local label=$1 bin=$2
     shift 2
     /usr/bin/time -f '%U %S' -o "$WORK/time" "$bin" run "$@" -c "$CONNS" -d "${DURATION}s" \
-        "${threads[@]}" --format json >"$WORK/run.json"
+        "${threads[@]}" "${extra[@]}" --format json >"$WORK/run.json"
     local n rps failed cpu
     n=$(jq '.requests.total' "$WORK/run.json")
     rps=$(jq '.requests.per_s' "$WORK/run.json")
@@ -69,7 +71,7 @@ one() {
 url=http://127.0.0.1:$PORT
 mix_args=()
 for p in $MIX; do mix_args+=(--path "$p"); done
-echo "== nginx return 200 on $url, -c $CONNS, ${DURATION}s per run, $ROUNDS rounds"
+echo "== nginx return 200 on $url, -c $CONNS ${ARGS:-}, ${DURATION}s per run, $ROUNDS rounds"
 for r in $(seq 1 "$ROUNDS"); do
     echo "-- round $r"
     if [ $((r % 2)) = 1 ]; then
@@ -88,7 +90,7 @@ ir() {
     shift 2
     for n in 20000 220000; do
         valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" "$bin" run "$@" \
-            -c 50 -n "$n" --threads 2 --format csv >/dev/null 2>"$WORK/vg.err"
+            -c 50 -n "$n" --threads 2 "${extra[@]}" --format csv >/dev/null 2>"$WORK/vg.err"
         small=$large
         large=$(grep -oP 'Collected : \K[0-9]+' "$WORK/vg.err")
     done

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::diff::{self, judge::Rule, load};
-use crate::engine::http::{Feed, ResponseReader};
+use crate::engine::h1::{Feed, ResponseReader};
 pub use crate::engine::Check;
 pub use crate::stats::Failure;
 
@@ -30,7 +30,7 @@ impl From<Feed> for Outcome {
     }
 }
 
-/// The load engine's response reader (`engine/http.rs`), one response at a time.
+/// The load engine's HTTP/1 response reader (`engine/proto/h1.rs`), one response at a time.
 pub struct Response(ResponseReader);
 
 impl Response {

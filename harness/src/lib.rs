@@ -29,6 +29,7 @@
 //! ```
 
 pub mod calibrate;
+pub mod capacity;
 pub mod catalog;
 pub mod certs;
 pub mod cli;
@@ -52,6 +53,7 @@ pub mod run;
 pub mod servers_cmd;
 pub mod stats;
 pub mod target;
+pub mod thresholds;
 pub mod units;
 pub mod verify;
 pub mod verify_h2;

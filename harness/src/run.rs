@@ -14,6 +14,7 @@ use crate::engine::{
 };
 use crate::report::{self, Format};
 use crate::target::Target;
+use crate::thresholds::{self, Threshold};
 use crate::units::parse_duration;
 
 #[derive(Debug, clap::Args)]
@@ -131,8 +132,17 @@ same at every member (failures: interleave). A message ends once every
 member has it; a member whose connection fails fails its room's owed
 deliveries and the room rejoins. Deliveries grow as K^2: keep K small.
 
+Thresholds (CI gates, k6's syntax): --threshold 'p(99)<20ms' (repeatable)
+judges the run after it ends; metrics are p(N), avg, med, min and max of
+the successful requests' latency (a bare number is ms; us, ms, s), rate
+(the share that failed: 0.01 or 1%) and rps (finished requests per
+second); operators <, <=, >, >=, ==, !=. Each is printed PASS or FAIL with
+what the run showed; any FAIL makes the exit code 99. A run without a
+successful request fails every latency threshold.
+
 Examples:
   harness run http://127.0.0.1:8082/hello -c 100 -d 10s
+  harness run http://127.0.0.1:8082/hello -d 10s --rate 2000 --threshold 'p(99)<5ms' --threshold 'rate<0.001'
   harness run http://127.0.0.1:8082/hello -c 16 -d 10s --pipeline 16
   harness run http://127.0.0.1:8082/hello -c 4 -d 10s --h2c --streams 100
   harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 4 -d 10s --h2
@@ -340,6 +350,14 @@ pub struct RunArgs {
     /// CA, or your company's), instead of the public CAs built in.
     #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
     pub cacert: Option<PathBuf>,
+
+    /// A pass/fail criterion in k6's syntax (repeatable): `p(99)<20ms`,
+    /// `p(50)<5ms`, `avg<2ms`, `max<1s`, `rate<0.01` (the share of requests
+    /// that failed), `rps>10000`. Each is printed PASS or FAIL after the
+    /// report (and in the JSON's `thresholds`); when one fails, the exit
+    /// code is 99, as k6's is. A bare latency is in ms.
+    #[arg(long = "threshold", value_name = "EXPR", value_parser = crate::thresholds::parse_arg)]
+    pub thresholds: Vec<Threshold>,
 
     /// https: accept any server certificate, unchecked (its handshake
     /// signature is still verified). For a server whose CA you do not have.
@@ -851,9 +869,39 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("harness: {note}");
     }
 
+    let summary = thresholds::Summary {
+        latency_us: &result.stats.latency_us,
+        requests: result.stats.requests(),
+        failures: result.stats.failures.total(),
+        seconds: result.duration.as_secs_f64(),
+    };
+    let (verdicts, thresholds_pass) = thresholds::judge(&args.thresholds, &summary);
+    let mut text = match args.format {
+        Format::Json => report::json::render_with(&result, verdicts.clone()),
+        format => report::render(format, &result),
+    };
+    let lines: Vec<String> = verdicts
+        .iter()
+        .zip(&args.thresholds)
+        .map(|(v, t)| v.line(t))
+        .collect();
+    match args.format {
+        Format::Json => {}
+        // A CSV stays one header and one row: its verdicts go to stderr.
+        Format::Csv => lines
+            .iter()
+            .for_each(|l| eprintln!("harness: threshold {l}")),
+        _ if !lines.is_empty() => {
+            text.push_str("\nThresholds:\n");
+            for l in &lines {
+                text.push_str(&format!("  {l}\n"));
+            }
+        }
+        _ => {}
+    }
     let mut stdout = std::io::stdout().lock();
     stdout
-        .write_all(report::render(args.format, &result).as_bytes())
+        .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
         .context("cannot write the report")?;
     if let Some(path) = &args.hist {
@@ -890,6 +938,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(match result.end {
         End::ServerGone | End::TlsRefused => ExitCode::FAILURE,
+        _ if !thresholds_pass => ExitCode::from(thresholds::EXIT_FAILED),
         _ => ExitCode::SUCCESS,
     })
 }

@@ -36,8 +36,11 @@ itself (RFC 9112 and RFC 9110), in four groups — request line, header
 fields, bodies (Content-Length, chunked), connections (pipelining, close,
 Upgrade, CONNECT, half-close). Each row cites its section: a deviation from
 a MUST fails, from a SHOULD warns; every row says what the server did. It
-asks for /hello, and its body-framing rows post to /echo (Content-Length
-with Transfer-Encoding, repeated Content-Length, bad chunk-size lines),
+asks for /hello (GET *, a raw byte above 0x7F in the target, CONNECT and an
+empty Host among its rows), and its body-framing rows post to /echo
+(Content-Length with Transfer-Encoding, repeated Content-Length, bad
+chunk-size lines, chunk extensions outside RFC 9112 §7.1.1's grammar, a
+trailer section ended by a bare LF),
 where the echo shows which framing won; a server without /echo is judged
 by its refusal, so it runs against any server. Not run by default:
 it judges the HTTP layer, not the contract, and a server you did not write
@@ -52,7 +55,9 @@ certificate.
 A server whose /config names a core with known deviations (swoole:
 Swoole's reactor; roadrunner, frankenphp: Go's net/http) has the rows
 that core is known to fail marked CORE, with the core's reason: reported,
-not counted as failures of the server's code.
+not counted as failures of the server's code. Likewise in the conformance
+section for php-fpm (nginx 1.22.1 in front): a row nginx is listed to fail
+says so, and does not fail the exit code.
 
 Then the WebSocket rows (/ws echo: text, binary, fragmented, ping/pong,
 close handshake, 64 KiB, over 64 KiB -> close 1009, a bad handshake -> 400;
@@ -211,11 +216,11 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             target.authority
         );
         let verdicts = check_conformance(addr, args.timeout);
-        print!("{}", conformance_text_of(&verdicts, core));
-        failed += verdicts
-            .iter()
-            .filter(|v| v.outcome == Outcome::Fail && known_of(core, v).is_none())
-            .count();
+        // nginx's rows where nginx fronts the server, else the core the
+        // contract's rows were read against (RoadRunner's http plugin).
+        let core = conformance_core(addr).or(core);
+        print!("{}", conformance_text(&verdicts, core));
+        failed += ConformanceCheck::from_verdicts(&verdicts, core).own_failures();
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
@@ -342,35 +347,30 @@ pub fn websocket(addr: std::net::SocketAddr, timeout: Duration) -> (String, usiz
     (out, failed)
 }
 
+/// The core whose conformance deviations are listed, by the `server` of
+/// the target's `/config` (php-fpm: nginx in front).
+fn conformance_core(addr: std::net::SocketAddr) -> Option<&'static deviations::Core> {
+    let r = workloads::probe::get(addr, "/config").ok()?;
+    let config = workloads::ServerConfig::from_json(&r.body).ok()?;
+    deviations::conformance_core_of(&config.server)
+}
+
 /// Each conformance row (verdict, group, name, section and requirement,
-/// what was found), then the table of pass / warn / fail per group.
-pub fn conformance_text(verdicts: &[Verdict]) -> String {
-    conformance_text_of(verdicts, None)
-}
-
-/// A conformance row the server's core is known to fail as it did (its
-/// deviation), if any: read against the same list as the contract's rows.
-fn known_of(core: Option<&deviations::Core>, v: &Verdict) -> Option<String> {
-    let c = core?;
-    if v.outcome == Outcome::Pass {
-        return None;
-    }
-    match c.read(&v.name, &Err(v.found.clone())) {
-        Reading::Known(d) => Some(c.explain(d)),
-        _ => None,
-    }
-}
-
-/// [`conformance_text`], with the rows `core` is known to fail marked
-/// CORE (with its reason) instead of FAIL or WARN.
-pub fn conformance_text_of(verdicts: &[Verdict], core: Option<&deviations::Core>) -> String {
+/// what was found), then the table of pass / warn / fail per group. A
+/// row `core` is known to fail as it did reads CORE, its reason beside
+/// what was found (not counted as a failure of the server's own code).
+pub fn conformance_text(verdicts: &[Verdict], core: Option<&deviations::Core>) -> String {
     let mut lines = vec![["verdict", "group", "row", "requirement", "what was found"]
         .map(String::from)
         .to_vec()];
     for v in verdicts {
         let Some(c) = v.conformance else { continue };
-        let (verdict, found) = match known_of(core, v) {
-            Some(why) => ("CORE".to_string(), format!("{} ({why})", v.found)),
+        let listed = match v.outcome {
+            Outcome::Pass => None,
+            _ => crate::lab::record::core_reason(core, &v.name, &v.found),
+        };
+        let (verdict, found) = match listed {
+            Some(why) => ("CORE".to_string(), format!("{} (listed: {why})", v.found)),
             None => (v.outcome.name().to_string(), v.found.clone()),
         };
         lines.push(vec![
@@ -382,7 +382,7 @@ pub fn conformance_text_of(verdicts: &[Verdict], core: Option<&deviations::Core>
         ]);
     }
     let mut out = align(&lines, &[]);
-    let check = ConformanceCheck::from_verdicts(verdicts);
+    let check = ConformanceCheck::from_verdicts(verdicts, core);
     out.push('\n');
     out.push_str(&align(&check.tally_rows(), &[1, 2, 3]));
     out.push_str(&format!(
@@ -416,16 +416,17 @@ mod tests {
             conformance: row.conformance,
         };
         let rr = deviations::core_of("roadrunner");
-        assert!(known_of(rr, &v).is_some());
-        let text = conformance_text_of(std::slice::from_ref(&v), rr);
+        let text = conformance_text(std::slice::from_ref(&v), rr);
         let line = text.lines().find(|l| l.contains(name)).unwrap();
         assert!(
             line.starts_with("CORE") && line.contains("http plugin"),
             "{line}"
         );
-        let plain = conformance_text(std::slice::from_ref(&v));
+        let plain = conformance_text(std::slice::from_ref(&v), None);
         let line = plain.lines().find(|l| l.contains(name)).unwrap();
         assert!(line.starts_with("FAIL"), "{line}");
-        assert!(known_of(deviations::core_of("frankenphp"), &v).is_none());
+        let go = conformance_text(std::slice::from_ref(&v), deviations::core_of("frankenphp"));
+        let line = go.lines().find(|l| l.contains(name)).unwrap();
+        assert!(line.starts_with("FAIL"), "{line}");
     }
 }

@@ -476,3 +476,73 @@ fn harness_servers_prints_what_install_deps_was_refused() {
         );
     }
 }
+
+#[test]
+fn thresholds_print_pass_or_fail_enter_the_json_and_exit_99_on_a_failure() {
+    let server = TestServer::start(Behaviour::Hello);
+    let url = server.url("/hello");
+    // Bounds no run can miss and none can meet, so the verdicts are states.
+    let pass = harness(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "200",
+        "--threshold",
+        "p(99)<60s",
+        "--threshold",
+        "rate<=0",
+    ]);
+    assert_eq!(pass.status.code(), Some(0));
+    let text = stdout(&pass);
+    assert!(
+        text.contains("Thresholds:")
+            && text.contains("PASS p(99)<60s")
+            && text.contains("PASS rate<=0"),
+        "{text}"
+    );
+    let fail = harness(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "200",
+        "--format",
+        "json",
+        "--threshold",
+        "p(99)<60s",
+        "--threshold",
+        "rps>1e12",
+    ]);
+    assert_eq!(fail.status.code(), Some(99));
+    let value: Value =
+        serde_json::from_str(&String::from_utf8_lossy(&fail.stdout)).expect("valid JSON");
+    let schema: Value = serde_json::from_str(include_str!("../schema/run.schema.json")).unwrap();
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("the document does not match run.schema.json: {e}");
+    }
+    let verdicts = value["thresholds"]
+        .as_array()
+        .expect("thresholds in the JSON");
+    assert_eq!(verdicts.len(), 2);
+    assert_eq!(verdicts[0]["threshold"], "p(99)<60s");
+    assert_eq!(verdicts[0]["pass"], true);
+    assert_eq!(verdicts[1]["pass"], false);
+    assert!(verdicts[1]["observed"].as_f64().unwrap() > 0.0);
+    let doc: Document = serde_json::from_value(value.clone()).expect("typed document");
+    assert_eq!(serde_json::to_value(&doc).unwrap(), value);
+}
+
+#[test]
+fn a_bad_threshold_is_one_line_and_exit_2() {
+    let out = harness(&["run", "http://127.0.0.1:1/hello", "--threshold", "p99<20ms"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        first.contains("bad threshold \"p99<20ms\"") && first.contains("p(99)<20ms"),
+        "{err}"
+    );
+}

@@ -1192,6 +1192,7 @@ fn synthetic() -> Results {
                     requirement: "MUST".into(),
                     outcome: "fail".into(),
                     found: "200 \"Hello World\"; expected 400".into(),
+                    core: None,
                 }]
             } else {
                 vec![]
@@ -1367,6 +1368,7 @@ fn synthetic() -> Results {
             row("a", "work", 20_000.0),
             row("b", "work", 8_000.0),
         ],
+        at_rate: Default::default(),
     };
     harness::compare::apply_ratios(&mut r);
     r

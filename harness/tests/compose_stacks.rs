@@ -175,7 +175,8 @@ fn conformance_section_runs(name: &str) {
             v.name
         );
     }
-    let check = harness::lab::record::ConformanceCheck::from_verdicts(&verdicts);
+    let core = harness::catalog::deviations::conformance_core_of(name);
+    let check = harness::lab::record::ConformanceCheck::from_verdicts(&verdicts, core);
     let (pass, warn, fail) = check.totals();
     assert_eq!(pass + warn + fail, check.rows);
     assert_eq!(check.deviations.len() as u32, warn + fail);
@@ -187,7 +188,7 @@ fn conformance_section_runs(name: &str) {
             d.section
         );
     }
-    let text = harness::verify::conformance_text(&verdicts);
+    let text = harness::verify::conformance_text(&verdicts, core);
     for group in ["request line", "header fields", "bodies", "connections"] {
         assert!(text.contains(group), "{text}");
     }

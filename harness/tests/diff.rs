@@ -208,6 +208,7 @@ fn compare(servers: Vec<ServerDoc>, cells: &[Cell]) -> Results {
             db_max_connections: None,
         },
         rows,
+        at_rate: Default::default(),
     }
 }
 
@@ -587,6 +588,7 @@ fn models(waiting: Vec<WaitCurve>) -> Models {
         memory: Vec::new(),
         websocket_held: Vec::new(),
         multiplexing: Vec::new(),
+        waiting_at_rate: Vec::new(),
         findings: Vec::new(),
     }
 }

@@ -370,6 +370,157 @@ fn a_killed_calibrate_is_swept_by_the_next_build_and_route_localnet_restored() {
     interrupt_calibrate(libc::SIGKILL, 1);
 }
 
+/// calibrate at a fixed rate (issue 44): every keep-alive row carries a
+/// fixed-rate figure at one offered rate per server and workload (10% of
+/// bare's closed-loop req/s, rounded), the same in every environment,
+/// read against bare's at that rate; the handshake rows carry none.
+#[test]
+fn calibrate_reads_each_environment_against_bare_at_one_fixed_rate() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    sibling_binary("event-loop");
+    let out = tmp("calibrate-rate");
+    let o = Command::new(harness_bin())
+        .args(["calibrate", "--json", "--servers", "event-loop"])
+        .args(["--out", out.path().to_str().unwrap()])
+        .args([
+            "--env",
+            "pinned,tls-server,bare",
+            "--env-servers",
+            "event-loop",
+        ])
+        .args([
+            "-d",
+            "300ms",
+            "--runs",
+            "2",
+            "--noise-runs",
+            "2",
+            "--warmup",
+            "0s",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{}\n{text}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/calibrate.schema.json")).unwrap();
+    let value: Value = serde_json::from_str(&text).expect("calibrate --json parses");
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
+    }
+    assert!(
+        value["settings"]["fixed_rate"]
+            .as_str()
+            .unwrap()
+            .contains("10%"),
+        "{}",
+        value["settings"]
+    );
+    let envs = value["environments"].as_array().unwrap();
+    // Bare first, whatever --env's order: the share is of its figure.
+    assert_eq!(envs[0]["name"], "bare");
+    let bare = &envs[0];
+    for env in envs {
+        let name = env["name"].as_str().unwrap();
+        assert_eq!(env["status"], "measured", "{env}");
+        for w in env["workloads"].as_array().unwrap() {
+            let f = &w["fixed_rate"];
+            if name.contains("/new-conn") {
+                assert!(
+                    f.is_null(),
+                    "{name}: a handshake row has no fixed rate: {w}"
+                );
+                continue;
+            }
+            assert!(w["error"].is_null(), "{name}: {w}");
+            let b = bare["workloads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|b| b["server"] == w["server"] && b["path"] == w["path"])
+                .unwrap();
+            let offered = f["offered_per_s"].as_f64().unwrap();
+            // One rate per server and workload in every environment: a
+            // tenth of bare's closed-loop figure, to two digits.
+            assert_eq!(
+                offered,
+                b["fixed_rate"]["offered_per_s"].as_f64().unwrap(),
+                "{name}: {w}"
+            );
+            let tenth = b["rps_mean"].as_f64().unwrap() / 10.0;
+            assert!(
+                (offered - tenth).abs() <= 0.06 * tenth,
+                "{name}: {offered} against {tenth}"
+            );
+            let runs = f["runs"].as_array().unwrap();
+            assert_eq!(runs.len(), 2, "{name}: {w}");
+            for r in runs {
+                assert!(
+                    r["p50_us"].as_u64().unwrap() <= r["p99_us"].as_u64().unwrap(),
+                    "{r}"
+                );
+            }
+            // held is what its runs say.
+            let held = runs.iter().all(|r| {
+                r["failures"] == 0 && r["achieved_per_s"].as_f64().unwrap() >= 0.95 * offered
+            });
+            assert_eq!(f["held"].as_bool().unwrap(), held, "{name}: {f}");
+            let below = offered <= 0.5 * w["rps_mean"].as_f64().unwrap();
+            assert_eq!(f["below_knee"].as_bool().unwrap(), below, "{name}: {f}");
+            // Added latency is the difference from bare's at that rate.
+            let bf = &b["fixed_rate"];
+            for (p, added) in [("p50_us", "p50_added_us"), ("p99_us", "p99_added_us")] {
+                let want = f[p].as_f64().unwrap() - bf[p].as_f64().unwrap();
+                assert_eq!(f[added].as_f64().unwrap(), want, "{name} {added}: {f}");
+            }
+            if name == "bare" {
+                assert_eq!(f["p99_added_us"].as_f64().unwrap(), 0.0);
+            }
+            assert!(f["cpu_us_per_request"].as_f64().is_some(), "{name}: {f}");
+        }
+    }
+    // The text report's table of them, beside the saturation ratios.
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let report = std::fs::read_to_string(dir.join("calibration.txt")).unwrap();
+    assert!(report.contains("at a fixed rate (--rate 10%"), "{report}");
+    assert!(report.contains("sat ×"), "{report}");
+}
+
+/// A fixed rate of 0 (or past 100% of bare's) is refused in one line
+/// with clap's exit code 2, before anything starts.
+#[test]
+fn a_zero_fixed_rate_is_refused_before_anything_starts() {
+    for args in [
+        &["calibrate", "--rate", "0"][..],
+        &["calibrate", "--rate", "150%"],
+        &["reproduce", "docker-vs-bare", "--rate", "0"],
+        &["reproduce", "docker-vs-bare", "--rate=-3"],
+    ] {
+        let o = Command::new(harness_bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let first = err.lines().next().unwrap_or("");
+        assert!(
+            first.contains("--rate") && first.contains("positive"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn calibrate_json_matches_its_schema() {
     let _net = NET.lock().unwrap_or_else(|e| e.into_inner());

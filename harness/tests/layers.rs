@@ -37,6 +37,8 @@ const LAYERS: &[&[&str]] = &[
         "procfs",
         "machine",
         "target",
+        "thresholds",
+        "capacity",
         "units",
     ],
 ];

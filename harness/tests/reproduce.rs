@@ -92,7 +92,7 @@ fn docker_vs_bare_runs_the_matrix_and_shows_what_ab_cannot_see() {
     let docker = harness::env::docker::Engine::probe().is_ok()
         || !crate::util::skip_without("its Docker cells: no Docker engine answers");
     let env_list = if docker {
-        "bare,pinned,docker"
+        "bare,pinned,docker,docker-host"
     } else {
         "bare,pinned"
     };
@@ -108,9 +108,57 @@ fn docker_vs_bare_runs_the_matrix_and_shows_what_ab_cannot_see() {
             env_list,
             "--servers",
             server_list,
+            "--rate",
+            "100",
+            "--rate-runs",
+            "2",
+            "--rate-duration",
+            "500ms",
         ],
         out.path(),
     );
+    // The fixed-rate cells: --rate-runs of them per server and
+    // environment, at the offered rate, metered; the two claims they
+    // judge, stated with two runs a side and decided by neither.
+    for &server in servers {
+        for env in env_list.split(',') {
+            let cells = doc.cells_of(server, env, "harness", "at a fixed rate");
+            assert_eq!(cells.len(), 2, "{server} in {env}:\n{stdout}");
+            for (k, c) in cells.iter().enumerate() {
+                assert!(c.ok() && c.requests > 0, "{c:?}");
+                assert_eq!(
+                    (c.offered_rps, c.repeat),
+                    (Some(100.0), Some(k as u32 + 1)),
+                    "{c:?}"
+                );
+                assert!(c.p50_ms <= c.p99_ms && c.p99_ms <= c.max_ms, "{c:?}");
+                assert!(c.cpu_us_per_request.unwrap() > 0.0, "{c:?}");
+            }
+        }
+    }
+    for (claim, pair) in [
+        (
+            "The default bridge network adds",
+            if docker { "docker − docker-host" } else { "" },
+        ),
+        ("CPU migration costs", "bare / pinned"),
+    ] {
+        let f = doc
+            .findings
+            .iter()
+            .find(|f| f.claim.starts_with(claim))
+            .unwrap();
+        if pair.is_empty() {
+            assert_eq!(f.verdict, Verdict::NotMeasured, "{f:?}");
+            continue;
+        }
+        assert_eq!(f.verdict, Verdict::Undecided, "{f:?}");
+        assert!(
+            f.evidence.contains(pair) && f.evidence.contains("too few for a 95% interval"),
+            "{f:?}"
+        );
+    }
+    assert!(stdout.contains("CPU µs/req"), "{stdout}");
     for &server in servers {
         let valid = doc
             .cell(server, "bare", "harness", "as the seed ran it")

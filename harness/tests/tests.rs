@@ -18,6 +18,7 @@ mod layers;
 mod mix;
 mod models;
 mod pipeline;
+mod rates;
 mod reference;
 mod reproduce;
 mod series;

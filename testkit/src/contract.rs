@@ -342,11 +342,11 @@ pub fn head_error_answers_have_no_content(s: &Subject) {
                 .into(),
             &[400],
         ),
-        // Chunked: decoded and served by the shared codec and hyper (200), refused
-        // with 411 where a server cannot frame it; another coding 501 (or 400).
+        // Chunked: decoded and served by the shared codec and hyper (200), declined
+        // with 501 where a server cannot frame it; another coding 501 (or 400).
         (
             "HEAD /hello HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".into(),
-            &[411, 200],
+            &[501, 200],
         ),
         (
             "HEAD /hello HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"

@@ -65,6 +65,12 @@ pub enum Rejection {
     MethodNotAllowed,
     /// 400: a query value out of range or not a number; the reason is one line.
     BadQuery(String),
+    /// 400: a request target no request line may carry
+    /// ([`target_refusal`]); the reason is one line.
+    BadTarget(&'static str),
+    /// 501: CONNECT, which an origin server that is not a proxy does not
+    /// implement (RFC 9110 §9.3.6, §15.6.2).
+    NotImplemented,
 }
 
 impl Rejection {
@@ -72,7 +78,8 @@ impl Rejection {
         match self {
             Rejection::NotFound => 404,
             Rejection::MethodNotAllowed => 405,
-            Rejection::BadQuery(_) => 400,
+            Rejection::BadQuery(_) | Rejection::BadTarget(_) => 400,
+            Rejection::NotImplemented => 501,
         }
     }
 
@@ -83,6 +90,8 @@ impl Rejection {
             Rejection::NotFound => Body::Static(b"not found"),
             Rejection::MethodNotAllowed => Body::Static(b"method not allowed"),
             Rejection::BadQuery(reason) => Body::Owned(reason.into_bytes()),
+            Rejection::BadTarget(reason) => Body::Static(reason.as_bytes()),
+            Rejection::NotImplemented => Body::Static(b"method not implemented"),
         };
         Response {
             status,
@@ -101,8 +110,16 @@ pub const PATHS: &[&str] = &[
 /// Routes a request line's method and target (`/path?query`).
 ///
 /// Unknown query parameters are ignored; known ones are validated strictly:
-/// ASCII digits only, within range, or a 400 that says why.
+/// ASCII digits only, within range, or a 400 that says why. CONNECT is 501
+/// and a target no request may carry 400 ([`target_refusal`]), whatever
+/// the path.
 pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
+    if method == "CONNECT" {
+        return Err(Rejection::NotImplemented);
+    }
+    if let Some(why) = target_refusal(method, target) {
+        return Err(Rejection::BadTarget(why));
+    }
     let target = origin_form(target);
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p, q),
@@ -142,6 +159,20 @@ pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
         _ => unreachable!("path checked above"),
     };
     Ok(Route { endpoint, head })
+}
+
+/// Why a request line's target is refused (400), if it is: the asterisk
+/// form with a method other than OPTIONS (RFC 9112 §3.2.4), or a byte
+/// above 0x7F, which no URI holds unencoded (RFC 3986 §2, RFC 9112 §3.2:
+/// a proxy and an origin may read it differently).
+pub fn target_refusal(method: &str, target: &str) -> Option<&'static str> {
+    if target == "*" && method != "OPTIONS" {
+        Some("the asterisk-form target is for OPTIONS only")
+    } else if !target.is_ascii() {
+        Some("a request target is ASCII: a raw byte above 0x7F is not a URI")
+    } else {
+        None
+    }
 }
 
 /// The `Allow` value of a 405 for `target`: the methods its path serves
@@ -262,6 +293,28 @@ mod tests {
         assert_eq!(ep("/hello?cachebuster=1"), Endpoint::Hello);
     }
 
+    /// RFC 9112 §3.2.4, RFC 3986 §2, RFC 9110 §9.3.6: what no path
+    /// makes right is refused before the path is looked at.
+    #[test]
+    fn bad_targets_and_connect_are_refused_whatever_the_path() {
+        let status = |m: &str, t: &str| route(m, t).map_err(|r| r.status()).err();
+        assert_eq!(status("GET", "*"), Some(400));
+        assert_eq!(status("HEAD", "*"), Some(400));
+        assert_eq!(status("OPTIONS", "*"), Some(404), "OPTIONS * is valid");
+        assert_eq!(status("GET", "/hello\u{e9}"), Some(400));
+        assert_eq!(status("GET", "/h\u{e9}llo?x=1"), Some(400));
+        assert_eq!(status("POST", "/echo?\u{ff}"), Some(400));
+        assert_eq!(status("CONNECT", "verify:443"), Some(501));
+        assert_eq!(status("CONNECT", "/hello"), Some(501));
+        assert_eq!(
+            status("GET", "/hello%C3%A9"),
+            Some(404),
+            "percent-encoded is ASCII"
+        );
+        let r = Rejection::BadTarget("why").into_response();
+        assert_eq!((r.status, r.body.as_bytes()), (400, &b"why"[..]));
+    }
+
     #[test]
     fn absolute_form_targets_route_by_their_path() {
         assert!(route("GET", "http://verify/hello").is_ok());
@@ -272,8 +325,8 @@ mod tests {
             "the root, with a query"
         );
         assert_eq!(
-            route("GET", "http:/\u{e9}/hello").map(|_| ()),
-            Err(Rejection::NotFound),
+            allow("http:/\u{e9}/hello"),
+            crate::ALLOW,
             "a multi-byte character where the scheme ends is no panic"
         );
         assert_eq!(

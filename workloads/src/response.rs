@@ -72,6 +72,7 @@ impl Response {
             408 => "Request Timeout",
             431 => "Request Header Fields Too Large",
             500 => "Internal Server Error",
+            501 => "Not Implemented",
             503 => "Service Unavailable",
             _ => "Unknown",
         }

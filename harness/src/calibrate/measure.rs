@@ -7,10 +7,13 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-use super::report::{Ceiling, EnvDoc, EnvStatus, EnvWorkload, Floors, Noise, RowProfile, RunDoc};
+use super::fixed_rate::{self, RateChoice};
+use super::report::{
+    Ceiling, EnvDoc, EnvStatus, EnvWorkload, FixedRun, Floors, Noise, RowProfile, RunDoc,
+};
 use super::{facts, floors, CalibrateArgs, DB_CONNECTIONS, QUIET_CV_PCT};
 use crate::catalog::{Entry, Running};
-use crate::engine::{self, Control};
+use crate::engine::{self, Control, Pace};
 use crate::env::{Environment, Setup};
 use crate::lab::driver::Placed;
 use crate::lab::meter::CONTAMINATED_PCT;
@@ -37,6 +40,10 @@ pub struct Ctx<'a> {
     /// `--profile`: where the profiles go (the calibration's directory),
     /// or why none can be taken.
     pub profiler: Option<(Profiler, PathBuf)>,
+    /// `--rate`, and bare's closed-loop req/s per (server, path), which a
+    /// share of bare is taken of.
+    pub rate: RateChoice,
+    pub bare_rps: Vec<(String, String, f64)>,
 }
 
 /// How the load connects in a row: kept-alive connections, or a new
@@ -99,6 +106,32 @@ impl Conn {
 }
 
 impl Ctx<'_> {
+    /// The offered rate of `server`'s `path` in `env`, whose closed-loop
+    /// rows are `rows` (one per `conns`): the keep-alive row only; bare's
+    /// closed-loop figure is kept for the other environments.
+    fn fixed_rate_for(
+        &mut self,
+        env: Environment,
+        conns: &[Conn],
+        server: &str,
+        path: &str,
+        rows: &[EnvWorkload],
+    ) -> Option<f64> {
+        if conns.first() != Some(&Conn::KeepAlive) || rows[0].runs.is_empty() {
+            return None;
+        }
+        if env == Environment::Bare {
+            let closed = spread(&rows[0].runs).0;
+            self.bare_rps.push((server.into(), path.into(), closed));
+        }
+        let bare = self
+            .bare_rps
+            .iter()
+            .find(|(s, p, _)| s == server && p == path)
+            .map(|(_, _, r)| *r);
+        self.rate.offered(bare)
+    }
+
     pub fn interrupted(&self) -> bool {
         self.lab.interrupted()
     }
@@ -149,6 +182,62 @@ impl Ctx<'_> {
         length: Duration,
         conn: Conn,
     ) -> anyhow::Result<RunDoc> {
+        let (doc, _) = self.measure_paced(
+            running,
+            path,
+            connections,
+            threads,
+            length,
+            conn,
+            Pace::Closed,
+        )?;
+        Ok(doc)
+    }
+
+    /// One keep-alive open-loop run at `rate` req/s ([`super::fixed_rate`]).
+    fn measure_at_rate(
+        &mut self,
+        running: &Running,
+        path: &str,
+        threads: usize,
+        rate: f64,
+    ) -> anyhow::Result<FixedRun> {
+        let (connections, length) = (self.args.connections, self.args.duration);
+        let (r, late) = self.measure_paced(
+            running,
+            path,
+            connections,
+            threads,
+            length,
+            Conn::KeepAlive,
+            Pace::Rate(rate),
+        )?;
+        Ok(FixedRun {
+            achieved_per_s: r.rps,
+            p50_us: r.p50_us,
+            p99_us: r.p99_us,
+            failures: r.failures,
+            requests: r.requests,
+            cpu_us_per_request: r.cpu_us_per_request,
+            lateness_p99_us: late,
+            outside_cpu_pct: r.outside_cpu_pct,
+        })
+    }
+
+    /// One run of `GET path` for `length`, connecting as `conn`, paced by
+    /// `pace`; with the generator's schedule lateness at p99 (µs, 0 in a
+    /// closed loop).
+    #[allow(clippy::too_many_arguments)]
+    fn measure_paced(
+        &mut self,
+        running: &Running,
+        path: &str,
+        connections: usize,
+        threads: usize,
+        length: Duration,
+        conn: Conn,
+        pace: Pace,
+    ) -> anyhow::Result<(RunDoc, u64)> {
         let shape = load::Shape {
             connections,
             threads,
@@ -158,6 +247,7 @@ impl Ctx<'_> {
             gather: self.lab.gather,
         };
         let mut plan = load::plan(running, path, &shape, length);
+        plan.pace = pace;
         if let Some(tls) = plan.tls.as_mut() {
             tls.resume = conn != Conn::NewFull;
         }
@@ -205,7 +295,11 @@ impl Ctx<'_> {
                 plan.url, doc.failures
             ));
         }
-        Ok(doc)
+        let late = match pace {
+            Pace::Closed => 0,
+            Pace::Rate(_) => r.stats.schedule_lateness_us.value_at_quantile(0.99),
+        };
+        Ok((doc, late))
     }
 
     /// A warm-up run, not counted anywhere.
@@ -508,6 +602,36 @@ fn measure_in(
                     }
                 }
             }
+        }
+        if let Some(rate) = ctx.fixed_rate_for(env, conns, &entry.name, path, &rows) {
+            let closed = spread(&rows[0].runs).0;
+            let mut runs = Vec::new();
+            for _ in 0..ctx.args.runs {
+                if ctx.interrupted() {
+                    break;
+                }
+                match ctx.measure_at_rate(running, path, threads, rate) {
+                    Ok(r) => runs.push(r),
+                    Err(e) => ctx.notes.push(format!(
+                        "{} {} {path} at {rate:.0} req/s: {e:#}",
+                        env.name(),
+                        entry.name
+                    )),
+                }
+            }
+            let f = fixed_rate::summarize(rate, runs, closed);
+            ctx.say(&format!(
+                "  {} {} {path} at {rate:.0} req/s: {:.0} achieved{}, p50 {:.0} µs, p99 {:.0} µs{}",
+                env.name(),
+                entry.name,
+                f.achieved_per_s,
+                if f.held { "" } else { " (not held)" },
+                f.p50_us,
+                f.p99_us,
+                f.cpu_us_per_request
+                    .map_or(String::new(), |c| format!(", {c:.1} µs CPU per request"))
+            ));
+            rows[0].fixed_rate = Some(f);
         }
         if ctx.profiler.is_some() && profiled(env) {
             for (w, &conn) in rows.iter_mut().zip(conns) {

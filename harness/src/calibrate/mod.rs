@@ -24,6 +24,7 @@
 pub mod attribution;
 pub mod emulation;
 pub mod facts;
+pub mod fixed_rate;
 pub mod floors;
 mod measure;
 pub mod report;
@@ -63,7 +64,13 @@ the loopback round trip at 1 connection; the database's raw SELECT 1 rate
 at 20 connections; and each --env as a ratio to bare, RPS and the
 server's CPU per request (its process tree and the proxies on its path),
 each with its spread, every row marked where other processes took 10% of
-the machine or more during a run of it (contaminated).
+the machine or more during a run of it (contaminated). Each keep-alive row
+is also run at one fixed offered rate (--rate: 10% of bare's req/s per
+server and workload by default), the same in every environment: p50 and
+p99 from each request's intended send and the µs they add to bare's at
+that rate, the server's CPU per request and its ratio to bare's, whether
+the rate was held and below the row's knee, and the generator's lateness,
+beside the saturation ratios.
 
 Environments:
   bare           loopback
@@ -102,6 +109,7 @@ Examples:
   harness calibrate --env bare,pinned,bridge-direct,bridge,bridge-proxy --json > env.json
   harness calibrate --env bare,bridge,bridge-proxy --env-servers php-fpm,node
   harness calibrate --env bare,bridge -d 5s --runs 5
+  harness calibrate --env bare,docker,docker-host,tls-server,tls-proxy --rate 2000
   harness calibrate --env bare,tls-server,tls-proxy,docker --env-servers event-loop,php-fpm --profile")]
 #[command(mut_arg("servers", |a| a
     .default_value("event-loop,event-loop-x2,coroutine,worker-pool")
@@ -153,6 +161,13 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
+    /// The fixed-rate runs' offered rate (the engine's open loop, latency
+    /// from each request's intended send), the same in every environment
+    /// per server and workload: req/s (2000), a share of bare's
+    /// closed-loop req/s (10%), or off. --runs runs each, keep-alive rows.
+    #[arg(long, default_value = "10%", value_name = "RATE")]
+    pub rate: fixed_rate::RateChoice,
+
     /// Print the JSON document (calibrate.schema.json) instead of the text.
     #[arg(long)]
     pub json: bool,
@@ -180,9 +195,9 @@ impl CalibrateArgs {
     /// `--env`, with bare first (every ratio is to it).
     fn environments(&self) -> anyhow::Result<Vec<Environment>> {
         let mut envs = Environment::parse_list(&self.env)?;
-        if !envs.contains(&Environment::Bare) {
-            envs.insert(0, Environment::Bare);
-        }
+        // Bare first: the fixed-rate runs' share is of its figure.
+        envs.retain(|e| *e != Environment::Bare);
+        envs.insert(0, Environment::Bare);
         Ok(envs)
     }
 }
@@ -216,6 +231,8 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         notes,
         env_db_pid: None,
         path_pids: Vec::new(),
+        rate: args.rate,
+        bare_rps: Vec::new(),
         profiler: args.profile.then(|| {
             let dir = args.lab.out_dir().join(header.dir_name("-calibrate"));
             (crate::lab::profile::Profiler::new(dir.clone()), dir)
@@ -246,6 +263,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         .flat_map(|&e| measure::environment(&mut ctx, e, measure::Conn::of(e, handshakes), &plan))
         .collect();
     apply_ratios(&mut env_docs);
+    fixed_rate::apply_added(&mut env_docs);
     let emulation = emulation::predictions(&env_docs);
     let tax = tax::sentences(&env_docs, args.profile);
     header.finish(ctx.interrupted());
@@ -357,7 +375,12 @@ fn eta(
         .map(|&e| {
             let n = measure::Conn::of(e, handshakes).len() as f64;
             let tls = matches!(e, Environment::TlsServer | Environment::TlsProxy);
-            n * (args.runs as f64 + if args.profile && tls { 1.0 } else { 0.0 })
+            let fixed = if args.rate == fixed_rate::RateChoice::Off {
+                0.0
+            } else {
+                args.runs as f64
+            };
+            n * (args.runs as f64 + if args.profile && tls { 1.0 } else { 0.0 }) + fixed
         })
         .sum();
     let per_run = (args.duration + Duration::from_millis(100)).as_secs_f64();
@@ -388,5 +411,6 @@ fn settings(
         warmup_s: args.warmup.as_secs_f64(),
         runs: args.runs,
         noise_runs: args.noise_runs,
+        fixed_rate: args.rate.describe(),
     }
 }

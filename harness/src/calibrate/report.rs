@@ -83,6 +83,9 @@ pub struct Settings {
     pub warmup_s: f64,
     pub runs: u32,
     pub noise_runs: u32,
+    /// `--rate`: the fixed-rate runs' offered rate, in words.
+    #[serde(default)]
+    pub fixed_rate: String,
 }
 
 /// One measured run.
@@ -203,6 +206,59 @@ pub struct EnvWorkload {
     /// `--profile`: where the server's CPU went in one more run, not counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<RowProfile>,
+    /// The row at a fixed offered rate ([`super::fixed_rate`]): keep-alive
+    /// rows only, absent with `--rate off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_rate: Option<FixedRate>,
+}
+
+/// A fixed-rate run held its rate when it achieved this share of it, with
+/// 0 failed (HttpArena's acceptance rule).
+pub const HELD_SHARE: f64 = 0.95;
+/// A rate is below a row's knee when it is at most this share of the
+/// row's closed-loop req/s.
+pub const KNEE_SHARE: f64 = 0.5;
+
+/// A row at a fixed offered rate: the engine's open loop, latency from
+/// each request's intended send (coordinated-omission-correct).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FixedRate {
+    /// Requests per second offered, the same in every environment for the
+    /// server and workload.
+    pub offered_per_s: f64,
+    /// Valid responses per second, mean of the runs.
+    pub achieved_per_s: f64,
+    /// Every run achieved ≥ 95% of the offered rate with 0 failed.
+    pub held: bool,
+    /// The offered rate is at most half the row's closed-loop req/s.
+    pub below_knee: bool,
+    /// Medians of the runs' p50 and p99 (µs).
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// The generator's own lateness, p99 (µs), median of the runs: how
+    /// late it sent against the schedule (inside the latency above).
+    pub lateness_p99_us: f64,
+    /// The server's CPU per valid response (µs), mean of the runs.
+    pub cpu_us_per_request: Option<f64>,
+    /// p50 and p99 minus the baseline row's at the same rate (µs).
+    pub p50_added_us: Option<f64>,
+    pub p99_added_us: Option<f64>,
+    /// `cpu_us_per_request` over the baseline row's at the same rate.
+    pub cpu_ratio_to_bare: Option<f64>,
+    pub runs: Vec<FixedRun>,
+}
+
+/// One fixed-rate run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FixedRun {
+    pub achieved_per_s: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub failures: u64,
+    pub requests: u64,
+    pub cpu_us_per_request: Option<f64>,
+    pub lateness_p99_us: u64,
+    pub outside_cpu_pct: f64,
 }
 
 impl EnvWorkload {
@@ -230,6 +286,7 @@ impl EnvWorkload {
             outside_cpu_pct_max: 0.0,
             contaminated: false,
             profile: None,
+            fixed_rate: None,
         }
     }
 }
@@ -570,6 +627,7 @@ pub fn text(c: &Calibration) -> String {
             o += &format!("  {:<14} checked: {ch}\n", "");
         }
     }
+    o += &fixed_rate_table(c);
     o += "\n  reading Docker: bridge-direct is the veth and bridge alone, bridge adds the DNAT of \
           a published port. A published port costs ~0.9× bare when the kernel DNATs it \
           (userland-proxy: false, or a client from another host), ~0.25× when docker-proxy \
@@ -594,6 +652,94 @@ pub fn text(c: &Calibration) -> String {
     }
     for n in &c.notes {
         o += &format!("note: {n}\n");
+    }
+    o
+}
+
+/// The fixed-rate rows: each environment's added latency and CPU per
+/// request against bare at the same offered rate, beside its saturation
+/// ratios; empty with `--rate off`.
+fn fixed_rate_table(c: &Calibration) -> String {
+    let rows: Vec<(&EnvDoc, &EnvWorkload, &FixedRate)> = c
+        .environments
+        .iter()
+        .filter(|e| e.status == EnvStatus::Measured)
+        .flat_map(|e| {
+            e.workloads
+                .iter()
+                .filter_map(move |w| Some((e, w, w.fixed_rate.as_ref()?)))
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut o = format!(
+        "\nat a fixed rate (--rate {}: the same offered rate in every environment, the engine's \
+         open loop, -c {}, {} × {}s runs; p50 and p99 from each request's intended send, \
+         medians of the runs; + bare = µs added to bare's at the same rate; held = achieved ≥ \
+         {:.0}% of offered with 0 failed; knee! = the rate is above half the row's closed-loop \
+         req/s, so its latency is a queue's, not the environment's; late = the generator's own \
+         p99 lateness; beside them the saturation ratios above)\n",
+        c.settings.fixed_rate,
+        c.settings.connections,
+        c.settings.runs,
+        c.settings.duration_s,
+        HELD_SHARE * 100.0,
+    );
+    o += &format!(
+        "  {:<20} {:<7} {:<13} {:>8} {:>9} {:>6} {:>8} {:>9} {:>8} {:>9} {:>7} {:>8} {:>7} {:>7}\n",
+        "env",
+        "path",
+        "server",
+        "offered",
+        "achieved",
+        "held",
+        "p50 µs",
+        "+ bare",
+        "p99 µs",
+        "+ bare",
+        "late",
+        "CPU µs",
+        "× bare",
+        "sat ×"
+    );
+    let added = |x: Option<f64>| x.map_or("—".into(), |v| format!("{v:+.0}"));
+    let mut generator_bound = false;
+    for (e, w, f) in rows {
+        // The generator's own lateness is half the p99 or more: the
+        // machine's delay, not the environment's.
+        let late = f.lateness_p99_us >= 0.5 * f.p99_us && f.p99_us > 0.0;
+        generator_bound |= late;
+        o += &format!(
+            "  {:<20} {:<7} {:<13} {:>8} {:>9} {:>6} {:>8.0} {:>9} {:>8.0} {:>9} {:>7} {:>8} {:>7} {:>7}\n",
+            e.name,
+            w.path,
+            w.server,
+            rps(f.offered_per_s),
+            rps(f.achieved_per_s),
+            match (f.held, f.below_knee) {
+                (true, true) => "yes",
+                (true, false) => "knee!",
+                (false, _) => "NO",
+            },
+            f.p50_us,
+            added(f.p50_added_us),
+            f.p99_us,
+            added(f.p99_added_us),
+            format!("{:.0}{}", f.lateness_p99_us, if late { " *" } else { "" }),
+            f.cpu_us_per_request
+                .map_or("—".into(), |c| format!("{c:.1}")),
+            f.cpu_ratio_to_bare
+                .map_or("—".into(), |r| format!("{r:.2}")),
+            w.cpu_ratio_to_bare
+                .map_or("—".into(), |r| format!("{r:.2}")),
+        );
+    }
+    o += "  (sat × = the row's CPU per request over bare's at saturation, the closed-loop table's)\n";
+    if generator_bound {
+        o += "  * the generator's own lateness is half the row's p99 or more: that p99 is the \
+              machine's delay of the load (a busy machine, too few cores), not the environment's; \
+              read p50, or rerun on a quiet machine\n";
     }
     o
 }

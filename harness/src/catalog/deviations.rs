@@ -1,7 +1,9 @@
 //! Where a third-party server's own core departs from the contract: the
 //! rows of `harness verify` that fail because of the HTTP layer the stack
 //! is built on (Swoole's reactor, Go's `net/http` under RoadRunner and
-//! FrankenPHP), not because of our PHP code. Declared once, here: `harness
+//! FrankenPHP), not because of our PHP code; and, apart, the rows of the
+//! conformance section a core fails (nginx under nginx-static and php-fpm:
+//! [`NGINX`], [`conformance_core_of`]). Declared once, here: `harness
 //! verify`, compare's pre-pass and table, the compose checks and the Swoole
 //! tests all read this list, and compose/README.md's list of known
 //! behaviours is held to it by a test.
@@ -264,9 +266,74 @@ pub const CADDY: Core = Core {
 /// Every core declared here, for the README check and `harness servers`.
 pub const CORES: &[&Core] = &[&SWOOLE, &GO_NET_HTTP, &ROADRUNNER, &CADDY];
 
+/// nginx 1.22.1 (Debian 12's), the HTTP layer of nginx-static and of
+/// php-fpm's front: where it departs from the conformance section
+/// ([`workloads::conformance`]), not from the contract. Its chunked parser
+/// reads a size, then on `;`, SP or HTAB skips every byte to the line end
+/// unread; its request-line parser lets bytes above 0x7F into the target
+/// and takes no authority-form target. No nginx setting changes either.
+pub const NGINX: Core = Core {
+    name: "nginx 1.22.1",
+    source: "nginx 1.22.1: src/http/ngx_http_parse.c, ngx_http_parse_chunked (sw_chunk_size \
+             goes to sw_chunk_extension on ';', SP or HTAB; sw_chunk_extension skips to CR or \
+             LF) and ngx_http_parse_request_line (sw_check_uri takes octets above 0x7F; a \
+             target that is neither '/...' nor a scheme is 400)",
+    deviations: &[
+        Deviation {
+            row: "/echo: bare `;` after the chunk size → 400, closed",
+            symptom: "then nothing within",
+            reason: "ngx_http_parse_chunked skips a chunk extension to its line end without \
+                     reading it: the line is taken, the body read on (php-fpm echoes the chunk; \
+                     nginx-static answers 404 and waits for the rest)",
+        },
+        Deviation {
+            row: "/echo: chunk extension name not a token → 400, closed",
+            symptom: "then nothing within",
+            reason: "the same skip of sw_chunk_extension: the name is never read",
+        },
+        Deviation {
+            row: "/echo: control character in a chunk extension → 400, closed",
+            symptom: "then nothing within",
+            reason: "the same skip of sw_chunk_extension: only CR and LF end it",
+        },
+        Deviation {
+            row: "/echo: whitespace between chunk size and CRLF → 400, closed",
+            symptom: "then nothing within",
+            reason: "sw_chunk_size goes to sw_chunk_extension on SP or HTAB as on ';', and the \
+                     rest of the line is skipped",
+        },
+        Deviation {
+            row: "raw byte above 0x7F in the request target → 400",
+            symptom: "404",
+            reason: "ngx_http_parse_request_line takes octets above 0x7F in the target (UTF-8 \
+                     paths); the file is looked up and not found",
+        },
+        Deviation {
+            row: "CONNECT to an origin → 501 or 405",
+            symptom: "400",
+            reason: "ngx_http_parse_request_line takes no authority-form target (`verify:443`): \
+                     400 before the method is looked at (a refusal all the same)",
+        },
+    ],
+};
+
+/// The cores whose deviations are rows of the conformance section, not of
+/// the contract.
+pub const CONFORMANCE_CORES: &[&Core] = &[&NGINX];
+
+/// The core under a server's HTTP/1.1 layer whose conformance deviations
+/// are listed, by its catalog name or the `server` of its `/config`.
+pub fn conformance_core_of(server: &str) -> Option<&'static Core> {
+    match server {
+        "nginx-static" | "php-fpm" => Some(&NGINX),
+        _ => None,
+    }
+}
+
 /// The core a server is built on, by its catalog name or the `server` of
 /// its `/config` (a `--target` reports its own): `swoole`, `roadrunner`,
-/// `frankenphp`. Our own servers and nginx have none listed.
+/// `frankenphp`. Our own servers have none listed; nginx's are rows of
+/// the conformance section ([`conformance_core_of`]).
 pub fn core_of(server: &str) -> Option<&'static Core> {
     match server {
         "swoole" => Some(&SWOOLE),
@@ -343,6 +410,21 @@ mod tests {
                 assert!(rows.iter().any(|r| r == d.row), "{}: {}", core.name, d.row);
             }
         }
+    }
+
+    #[test]
+    fn every_listed_conformance_row_is_a_row_of_the_section() {
+        let rows: Vec<String> = workloads::conformance::rows()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        for core in CONFORMANCE_CORES {
+            for d in core.deviations {
+                assert!(rows.iter().any(|r| r == d.row), "{}: {}", core.name, d.row);
+            }
+        }
+        assert_eq!(conformance_core_of("php-fpm"), Some(&NGINX));
+        assert_eq!(conformance_core_of("event-loop"), None);
     }
 
     #[test]

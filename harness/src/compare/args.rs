@@ -36,7 +36,16 @@ results.json, report.md and report.html (SVG charts). Ctrl-C stops
 everything the harness started and writes what was measured.
 
 Exit status: 0 when at least one cell was measured (servers that failed
-are in the table and the JSON), 1 when none was, 130 after Ctrl-C.
+are in the table and the JSON), 1 when none was, 99 when a --threshold
+failed on some cell, 130 after Ctrl-C.
+
+At your load (--rate, --slo): closed-loop numbers are a server at
+saturation; latency there is the queue its connections build. A
+fixed-rate cell offers a rate on an open loop and counts each request's
+latency from when it was meant to be sent, so queueing and stalls show;
+it holds the rate when ≥ 95% was achieved with nothing failed. --slo
+searches each server's highest rate held within the SLO. Both run after
+the closed-loop cells, each server started once for all its rates.
 
 Workloads: hello (/hello), work (/work), cpu (/cpu), db (/db), sleep
 (/sleep?ms=10), or any contract path: /cpu?n=5000, db?sleep_ms=10.
@@ -63,6 +72,9 @@ Examples:
   harness compare --servers event-loop,nginx-static,node,php-fpm --workloads hello --protocol h1,h2c -c 4 --streams 1,16,100
   harness compare --tls --protocol h2 --servers event-loop,nginx-static,php-fpm --workloads hello
   harness compare --tls --servers event-loop,coroutine,node --workloads ws-echo,ws-hold,ws-room
+  harness compare --servers event-loop,php-fpm,node --workloads hello,work --rate 25%,50%,75%
+  harness compare --servers worker-pool,php-fpm --workloads 'sleep?ms=20' --slo 'p(99)<100ms' --runs 1
+  harness compare --servers event-loop --workloads hello --threshold 'p(99)<20ms' --threshold 'rate<0.001'
   harness servers
   harness report results/2026-11-30T02-40-00Z")]
 #[command(mut_arg("servers", |a| a.help(
@@ -229,6 +241,40 @@ pub struct CompareArgs {
     /// server that cannot is skipped with why.
     #[arg(long)]
     pub tls: bool,
+
+    /// Fixed-rate cells, after the closed-loop ones: each server loaded at
+    /// these offered rates on an open loop (latency from each request's
+    /// intended send), comma-separated: per second (1000, 20k) or a share
+    /// of the server's closed-loop RPS measured first in the same run (25%).
+    /// Each cell says whether it held the rate (≥ 95% achieved, 0 failed),
+    /// its p50…max, the server's CPU per request, cores and RSS, and the
+    /// generator's own CPU and lateness. HTTP workloads and ws-echo
+    /// (messages per second). The open loop sends on -c's largest level of
+    /// connections, more where 50 ms of the rate needs them (up to 2,000).
+    #[arg(long = "rate", value_delimiter = ',', value_name = "LIST",
+          value_parser = super::rate_spec::RateSpec::parse)]
+    pub rates: Vec<super::rate_spec::RateSpec>,
+
+    /// Capacity under an SLO, k6's threshold syntax (repeatable: all must
+    /// pass): per server, the highest offered rate it holds within it —
+    /// a ramp from a quarter of its closed-loop RPS, doubling, then
+    /// bisection to within 5%, each step a fixed-rate run (--rate-duration)
+    /// — beside its closed-loop RPS, with CPU per request and p99 at half
+    /// that capacity. With --runs N > 1, N searches: their median and
+    /// range. E.g. --slo 'p(99)<50ms' --slo 'rate<0.001'.
+    #[arg(long = "slo", value_name = "EXPR", value_parser = crate::thresholds::parse_arg)]
+    pub slo: Vec<crate::thresholds::Threshold>,
+
+    /// Judged on every cell, closed-loop and fixed-rate, k6's syntax
+    /// (repeatable): `p(99)<20ms`, `rate<0.01`, `rps>10000`. Each failure
+    /// is listed after the table; the exit code is then 99.
+    #[arg(long = "threshold", value_name = "EXPR", value_parser = crate::thresholds::parse_arg)]
+    pub thresholds: Vec<crate::thresholds::Threshold>,
+
+    /// Length of each fixed-rate run (--rate, and each step of --slo),
+    /// after 1 s at the rate uncounted (its connections opening).
+    #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]
+    pub rate_duration: Duration,
 
     /// --tls: the one protocol version every client speaks.
     #[arg(long, value_enum, default_value_t = crate::engine::TlsVersion::Tls13, value_name = "1.2|1.3", requires = "tls")]

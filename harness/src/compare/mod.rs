@@ -14,10 +14,13 @@
 
 pub mod args;
 pub mod audit;
+pub mod fixed_rate;
 pub mod plan;
 mod prepass;
 pub mod progress;
 pub mod protocol;
+pub mod rate_results;
+pub mod rate_spec;
 pub mod report;
 pub mod results;
 pub mod runner;
@@ -115,7 +118,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let framings = protocol::framings(&args);
     let cells = cells(&entries, &docs, &workloads, &args.connections, &framings);
     progress.line(&eta(&args, cells.len()));
-    let rows = run_cells(&ctx, &entries, &mut docs, &preflight_failures, cells);
+    let (rows, closed_loop_verdicts) =
+        run_cells(&ctx, &entries, &mut docs, &preflight_failures, cells);
+    let at_rate = at_rate(&ctx, &entries, &workloads, &rows, closed_loop_verdicts);
     let threads = placed.threads;
     header.finish(lab.interrupted());
     drop((placed, scratch));
@@ -131,6 +136,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         servers: docs,
         fairness,
         rows,
+        at_rate,
     };
     finish(&args, &mut results)
 }
@@ -185,6 +191,12 @@ impl CompareArgs {
         }
         if self.threads == Some(0) {
             bail!("--threads must be at least 1");
+        }
+        if (!self.rates.is_empty() || !self.slo.is_empty()) && self.load_tool != LoadTool::Harness {
+            bail!("--rate and --slo load on the built-in engine's open loop: drop --load-tool");
+        }
+        if self.rate_duration.is_zero() {
+            bail!("--rate-duration must be positive");
         }
         Ok(())
     }
@@ -300,7 +312,7 @@ fn run_cells(
     docs: &mut [ServerDoc],
     preflight_failures: &[Vec<(String, String)>],
     cells: Vec<Cell>,
-) -> Vec<results::Row> {
+) -> (Vec<results::Row>, Vec<rate_results::RowVerdicts>) {
     let tool = ctx.args.load_tool;
     let mut rows: Vec<Option<results::Row>> = vec![None; cells.len()];
     let mut open = Vec::new();
@@ -316,6 +328,7 @@ fn run_cells(
             None => open.push((k, runner::CellRun::new(ctx, i, &entries[i], w, c, f))),
         }
     }
+    let mut verdicts = Vec::new();
     let runs = ctx.args.runs;
     match ctx.args.order {
         Order::Sequential => {
@@ -349,6 +362,15 @@ fn run_cells(
             continue; // never reached
         }
         let server = cell.server;
+        if !ctx.args.thresholds.is_empty() && cell.has_runs() {
+            verdicts.push(rate_results::RowVerdicts {
+                server: cell.entry.name.clone(),
+                workload: cell.workload.name.clone(),
+                connections: cell.c as u64,
+                protocol: (cell.framing != Framing::H1).then(|| protocol::name(cell.framing)),
+                verdicts: cell.judge(&ctx.args.thresholds),
+            });
+        }
         let (row, notes) = cell.finish(ctx);
         for n in notes {
             if !docs[server].notes.contains(&n) {
@@ -357,7 +379,41 @@ fn run_cells(
         }
         rows[k] = Some(row);
     }
-    rows.into_iter().flatten().collect()
+    (rows.into_iter().flatten().collect(), verdicts)
+}
+
+/// The fixed-rate phase (`--rate`, `--slo`) after the closed-loop cells,
+/// with the closed-loop rows' `--threshold` verdicts.
+fn at_rate(
+    ctx: &runner::Ctx,
+    entries: &[Entry],
+    workloads: &[Workload],
+    rows: &[results::Row],
+    closed_loop_verdicts: Vec<rate_results::RowVerdicts>,
+) -> rate_results::AtRate {
+    let args = ctx.args;
+    let measured = if args.rates.is_empty() && args.slo.is_empty() {
+        fixed_rate::Measured::default()
+    } else {
+        let asked = fixed_rate::Asked {
+            rates: &args.rates,
+            slo: &args.slo,
+            thresholds: &args.thresholds,
+            connections: args.connections.iter().copied().max().unwrap_or(1),
+            length: args.rate_duration,
+            searches: args.runs,
+        };
+        fixed_rate::run(ctx, entries, workloads, rows, &asked)
+    };
+    rate_results::AtRate {
+        duration_s: args.rate_duration.as_secs_f64(),
+        rates: args.rates.iter().map(|r| r.label()).collect(),
+        slo: args.slo.iter().map(|t| t.text.clone()).collect(),
+        thresholds: args.thresholds.iter().map(|t| t.text.clone()).collect(),
+        cells: measured.cells,
+        capacity: measured.capacity,
+        closed_loop_verdicts,
+    }
 }
 
 /// The plan in a line, with how long it will take.
@@ -474,12 +530,19 @@ fn finish(args: &CompareArgs, results: &mut Results) -> anyhow::Result<ExitCode>
     let dir = args.lab.out_dir().join(results.header.dir_name(""));
     report::write_all(&dir, results)?;
     println!("{}", report::table::terminal(results));
+    print!("{}", report::rates::terminal(results));
     println!("results: {}", dir.display());
+    let failed = results.at_rate.failures();
+    for f in &failed {
+        eprintln!("harness: threshold {f}");
+    }
     Ok(if results.header.interrupted {
         ExitCode::from(130)
     } else if !results.rows.iter().any(|r| r.status != RowStatus::Failed) {
         eprintln!("harness: nothing was measured: every selected server failed (see above)");
         ExitCode::FAILURE
+    } else if !failed.is_empty() {
+        ExitCode::from(crate::thresholds::EXIT_FAILED)
     } else {
         ExitCode::SUCCESS
     })
@@ -558,6 +621,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     }
     report::write_reports(&dir, &results)?;
     println!("{}", report::table::terminal(&results));
+    print!("{}", report::rates::terminal(&results));
     println!(
         "rendered: {} and {}",
         dir.join("report.md").display(),

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::rate_results::AtRate;
 use crate::stats::{FailureCounts, SecondPoint};
 
 pub use crate::lab::record::{
@@ -29,6 +30,10 @@ pub struct Results {
     pub servers: Vec<ServerDoc>,
     pub fairness: Fairness,
     pub rows: Vec<Row>,
+    /// `--rate`, `--slo`, `--threshold`: fixed-rate cells, capacity under
+    /// the SLO, verdicts (absent without those flags).
+    #[serde(default, skip_serializing_if = "AtRate::is_empty")]
+    pub at_rate: AtRate,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

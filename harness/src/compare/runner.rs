@@ -115,7 +115,7 @@ pub fn failed_row(
 }
 
 /// The load of one run; `on`: where and how HTTP is framed.
-fn plan(
+pub(super) fn plan(
     ctx: &Ctx,
     running: &Running,
     w: &Workload,
@@ -279,6 +279,23 @@ impl<'e> CellRun<'e> {
         };
         self.row.error = Some(error);
         self.over = true;
+    }
+
+    /// `--threshold` judged on the runs so far, their latency merged (the
+    /// built-in engine's; ab's and wrk's have no histogram: their latency
+    /// thresholds fail).
+    pub fn judge(
+        &self,
+        thresholds: &[crate::thresholds::Threshold],
+    ) -> Vec<crate::thresholds::Verdict> {
+        let runs = &self.row.runs;
+        let summary = crate::thresholds::Summary {
+            latency_us: &self.merged,
+            requests: runs.iter().map(|r| r.requests).sum(),
+            failures: runs.iter().map(|r| r.failed).sum(),
+            seconds: runs.iter().map(|r| r.duration_s).sum(),
+        };
+        crate::thresholds::judge(thresholds, &summary).0
     }
 
     /// The row with its summary and latency curve, and the notes for the

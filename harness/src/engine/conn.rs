@@ -2,9 +2,10 @@
 //! read the response into the thread's buffer. What the outcomes mean for
 //! the statistics and the schedule is the worker's business.
 //!
-//! The transport is a field, not a type: `tls` is `None` for plaintext, or
-//! the connection's TLS session, through which every byte written and read
-//! goes (`tls.rs`); the state machine is the same for both.
+//! A connection carries only its own protocol's state (`proto`, see
+//! `engine::proto`) and its own transport's: `tls`, `None` on plain TCP,
+//! or the socket's TLS session, through which every byte written and read
+//! goes (`tls.rs`); the state machine is the same for all of them.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -14,9 +15,9 @@ use mio::net::TcpStream;
 use mio::{Interest, Token};
 
 use super::framing::{Framing, Ring};
-use super::h2::{Event as H2Event, H2Client};
-use super::http::{Feed, ResponseReader};
 use super::io::{Backend, TAG_MASK};
+use super::proto::h1::{Feed, ResponseReader};
+use super::proto::Proto;
 use super::tls::{self, Handshake, Session};
 use super::ws::{WsConn, WsPlan};
 use super::{Check, Clock};
@@ -49,25 +50,8 @@ pub(crate) struct Conn {
     pub due_ns: u64,
     /// A wake-up of this connection is in the worker's queue.
     pub wake_pending: bool,
-    /// Requests go through `out` (a buffered framing, see `framing`).
-    pub buffered: bool,
-    /// io_uring, buffered: requests started while a send of `out` is out
-    /// (which must not be touched until it completes). Allocated at its
-    /// first use, `room` bytes, then kept: a held connection never stages.
-    pub staged: Vec<u8>,
-    /// A buffered framing: what `staged` and `out` hold at most (every
-    /// slot's request).
-    room: usize,
-    /// HTTP/2: the socket's codec (a new one per socket), the bytes it
-    /// writes before they are queued, and the events of one read.
-    pub h2: Option<Box<H2Client>>,
-    pub h2_out: Vec<u8>,
-    pub h2_events: Vec<H2Event>,
-    /// HTTP/2 after a GOAWAY: no new request on this socket; it closes
-    /// once the ones in flight end.
-    pub draining: bool,
-    /// A WebSocket framing: the socket's WebSocket state.
-    pub ws: Option<Box<WsConn>>,
+    /// The protocol's own state (none for HTTP/1.1).
+    pub proto: Proto,
     /// Where this connection is in the cycle of paths.
     pub cursor: u32,
     pub reader: ResponseReader,
@@ -77,9 +61,10 @@ pub(crate) struct Conn {
     pub seq: u32,
     /// TLS: the session of the open socket (`None`: plaintext).
     pub tls: Option<Box<Session>>,
-    /// TLS on io_uring: ciphertext on its way out; a buffered framing's
-    /// plaintext: its requests on their way out.
-    pub out: tls::Out,
+    /// The connection's own bytes on their way out (TLS, or a buffered
+    /// framing; `None` for plain HTTP/1.1, whose requests go out from the
+    /// plan's bytes).
+    pub out: Option<Box<Outbox>>,
     /// TLS: when the handshake began (the connect completed).
     pub handshake_ns: u64,
 }
@@ -124,14 +109,25 @@ impl Received {
 impl Conn {
     /// A connection of `framing`, whose requests are at most `request_max`
     /// bytes: its ring and out buffers are allocated here, once (io_uring's
-    /// `staged` at its first use).
-    pub(crate) fn new(framing: Framing, request_max: usize) -> Conn {
+    /// `staged` at its first use). `ws`: a WebSocket framing's state;
+    /// `tls`: its bytes go through TLS.
+    pub(crate) fn new(framing: Framing, request_max: usize, ws: Option<WsConn>, tls: bool) -> Conn {
         let buffered = framing.buffered();
         let room = if buffered {
             framing.capacity() * request_max
         } else {
             0
         };
+        let out = (buffered || tls).then(|| {
+            Box::new(Outbox {
+                bytes: Vec::with_capacity(room),
+                at: 0,
+                busy: false,
+                epoch: 0,
+                staged: Vec::new(),
+                room,
+            })
+        });
         Conn {
             stream: None,
             state: State::Idle,
@@ -141,29 +137,21 @@ impl Conn {
             first_byte: false,
             due_ns: 0,
             wake_pending: false,
-            buffered,
-            staged: Vec::new(),
-            room,
-            h2: None,
-            h2_out: Vec::with_capacity(if framing.is_h2() { room + 1024 } else { 0 }),
-            h2_events: Vec::with_capacity(if framing.is_h2() {
-                2 * framing.capacity() + 8
-            } else {
-                0
-            }),
-            draining: false,
-            ws: None,
+            proto: Proto::new(framing, request_max, ws),
             cursor: 0,
             reader: ResponseReader::new(),
             epoch: 0,
             seq: 0,
             tls: None,
-            out: tls::Out {
-                bytes: Vec::with_capacity(room),
-                ..tls::Out::default()
-            },
+            out,
             handshake_ns: 0,
         }
+    }
+
+    /// Requests go through `out` (a buffered framing, see `framing`).
+    #[inline]
+    pub(crate) fn buffered(&self) -> bool {
+        self.proto.buffered()
     }
 
     /// A buffered framing: appends a request's bytes to what goes out
@@ -173,13 +161,8 @@ impl Conn {
     pub(crate) fn queue(&mut self, bytes: &[u8], uring: bool) {
         if let Some(session) = &mut self.tls {
             session.queue_more(bytes);
-        } else if uring && self.out.busy {
-            if self.staged.capacity() == 0 {
-                self.staged.reserve(self.room);
-            }
-            self.staged.extend_from_slice(bytes);
-        } else {
-            self.out.bytes.extend_from_slice(bytes);
+        } else if let Some(out) = &mut self.out {
+            out.queue(bytes, uring);
         }
     }
 
@@ -187,36 +170,34 @@ impl Conn {
     /// `ws.rs`), built in the connection's scratch buffer.
     #[inline]
     pub(crate) fn queue_frame(&mut self, opcode: u8, payload: &[u8], uring: bool) {
-        let Some(ws) = &mut self.ws else {
+        let Some(ws) = self.proto.ws_mut() else {
             return;
         };
         ws.frame(opcode, payload);
+        self.queue_scratch(uring);
+    }
+
+    /// A WebSocket framing: queues the frame built in the scratch buffer.
+    #[inline]
+    pub(crate) fn queue_scratch(&mut self, uring: bool) {
+        let Some(ws) = self.proto.ws_mut() else {
+            return;
+        };
         let scratch = std::mem::take(&mut ws.scratch);
         self.queue(&scratch, uring);
-        if let Some(ws) = &mut self.ws {
+        if let Some(ws) = self.proto.ws_mut() {
             ws.scratch = scratch;
         }
     }
 
     /// A WebSocket framing, a new socket: queues the upgrade request.
     pub(crate) fn queue_opening(&mut self, plan: &WsPlan, uring: bool) {
-        let Some(ws) = &mut self.ws else {
+        let Some(ws) = self.proto.ws_mut() else {
             return;
         };
         // Not through `scratch`, which stays the size of a message's frame.
         let opening = ws.opening(plan);
         self.queue(opening.as_bytes(), uring);
-    }
-
-    /// io_uring, buffered: moves staged requests into `out` once it is
-    /// free. True if `out` has bytes to send.
-    #[inline]
-    pub(crate) fn unstage(&mut self) -> bool {
-        if !self.out.busy && self.out.pending().is_empty() && !self.staged.is_empty() {
-            std::mem::swap(&mut self.out.bytes, &mut self.staged);
-            self.out.at = 0;
-        }
-        !self.out.pending().is_empty()
     }
 
     /// Starts a non-blocking connect. epoll: the socket is registered once
@@ -272,13 +253,13 @@ impl Conn {
             self.written += n;
             return Ok(done);
         }
-        if self.buffered {
-            while !self.out.pending().is_empty() {
-                match stream.write(self.out.pending()) {
+        if let Some(out) = self.out.as_deref_mut().filter(|_| self.proto.buffered()) {
+            while !out.pending().is_empty() {
+                match stream.write(out.pending()) {
                     Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                     Ok(n) => {
                         self.written += n;
-                        self.out.advance(n);
+                        out.advance(n);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -471,12 +452,84 @@ impl Conn {
         };
         self.epoch = self.epoch.wrapping_add(1);
         self.tls = None;
-        self.h2 = None;
-        self.out.drop_pending();
-        self.staged.clear();
+        self.proto.close();
+        if let Some(out) = &mut self.out {
+            out.drop_pending();
+        }
         match io {
             Backend::Epoll(_) => drop(stream),
             Backend::Uring(u) => u.close(stream.into_raw_fd()),
+        }
+    }
+}
+
+/// A connection's own bytes on their way out: TLS ciphertext (io_uring;
+/// epoll writes the session's straight to the socket), or a buffered
+/// framing's requests. io_uring: the kernel reads `bytes[at..]` until the
+/// send's completion, so while `busy` nothing touches the buffer (it is
+/// never moved or shrunk then; requests started meanwhile wait in
+/// `staged`); at most one send per connection is in flight, across its
+/// sockets too: a send still out for a closed socket (`epoch` is that
+/// socket's) holds the next socket's first bytes back until it completes.
+pub(crate) struct Outbox {
+    pub bytes: Vec<u8>,
+    pub at: usize,
+    pub busy: bool,
+    pub epoch: u32,
+    /// io_uring: requests started while a send of `bytes` is out.
+    /// Allocated at its first use, `room` bytes, then kept: a held
+    /// connection never stages.
+    staged: Vec<u8>,
+    /// A buffered framing: what `staged` and `bytes` hold at most (every
+    /// slot's request).
+    room: usize,
+}
+
+impl Outbox {
+    pub(crate) fn pending(&self) -> &[u8] {
+        &self.bytes[self.at..]
+    }
+
+    /// Appends a request's bytes; io_uring (`uring`), while a send is out,
+    /// to `staged`.
+    #[inline]
+    fn queue(&mut self, bytes: &[u8], uring: bool) {
+        if uring && self.busy {
+            if self.staged.capacity() == 0 {
+                self.staged.reserve(self.room);
+            }
+            self.staged.extend_from_slice(bytes);
+        } else {
+            self.bytes.extend_from_slice(bytes);
+        }
+    }
+
+    /// io_uring: moves staged requests into `bytes` once no send of it is
+    /// out.
+    #[inline]
+    pub(crate) fn unstage(&mut self) {
+        if !self.busy && self.pending().is_empty() && !self.staged.is_empty() {
+            std::mem::swap(&mut self.bytes, &mut self.staged);
+            self.at = 0;
+        }
+    }
+
+    /// The socket closed: what was not sent is no longer wanted (the kernel
+    /// may still be reading it, so the buffer stays where it is).
+    fn drop_pending(&mut self) {
+        if !self.busy {
+            self.bytes.clear();
+            self.at = 0;
+        }
+        self.staged.clear();
+    }
+
+    /// `n` more bytes went out.
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.at = (self.at + n).min(self.bytes.len());
+        if self.at == self.bytes.len() {
+            self.bytes.clear();
+            self.at = 0;
         }
     }
 }
@@ -550,5 +603,36 @@ pub(crate) fn feed_chunk(
             r.outcome = Outcome::Failed(f);
             true
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A held connection's memory is mostly its `Conn` (19,800 of them
+    /// held from one process, `harness/bench/engine-vs-wrk.sh`): a plain
+    /// HTTP/1.1 one carries no other protocol's or transport's state.
+    #[test]
+    fn a_plain_connection_carries_only_its_own_state() {
+        let plain = Conn::new(Framing::H1, 100, None, false);
+        assert!(plain.out.is_none() && plain.tls.is_none());
+        assert!(matches!(plain.proto, Proto::H1));
+        let size = std::mem::size_of::<Conn>();
+        eprintln!(
+            "Conn {size} bytes, ResponseReader {}, Ring {}, Proto {}, Outbox {}, WsConn {}",
+            std::mem::size_of::<ResponseReader>(),
+            std::mem::size_of::<Ring>(),
+            std::mem::size_of::<Proto>(),
+            std::mem::size_of::<Outbox>(),
+            std::mem::size_of::<WsConn>()
+        );
+        assert!(size <= 224, "a Conn grew to {size} bytes (224 before)");
+        let ws = std::mem::size_of::<WsConn>();
+        assert!(ws <= 264, "a WsConn grew to {ws} bytes (264 before)");
+        let h2 = Conn::new(Framing::H2c(8), 100, None, false);
+        assert!(h2.out.is_some() && matches!(h2.proto, Proto::H2(_)));
+        let tls = Conn::new(Framing::H1, 100, None, true);
+        assert!(tls.out.is_some() && matches!(tls.proto, Proto::H1));
     }
 }

@@ -1,9 +1,7 @@
-//! How requests are framed on a connection — the seam between the one
-//! request loop (`worker`) and a protocol.
-//!
-//! The loop owns connecting, the transport (plain or TLS), pacing, stopping,
-//! timeouts and counting; a framing says what goes on the wire and how what
-//! comes back is matched to requests. Its parts, and where each lives:
+//! How many requests a connection has in flight, and where the loop keeps
+//! them: the plan's [`Framing`] (which protocol, how deep) and each
+//! connection's [`Ring`] of [`Slot`]s. What a protocol puts on the wire and
+//! how it matches answers to slots is `engine::proto`'s.
 //!
 //! - **capacity** ([`Framing::capacity`]): how many requests a connection
 //!   may have in flight — 1 for HTTP/1.1, N for `--pipeline N`; for HTTP/2
@@ -16,46 +14,11 @@
 //!   names its [`super::Check`]), its latency origin (the intended send time
 //!   under `--rate`), its send time, its deadline, whether it is measured,
 //!   and a `key` — the HTTP/2 stream id, or the order of sending.
-//! - **opening bytes**: what a new connection sends before its first
-//!   request (the HTTP/2 preface and SETTINGS, a WebSocket upgrade), put in
-//!   the connection's out buffer right after it opens.
-//! - **encode**: a request's bytes go either straight from the plan
-//!   ([`Framing::buffered`] false: HTTP/1.1, one request at a time, where
-//!   io_uring's quiet sends rely on bytes the plan owns) or are appended to
-//!   the connection's own out buffer (`tls::Out`, whose io_uring sends are
-//!   seen to complete): pipelined requests, HTTP/2 frames, WebSocket frames.
-//! - **feed**: received plaintext goes to the framing's reader; each
-//!   complete response yields a verdict for one slot: the oldest
+//! - **matching**: a complete response is the oldest slot's
 //!   ([`Ring::pop`], HTTP/1.1 and its pipelining, which answer in order) or
-//!   the one with a given key ([`Ring::take`], HTTP/2 by stream id). Bytes
-//!   after a response are the next response's when requests are in flight
-//!   (a pipelined framing), a length failure otherwise.
+//!   the one with a given key ([`Ring::take`], HTTP/2 by stream id).
 //! - **failure**: a connection that dies fails every request in its ring
 //!   once; a reset stream (HTTP/2) fails its own slot only.
-//!
-//! Where a framing plugs into the loop (`worker.rs`; WebSocket, `ws.rs`, is
-//! the worked example): `Worker::start_buffered` encodes a started request
-//! (a WebSocket message waits there until the upgrade is in; `upgraded`
-//! then sends those in the ring); `Worker::start_buffered` on a new socket
-//! queues the opening (`Conn::queue_opening`); `Worker::dispatch` feeds
-//! received plaintext (TLS already decrypted, both backends) and calls
-//! `Worker::complete` with the answered slot's verdict in `conn.reader`
-//! (`verdict`, `status`, `body_len`), or `Worker::fail` for a connection
-//! that can go no further (every slot failed once). Writing, flushing once
-//! per read, io_uring's sends, timeouts, pacing and counting need nothing
-//! from a new framing.
-//!
-//! HTTP/2 (`h2.rs`'s codec) plugs in as [`Framing::H2c`] and
-//! [`Framing::H2`], buffered: `start_buffered` on a new socket makes its
-//! codec and queues the preface with the first request (the ring's limit
-//! 1 until the server's SETTINGS); `h2_encode` writes a request's frames
-//! and sets its slot's `key` to the stream id; `dispatch_h2` feeds the
-//! codec and hands each `Response { stream, .. }` to `Worker::settle`
-//! with the slot [`Ring::take`] found by key; `Settings {
-//! max_concurrent_streams }` calls [`Ring::set_limit`]; `Reset` fails its
-//! slot alone (`Worker::fail_one`, `reset`, or `goaway` for the streams a
-//! GOAWAY left unprocessed); `GoAway` sets `Conn::draining`: no new
-//! stream, and the socket closes once the ring is empty (`Worker::next`).
 
 /// How requests are framed on each connection (`harness run --pipeline`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -1,7 +1,7 @@
 //! The engine's HTTP/2 client codec (RFC 9113), sans-IO: bytes in, bytes
 //! and events out, no socket, no clock. The request loop drives it through
-//! the framing seam (`Framing::H2c`, `Framing::H2`; `worker.rs`:
-//! `start_buffered`, `h2_encode`, `dispatch_h2`):
+//! a connection's `proto::h2::H2Conn` (`Framing::H2c`, `Framing::H2`;
+//! `worker/h2.rs` applies its answers):
 //!
 //! - [`H2Client::new`] takes the run's request [`Template`]s (each path of
 //!   the plan's mix, its header block HPACK-encoded once, literal without
@@ -34,16 +34,9 @@
 //! new `date` every second costs no allocation) and Huffman strings
 //! (`engine::huffman`, into reused buffers: no allocation either).
 //! Values of fields we do not read and do not index are not decoded at
-//! all. Chosen by measurement (a timing loop of one steady
-//! nginx-like response block: `:status 200` and two dynamic-table hits
-//! indexed, a Huffman `date` literal, `content-length`; release builds,
-//! this 2-core machine shared with builds, ranges over rounds):
-//! loona-hpack 0.4 137–221 µs per block and hpack 0.3 (which it forks)
-//! 222–245 µs (their Huffman decoder builds its tables per string),
-//! httlib-hpack 0.1 4.5–7.8 µs (a Vec per field, its input drained), this
-//! decoder 0.09–0.55 µs, and 57–93 ns in four later runs on a quieter
-//! machine (the ignored test `hpack_timing`, run by
-//! harness/bench/h2-vs-h2load.sh).
+//! all. Chosen by measurement against the HPACK crates (the ignored test
+//! `hpack_timing`, run by `harness/bench/h2-vs-h2load.sh`; the figures are
+//! in docs/ARCHITECTURE.md, HTTP/2).
 
 use std::collections::{HashMap, VecDeque};
 

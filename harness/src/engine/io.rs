@@ -30,13 +30,10 @@ use super::timer::{Timer, TIMER};
 
 /// Which I/O backend the engine's threads use (`--io`).
 ///
-/// The default is io_uring, by measurement (harness/bench/engine-vs-wrk.sh,
-/// 2 shared cores, event-loop server, medians of 3 interleaved rounds):
-/// with its gathering waits its CPU per request was 0.69-0.70x wrk's at
-/// c = 50, 100 and 1000 and its RPS 1.07-1.33x, where epoll's was
-/// 0.84-0.92x and 0.95-1.22x. Both hold 19,800 connections from one
-/// process (io_uring 0.6 KiB of RSS each, epoll 0.57). Where io_uring is
-/// refused, a run goes on epoll and says why ([`resolve`]).
+/// The default is io_uring, by measurement (`harness/bench/engine-vs-wrk.sh`;
+/// the figures are in docs/ARCHITECTURE.md, "The harness"): less CPU per
+/// request than epoll through its gathering waits, at a higher RPS. Where
+/// io_uring is refused, a run goes on epoll and says why ([`resolve`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Io {
     /// io_uring: batched submissions, multishot receive into provided
@@ -200,16 +197,16 @@ impl Epoll {
 /// The provided-buffer group of every receive.
 const BGID: u16 = 0;
 /// One provided buffer: a small response in one completion, a large one in
-/// several. 1 KiB, not 2: every buffer is touched as the ring turns, and
-/// at 2 KiB 19,800 held connections took 0.65 KiB of RSS each.
+/// several. 1 KiB, not 2: every buffer is touched as the ring turns, so
+/// their size is a share of each held connection's RSS.
 const BUF_SIZE: usize = 1024;
 /// The largest provided buffer, for runs whose responses are large.
 const BUF_SIZE_MAX: usize = 16 * 1024;
 
 /// The provided buffers' size for responses of up to `response_max` bytes:
-/// 1 KiB, or the response's size up to 16 KiB. A 64 KiB echo in 1 KiB
+/// 1 KiB, or the response's size up to 16 KiB: a 64 KiB echo in 1 KiB
 /// buffers took 64 completions, and the few buffers ran out with every
-/// turn (each a receive armed again): 0.56× oha's rate.
+/// turn (each a receive armed again).
 fn buf_size(response_max: usize) -> usize {
     response_max
         .next_power_of_two()
@@ -254,11 +251,9 @@ const GATHER_MIN_IN_FLIGHT: usize = 8;
 /// requests, or a share of one connection). Completions, not requests: a
 /// connection's answers arrive in one receive however many are in flight
 /// on it, so asking for half the requests of 4 connections pipelined 16
-/// deep sat out the whole bound twice a round trip (67k req/s against the
-/// event-loop server, 384k without). Few connections with many requests
-/// still gather (4 h2c connections of 100 streams wait for 2): nginx,
-/// fed in batches, served 1.99x h2load's req/s, 1.00x when every
-/// completion woke the engine.
+/// deep sat out the whole bound twice a round trip. Few connections with
+/// many requests still gather (4 h2c connections of 100 streams wait for
+/// 2). The figures: docs/ARCHITECTURE.md, "The harness".
 fn gather_want(in_flight: usize, awaiting: usize) -> Option<usize> {
     let want = awaiting / GATHER_SHARE;
     (in_flight >= GATHER_MIN_IN_FLIGHT && want >= 2).then_some(want)
@@ -397,12 +392,10 @@ impl Uring {
     /// connections awaiting answers (`awaiting`; with one request in
     /// flight per connection, half the requests), but for at most
     /// `gather_us` (`min_wait`): after
-    /// that one completion is enough. On 2 shared cores against the
-    /// event-loop server at c = 100 it cut the engine's voluntary context
-    /// switches from 0.15 to 0.05 a request and its CPU per request by
-    /// about 15 % (harness/bench/engine-vs-wrk.sh); a response that lands
-    /// first in a batch is read up to `gather_us` later, which its latency
-    /// includes.
+    /// that one completion is enough: fewer context switches and less CPU
+    /// per request (measured in docs/ARCHITECTURE.md); a response that
+    /// lands first in a batch is read up to `gather_us` later, which its
+    /// latency includes.
     fn wait(
         &mut self,
         wait_ns: u64,

@@ -1,21 +1,30 @@
-//! The load engine: per-thread event loops (mio, edge-triggered, like wrk's
-//! ae loop) driving non-blocking HTTP/1.1 connections.
+//! The load engine: per-thread event loops (epoll through mio,
+//! edge-triggered, like wrk's ae loop, or io_uring) driving non-blocking
+//! connections of one protocol (HTTP/1.1, pipelined HTTP/1.1, HTTP/2,
+//! WebSocket) over one transport (plain TCP or TLS).
 //!
 //! - [`Plan`]: what to run. [`run`] splits it over threads and merges what
 //!   they counted into a [`RunResult`]; it never formats anything.
 //! - `worker`: one thread's loop — the only request loop, parameterised by
-//!   how it stops ([`Stop`]) and how it paces ([`Pace`]).
-//! - `conn`: one connection's state machine (connect, write, read).
-//! - `http`: the streaming response reader.
-//! - `tls`: the TLS transport (rustls, sans-IO): what a connection's bytes
-//!   go through when the plan has a [`TlsPlan`].
-//! - `schedule`: which path of a mix each connection sends next.
-//! - `timer`: sub-millisecond wake-ups for the `--rate` schedule.
+//!   how it stops ([`Stop`]) and how it paces ([`Pace`]); `worker/h2.rs`
+//!   and `worker/ws.rs` apply those protocols' answers to its slots, rooms
+//!   and counts.
+//! - `conn`: one connection's state machine (connect, write, read), with
+//!   its protocol's state and its transport's.
+//! - `framing`: how many requests a connection has in flight, and the ring
+//!   of slots that holds them.
+//! - `proto`: each protocol's per-connection state and glue (`h1`: the
+//!   HTTP/1 response reader; `h2`: the HTTP/2 codec's connection);
+//!   `h2` and `ws` (beside it) are the sans-IO codecs.
+//! - `transport`: plain TCP or TLS for a thread (`tls`: rustls, sans-IO).
+//! - `io`: the two I/O backends; `schedule`: which path of a mix each
+//!   connection sends next; `timer`: sub-millisecond wake-ups for `--rate`.
 //!
-//! Per request on a kept-alive connection the engine makes one `write` and
-//! one `read` (plus a share of an `epoll_wait`): the next request is written
-//! as soon as the previous response is complete, on a socket registered once
-//! for both directions, so there is no `epoll_ctl` per request.
+//! Per request on a kept-alive HTTP/1.1 connection the engine makes one
+//! `write` and one `read` (plus a share of an `epoll_wait`): the next
+//! request is written as soon as the previous response is complete, on a
+//! socket registered once for both directions, so there is no `epoll_ctl`
+//! per request.
 //!
 //! Over 500 lines on purpose: the plan, the judging of a response and the
 //! result are the engine's one interface, kept in one place.
@@ -24,15 +33,20 @@ mod conn;
 pub mod framing;
 /// The HTTP/2 client codec (`Framing::H2c`, `Framing::H2`).
 pub mod h2;
-pub(crate) mod http;
 mod huffman;
 mod io;
+mod proto;
 mod schedule;
 mod timer;
 pub mod tls;
+mod transport;
 mod worker;
 pub mod ws;
 pub mod ws_room;
+
+/// The HTTP/1 response reader (the fuzz targets drive it).
+#[cfg(feature = "fuzzing")]
+pub(crate) use proto::h1;
 
 use std::borrow::Cow;
 use std::net::SocketAddr;

@@ -6,9 +6,10 @@
 //! plaintext to the same response reader a plaintext connection feeds;
 //! ciphertext to send is drained by [`Session::flush`] (epoll: `write` to
 //! the socket) or [`Session::fill`] (io_uring: into the connection's own
-//! [`Out`] buffer, sent with a completion the loop sees, because the bytes
-//! are the connection's, not the plan's). The request loop (`worker`) is
-//! the same for both transports; only where its bytes go differs.
+//! out buffer, `conn::Outbox`, sent with a completion the loop sees,
+//! because the bytes are the connection's, not the plan's). The request
+//! loop (`worker`) is the same for both transports; only where its bytes
+//! go differs (`engine::transport`).
 //!
 //! **Crypto provider: `ring`**, not aws-lc-rs (rustls' default). aws-lc-rs
 //! builds AWS-LC's C (and wants cmake) on every clean build of the
@@ -382,44 +383,6 @@ impl Session {
             cipher_suite,
             key_exchange,
             alpn,
-        }
-    }
-}
-
-/// io_uring: a connection's ciphertext on its way out. The kernel reads
-/// `bytes[at..]` until the send's completion, so while `busy` nothing
-/// touches the buffer (it is never moved or shrunk then); at most one send
-/// per connection is in flight, across its sockets too: a send still out
-/// for a closed socket (`epoch` is that socket's) holds the next socket's
-/// first bytes back until it completes.
-#[derive(Default)]
-pub(crate) struct Out {
-    pub bytes: Vec<u8>,
-    pub at: usize,
-    pub busy: bool,
-    pub epoch: u32,
-}
-
-impl Out {
-    pub(crate) fn pending(&self) -> &[u8] {
-        &self.bytes[self.at..]
-    }
-
-    /// The socket closed: what was not sent is no longer wanted (the kernel
-    /// may still be reading it, so the buffer stays where it is).
-    pub(crate) fn drop_pending(&mut self) {
-        if !self.busy {
-            self.bytes.clear();
-            self.at = 0;
-        }
-    }
-
-    /// `n` more bytes went out.
-    pub(crate) fn advance(&mut self, n: usize) {
-        self.at = (self.at + n).min(self.bytes.len());
-        if self.at == self.bytes.len() {
-            self.bytes.clear();
-            self.at = 0;
         }
     }
 }

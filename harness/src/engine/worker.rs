@@ -1,6 +1,8 @@
-//! One engine thread: an edge-triggered event loop over its share of the
-//! connections. This is the only request loop; [`Stop`] decides when it
-//! ends and [`Pace`] when each connection sends its next request.
+//! One engine thread: an event loop (epoll, edge-triggered, or io_uring)
+//! over its share of the connections. This is the only request loop;
+//! [`Stop`] decides when it ends and [`Pace`] when each connection sends
+//! its next request. This file is the loop, its I/O and its pacing, and
+//! the counting every protocol shares (`settle`, `fail`).
 //!
 //! Per-thread everything: the statistics (the totals and each path's), the
 //! `-n` quota (no shared counter per request), the read buffer, the wake-up
@@ -8,30 +10,40 @@
 //! flags (read once per loop turn), the progress counters (written once per
 //! loop turn) and the interval sink (once per interval) are shared.
 //!
-//! The transport is a parameter, not a copy: over TLS the same loop runs,
-//! each connection's bytes going through its session (`conn.tls`), and the
-//! few places where TLS differs (io_uring sends of the connection's own
-//! ciphertext, the handshake's end) branch on it here.
-//!
-//! Over 500 lines on purpose: it is the one request loop (connect, write,
-//! read, judge, pace, stop); split, the hot path would no longer read as one.
+//! A protocol (`engine::proto`) is met by a `match` on `Conn::proto` where
+//! a request is encoded (`start_buffered`) and where received plaintext is
+//! fed (`dispatch`); HTTP/2's and WebSocket's answers are applied in
+//! `worker/h2.rs` and `worker/ws.rs` (which also coordinates rooms). The
+//! transport (`engine::transport`) is met where bytes move: over TLS each
+//! connection's bytes go through its session (`conn.tls`), and io_uring
+//! sends a connection's own out buffer (`submit_out`, `send_out`,
+//! `out_sent`) rather than the plan's bytes.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::sync::atomic::Ordering;
 
-use super::conn::{feed_chunk, Conn, Outcome, Received, State};
+use super::conn::{Conn, Outcome, Received, State};
 use super::framing::{Framing, Slot};
-use super::h2::{self, Event as H2Event, H2Client};
+use super::h2::{Config as H2Config, Template};
 use super::io::{Backend, Ev, TAG_MASK};
+use super::proto::{self, Proto};
 use super::timer;
-use super::tls::{self, Handshake};
-use super::ws::{WsConn, WsFeed};
-use super::ws_room::{self, Arrival, Room};
+use super::transport::Transport;
+use super::ws::{Member, WsConn};
+use super::ws_room::{self, Room};
 use super::{ns, schedule, Clock, End, Pace, Share, Shared, Stop, Wire, DRAIN};
 use crate::intervals::IntervalAcc;
 use crate::stats::{Failure, PathStats, Stats};
+
+mod h1;
+mod h2;
+mod settle;
+mod together;
+mod ws;
+
+use together::EndTogether;
 
 /// The loop turns at least this often (Ctrl-C, deadlines, the time series).
 const MAX_WAIT_NS: u64 = 100_000_000;
@@ -65,19 +77,16 @@ struct Worker<'s> {
     clock: Clock,
     /// epoll or io_uring: how bytes move (everything else is shared).
     io: Backend,
-    /// TLS: the thread's client (its configuration and session cache).
-    tls: Option<tls::Client>,
-    /// TLS: handshakes that failed in a row with none completed yet.
-    handshake_fails: u32,
-    handshakes_ok: u64,
+    /// Plain TCP, or TLS (the thread's client and its handshakes).
+    transport: Transport,
     conns: Vec<Conn>,
     buf: Box<[u8]>,
     /// How requests are framed (see `framing`).
     framing: Framing,
     /// HTTP/2: each path's request, HPACK-encoded once, and the codec's
     /// configuration (a connection's codec is made from them per socket).
-    h2_templates: Vec<h2::Template>,
-    h2_config: h2::Config,
+    h2_templates: Vec<Template>,
+    h2_config: H2Config,
     /// TLS, a buffered framing: the plaintext of one read.
     plain: Vec<u8>,
     /// A buffered framing: requests started while a read is handed out
@@ -141,50 +150,6 @@ pub(crate) fn run(shared: &Shared<'_>, share: Share) -> io::Result<Output> {
     Ok(out)
 }
 
-/// Keeps a thread's connections open, at a timed end, until every
-/// thread's loop has ended. A thread that closed its connections at its
-/// own end would free the server for another thread still in its loop: a
-/// worker-pool server whose workers held thread A's WebSockets answered
-/// thread B's waiting upgrade in B's last moment, and B counted a
-/// connection the server never held during the run. Arrives on drop too,
-/// so an early error or a panic never leaves the other threads waiting.
-struct EndTogether<'a> {
-    ended: &'a std::sync::atomic::AtomicUsize,
-    threads: usize,
-    arrived: bool,
-}
-
-impl<'a> EndTogether<'a> {
-    fn new(shared: &'a Shared<'_>) -> Self {
-        EndTogether {
-            ended: &shared.threads_ended,
-            threads: shared.progress.len(),
-            arrived: false,
-        }
-    }
-
-    /// Arrives, and returns once every thread has.
-    fn wait(mut self) {
-        self.arrive();
-    }
-
-    fn arrive(&mut self) {
-        if std::mem::replace(&mut self.arrived, true) {
-            return;
-        }
-        self.ended.fetch_add(1, Ordering::AcqRel);
-        while self.ended.load(Ordering::Acquire) < self.threads {
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-    }
-}
-
-impl Drop for EndTogether<'_> {
-    fn drop(&mut self) {
-        self.arrive();
-    }
-}
-
 #[inline]
 fn us(ns: u64) -> u64 {
     (ns + 500) / 1000
@@ -208,20 +173,21 @@ impl<'s> Worker<'s> {
             .map_or(0, |d| d.as_nanos() as u64);
         let mut conns: Vec<Conn> = (0..share.conns)
             .map(|j| {
-                let mut c = Conn::new(plan.framing, request_max);
-                if let Some(ws) = &plan.ws {
+                let ws = plan.ws.as_ref().map(|ws| {
                     let conn_seed =
                         seed ^ ((share.first_conn + j) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                     let mut w = WsConn::new(request_max, conn_seed);
                     w.pongs_answer = ws.hold;
                     if let Some(room) = &ws.room {
                         let k = (share.first_conn + j) / room.size;
-                        w.target = Some(ws_room::target(&ws.target, k, room.rooms));
-                        w.capture = ws_room::HEADER;
+                        w.member = Some(Box::new(Member {
+                            target: ws_room::target(&ws.target, k, room.rooms),
+                            captured: [0; ws_room::HEADER],
+                        }));
                     }
-                    c.ws = Some(Box::new(w));
-                }
-                c
+                    w
+                });
+                Conn::new(plan.framing, request_max, ws, plan.tls.is_some())
             })
             .collect();
         if let Pace::Rate(r) = plan.pace {
@@ -247,7 +213,7 @@ impl<'s> Worker<'s> {
             .max()
             .unwrap_or(0);
         let io = Backend::new(shared.io, share.conns, paced, shared.gather, response_max)?;
-        let tls = plan.tls.as_ref().map(tls::Client::new).transpose()?;
+        let transport = Transport::new(plan.tls.as_ref(), plan.framing.is_h2())?;
         let room_size = plan.room().map_or(0, |r| r.size);
         let rooms = (0..share.conns.checked_div(room_size).unwrap_or(0))
             .map(|k| Room::new(k * room_size, room_size, plan.framing.capacity()))
@@ -257,16 +223,14 @@ impl<'s> Worker<'s> {
             thread: share.thread,
             clock: shared.clock,
             io,
-            tls,
-            handshake_fails: 0,
-            handshakes_ok: 0,
+            transport,
             conns,
             buf: vec![0u8; READ_BUF].into_boxed_slice(),
             framing: plan.framing,
-            h2_templates: h2_templates(plan),
-            h2_config: h2::Config {
+            h2_templates: proto::h2::templates(plan),
+            h2_config: H2Config {
                 max_streams: plan.framing.streams().unwrap_or(1) as u32,
-                ..h2::Config::default()
+                ..H2Config::default()
             },
             plain: Vec::with_capacity(if plan.framing.buffered() && plan.tls.is_some() {
                 2 * READ_BUF
@@ -402,7 +366,10 @@ impl<'s> Worker<'s> {
         self.sending && self.permits != Some(0)
     }
 
-    /// How long the poll may sleep.
+    /// How long the poll may sleep: until the earliest of the wake-ups,
+    /// the sweep, the interval's end, the run's end and the drain's. A
+    /// transport with timers of its own (QUIC's loss recovery and idle
+    /// timeout) adds its earliest here; the loop needs nothing else.
     fn wait_ns(&self, now: u64) -> u64 {
         if self.opened < self.conns.len() {
             return 0; // more connections to open: reap, then open them
@@ -423,7 +390,7 @@ impl<'s> Worker<'s> {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
-        if conn.buffered && matches!(conn.state, State::Reading | State::Writing) {
+        if conn.buffered() && matches!(conn.state, State::Reading | State::Writing) {
             if conn.state == State::Writing {
                 self.flush_out(i);
             }
@@ -453,8 +420,8 @@ impl<'s> Worker<'s> {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
-        if self.tls.is_some() || conn.buffered {
-            self.tls_sent(i, res);
+        if self.transport.is_tls() || conn.buffered() {
+            self.out_sent(i, res);
             return;
         }
         if conn.state == State::Idle || tag != conn.seq & TAG_MASK {
@@ -526,8 +493,8 @@ impl<'s> Worker<'s> {
                 conn.close(&mut self.io);
                 return;
             }
-            self.tls_pump(i);
-        } else if res > 0 && conn.buffered {
+            self.send_out(i);
+        } else if res > 0 && conn.buffered() {
             let n = res as usize;
             if let Some(b) = bid {
                 self.buf[..n].copy_from_slice(u.buf(b, n));
@@ -552,14 +519,14 @@ impl<'s> Worker<'s> {
             debug_assert!(done || matches!(r.outcome, Outcome::Pending));
             if conn.tls.is_some() {
                 // The handshake's next flight (with the request sealed in it).
-                self.tls_pump(i);
+                self.send_out(i);
             }
             self.received(i, r);
         } else {
             rearm = false;
             let mut r = Received::new();
             r.now = self.clock.now();
-            r.outcome = if res == 0 && conn.buffered {
+            r.outcome = if res == 0 && conn.buffered() {
                 self.peer_closed(i, r.now);
                 return;
             } else if res == 0 {
@@ -645,7 +612,7 @@ impl<'s> Worker<'s> {
             conn.reader.reset(self.wires[usize::from(path)].head);
         }
         self.in_flight += 1;
-        if conn.buffered {
+        if conn.buffered() {
             return self.start_buffered(i, now, path, measured);
         }
         conn.written = 0;
@@ -677,31 +644,32 @@ impl<'s> Worker<'s> {
             if !self.open_socket(i, now) {
                 return true;
             }
+            // The protocol's opening, then the request.
             let conn = &mut self.conns[i];
-            if let Some(plan) = &self.shared.plan.ws {
-                // Messages wait for the upgrade (`upgraded`).
-                conn.queue_opening(plan, uring);
-            } else if h2 {
-                // A new codec per socket; one stream until the server's
-                // SETTINGS say how many it takes.
-                let mut codec = H2Client::new(self.h2_templates.clone(), self.h2_config);
-                conn.h2_out.clear();
-                codec.opening(&mut conn.h2_out);
-                conn.h2 = Some(Box::new(codec));
-                conn.ring.set_limit(1);
-                conn.draining = false;
-                if !self.h2_encode(i, path, measured, uring) {
-                    return true;
+            match &mut conn.proto {
+                Proto::Ws(_) => {
+                    // Messages wait for the upgrade (`upgraded`).
+                    if let Some(plan) = &self.shared.plan.ws {
+                        conn.queue_opening(plan, uring);
+                    }
                 }
-            } else {
-                conn.queue(bytes, uring);
+                Proto::H2(h2) => {
+                    // A new codec per socket; one stream until the server's
+                    // SETTINGS say how many it takes.
+                    h2.open(&self.h2_templates, self.h2_config);
+                    conn.ring.set_limit(1);
+                    if !self.h2_encode(i, path, measured, uring) {
+                        return true;
+                    }
+                }
+                Proto::H1 | Proto::Pipelined => conn.queue(bytes, uring),
             }
             self.kick(i, now);
             return true;
         }
-        match &conn.ws {
-            Some(ws) if !ws.upgraded => return true, // sent once upgraded
-            Some(_) if self.room_size > 0 => {
+        match &mut conn.proto {
+            Proto::Ws(ws) if !ws.upgraded => return true, // sent once upgraded
+            Proto::Ws(_) if self.room_size > 0 => {
                 let room = &self.rooms[i / self.room_size];
                 if room.joined < room.members {
                     return true; // sent once the room is in (`upgraded`)
@@ -718,14 +686,14 @@ impl<'s> Worker<'s> {
                     uring,
                 );
             }
-            Some(_) => conn.queue_frame(opcode, bytes, uring),
-            None if h2 => {
-                conn.h2_out.clear();
+            Proto::Ws(_) => conn.queue_frame(opcode, bytes, uring),
+            Proto::H2(h2) => {
+                h2.out.clear();
                 if !self.h2_encode(i, path, measured, uring) {
                     return true;
                 }
             }
-            None => conn.queue(bytes, uring),
+            Proto::H1 | Proto::Pipelined => conn.queue(bytes, uring),
         }
         let conn = &mut self.conns[i];
         if conn.state == State::Idle {
@@ -735,155 +703,6 @@ impl<'s> Worker<'s> {
             self.flush_out(i);
         }
         true
-    }
-
-    /// HTTP/2: encodes the newest request in flight on connection `i` (of
-    /// path `path`) after whatever `h2_out` holds, keys its slot by its
-    /// stream id and queues the bytes. False if the codec refused it (the
-    /// connection failed).
-    fn h2_encode(&mut self, i: usize, path: u16, measured: bool, uring: bool) -> bool {
-        let conn = &mut self.conns[i];
-        let Some(codec) = conn.h2.as_mut() else {
-            return false;
-        };
-        match codec.encode(usize::from(path), &mut conn.h2_out) {
-            Ok(stream) => {
-                let newest = conn.ring.len() - 1;
-                conn.ring.nth_mut(newest).key = stream;
-                if measured {
-                    self.stats.bytes_sent += conn.h2_out.len() as u64;
-                }
-                let out = std::mem::take(&mut conn.h2_out);
-                conn.queue(&out, uring);
-                conn.h2_out = out;
-                true
-            }
-            Err(_) => {
-                let now = self.clock.now();
-                self.fail(i, Failure::Exception, now, false);
-                false
-            }
-        }
-    }
-
-    /// The opcode of a WebSocket run's messages: binary or text.
-    fn opcode(&self) -> u8 {
-        match &self.shared.plan.ws {
-            Some(w) if w.hold => 9,
-            Some(w) if !w.binary => 1,
-            _ => 2,
-        }
-    }
-
-    /// A room message: its header (member, sequence, epoch), then the
-    /// plan's message after the header's bytes, framed and queued.
-    fn queue_room_frame(
-        conn: &mut super::conn::Conn,
-        opcode: u8,
-        message: &[u8],
-        member: usize,
-        seq: u32,
-        epoch: u32,
-        uring: bool,
-    ) {
-        let Some(ws) = conn.ws.as_mut() else {
-            return;
-        };
-        let header = ws_room::header(member as u32, seq, epoch);
-        let rest = message.get(ws_room::HEADER..).unwrap_or(&[]);
-        ws.frame_parts(opcode, &header, rest);
-        let scratch = std::mem::take(&mut ws.scratch);
-        conn.queue(&scratch, uring);
-        if let Some(ws) = conn.ws.as_mut() {
-            ws.scratch = scratch;
-        }
-    }
-
-    /// WebSocket: connection `i`'s upgrade completed at `now`: the
-    /// messages started meanwhile are sent, each timed from here (closed
-    /// loop) or from its intended send (`--rate`). A room member's wait
-    /// for the whole room (`room_in`).
-    fn upgraded(&mut self, i: usize, now: u64) {
-        let uring = matches!(self.io, Backend::Uring(_));
-        let opcode = self.opcode();
-        let closed = matches!(self.pace, Pace::Closed);
-        if self.ws_upgrade_measured(i, now) {
-            self.stats.ws_upgraded += 1;
-            self.stats.status.count(101);
-        }
-        let conn = &mut self.conns[i];
-        if let Some(r) = i.checked_div(self.room_size) {
-            conn.state = State::Reading;
-            let room = &mut self.rooms[r];
-            room.joined += 1;
-            if room.joined == room.members {
-                self.room_in(r, i, now);
-            }
-            return;
-        }
-        for k in 0..conn.ring.len() {
-            let slot = conn.ring.nth_mut(k);
-            slot.sent_ns = now;
-            if closed {
-                slot.origin_ns = now;
-            }
-            let path = slot.path;
-            conn.queue_frame(opcode, self.wires[usize::from(path)].bytes, uring);
-        }
-    }
-
-    /// WebSocket: whether connection `i`'s upgrade, answered at `now`,
-    /// counts: before the end, and for a hold whenever it came (a
-    /// connection upgraded in the warm-up is held in the measured time, and
-    /// "opened" must not read 0 beside "5 still up"); otherwise if its first
-    /// message's start was measured (a room member's ring may be empty, so
-    /// its time).
-    fn ws_upgrade_measured(&self, i: usize, now: u64) -> bool {
-        let conn = &self.conns[i];
-        if now >= self.shared.end_ns {
-            false
-        } else if conn.ws.as_ref().is_some_and(|w| w.pongs_answer) {
-            true
-        } else if self.room_size > 0 {
-            now >= self.shared.measure_start_ns
-        } else {
-            !conn.ring.is_empty() && conn.ring.head().measured
-        }
-    }
-
-    /// Every member of room `r` is upgraded (the last one is `i`, whose
-    /// read flushes it): each sends the messages it started meanwhile.
-    fn room_in(&mut self, r: usize, i: usize, now: u64) {
-        let uring = matches!(self.io, Backend::Uring(_));
-        let opcode = self.opcode();
-        let closed = matches!(self.pace, Pace::Closed);
-        let (first, members, epoch) = {
-            let room = &self.rooms[r];
-            (room.first, room.members, room.epoch)
-        };
-        let conns = &self.conns[first..first + members];
-        self.rooms[r].start(|s| {
-            let ring = &conns[s].ring;
-            ring.next_key().wrapping_sub(ring.len() as u32)
-        });
-        for m in 0..members {
-            let j = first + m;
-            let conn = &mut self.conns[j];
-            for k in 0..conn.ring.len() {
-                let slot = conn.ring.nth_mut(k);
-                slot.sent_ns = now;
-                slot.deadline_ns = now.saturating_add(self.timeout_ns);
-                if closed {
-                    slot.origin_ns = now;
-                }
-                let (path, key) = (slot.path, slot.key);
-                let bytes = self.wires[usize::from(path)].bytes;
-                Self::queue_room_frame(conn, opcode, bytes, m, key, epoch, uring);
-            }
-            if j != i {
-                self.flush_out(j);
-            }
-        }
     }
 
     /// Opens connection `i` for the request just started and writes it.
@@ -897,7 +716,7 @@ impl<'s> Worker<'s> {
     fn open_socket(&mut self, i: usize, now: u64) -> bool {
         let conn = &mut self.conns[i];
         conn.connect_ns = now;
-        let tls = self.tls.as_ref();
+        let tls = self.transport.client();
         match conn.open(self.shared.plan.addr, &mut self.io, i, self.keepalive, tls) {
             Ok(()) => {
                 conn.state = State::Connecting;
@@ -935,7 +754,7 @@ impl<'s> Worker<'s> {
             return; // the connect's write takes it
         }
         if let Backend::Uring(_) = self.io {
-            self.tls_pump(i);
+            self.send_out(i);
             return;
         }
         match conn.write(&[]) {
@@ -958,8 +777,8 @@ impl<'s> Worker<'s> {
     /// times the connect.
     #[inline]
     fn submit(&mut self, i: usize) {
-        if self.tls.is_some() || self.framing.buffered() {
-            self.tls_submit(i);
+        if self.transport.is_tls() || self.framing.buffered() {
+            self.submit_out(i);
             return;
         }
         let conn = &mut self.conns[i];
@@ -982,7 +801,7 @@ impl<'s> Worker<'s> {
     /// on; an error is the connect's (refused, unreachable).
     fn connecting(&mut self, i: usize, now: u64) {
         let conn = &mut self.conns[i];
-        if !conn.buffered {
+        if !conn.buffered() {
             conn.ring.head_mut().sent_ns = now;
         }
         let request = self.wires[usize::from(conn.ring.head().path)].bytes;
@@ -995,7 +814,7 @@ impl<'s> Worker<'s> {
                     self.stats
                         .connect_us
                         .saturating_record(us(now - conn.connect_ns));
-                    if done && !conn.buffered {
+                    if done && !conn.buffered() {
                         self.stats.bytes_sent += request.len() as u64;
                     }
                 }
@@ -1042,109 +861,10 @@ impl<'s> Worker<'s> {
         self.received(i, r);
     }
 
-    /// What a read brought, on either backend: counted, then acted on.
-    #[inline]
-    fn received(&mut self, i: usize, r: Received) {
-        let conn = &mut self.conns[i];
-        let slot = conn.ring.head();
-        if slot.measured {
-            self.stats.bytes_received += r.bytes;
-            if let Some(t) = r.first_byte_ns {
-                self.stats
-                    .waiting_us
-                    .saturating_record(us(t.saturating_sub(slot.sent_ns)));
-            }
-        }
-        if let Some(kind) = r.handshake {
-            self.handshake_done(i, kind, r.now);
-        }
-        if let Some(e) = &r.tls_error {
-            self.handshake_failed(e);
-        }
-        match r.outcome {
-            Outcome::Pending => {}
-            Outcome::Done { leftover } => self.complete(i, r.now, leftover),
-            Outcome::Failed(f) => self.fail(i, f, r.now, false),
-        }
-    }
-
-    /// TLS: connection `i`'s handshake ended at `now`.
-    fn handshake_done(&mut self, i: usize, kind: Handshake, now: u64) {
-        let conn = &self.conns[i];
-        if self.framing.is_h2() && !conn.tls.as_ref().is_some_and(|s| s.picked_h2()) {
-            // `--h2`: a server that does not speak it ends the run.
-            self.shared.abort_with(self.no_h2());
-            self.fail(i, Failure::Handshake, now, false);
-            return;
-        }
-        self.handshakes_ok += 1;
-        self.handshake_fails = 0;
-        let conn = &self.conns[i];
-        if conn.ring.head().measured {
-            let s = &mut self.stats;
-            match kind {
-                Handshake::Full => s.handshakes_full += 1,
-                Handshake::Resumed => s.handshakes_resumed += 1,
-            }
-            s.handshake_us
-                .saturating_record(us(now.saturating_sub(conn.handshake_ns)));
-        }
-        if self.stats.tls.is_none() {
-            if let Some(session) = &conn.tls {
-                self.stats.tls = Some(session.negotiated());
-            }
-        }
-    }
-
-    /// `--h2` to a server that does not pick h2 by ALPN, in one line.
-    #[cold]
-    fn no_h2(&self) -> String {
-        format!(
-            "the server at {} did not pick h2 by ALPN (it serves no HTTP/2 over TLS): drop --h2",
-            self.shared.plan.addr
-        )
-    }
-
-    /// TLS: a handshake failed for `e` (the request fails as `Handshake`).
-    /// Counted like any failure; but when every handshake so far failed,
-    /// [`REFUSED_LIMIT`] of them in a row end the run with the reason.
-    #[cold]
-    fn handshake_failed(&mut self, e: &rustls::Error) {
-        let name = self
-            .shared
-            .plan
-            .tls
-            .as_ref()
-            .map_or("", |t| t.server_name.as_str());
-        let no_h2 = self.framing.is_h2()
-            && matches!(
-                e,
-                rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)
-            );
-        if no_h2 {
-            // `--h2` offered only h2 and the server refused it.
-            self.stats.tls_error = Some(self.no_h2());
-            self.shared.abort_with(self.no_h2());
-            return;
-        }
-        if self.stats.tls_error.is_none() {
-            self.stats.tls_error = Some(tls::explain(name, e));
-        }
-        self.handshake_fails += 1;
-        if self.handshakes_ok == 0 && self.handshake_fails >= REFUSED_LIMIT {
-            self.shared.tls_refused.store(true, Ordering::Relaxed);
-            self.shared.abort_with(format!(
-                "{} ({} connections in a row, none established)",
-                tls::explain(name, e),
-                self.handshake_fails
-            ));
-        }
-    }
-
-    /// TLS, io_uring: hands (the rest of) connection `i`'s request to its
-    /// session and sends what the session has to send. The request counts
-    /// as written once the session has it.
-    fn tls_submit(&mut self, i: usize) {
+    /// io_uring, TLS or a buffered framing: hands (the rest of) connection
+    /// `i`'s request to its session (TLS) and sends what the connection's
+    /// out buffer holds. The request counts as written once it is queued.
+    fn submit_out(&mut self, i: usize) {
         let conn = &mut self.conns[i];
         let request = self.wires[usize::from(conn.ring.head().path)].bytes;
         if let Some(session) = &mut conn.tls {
@@ -1152,52 +872,58 @@ impl<'s> Worker<'s> {
         }
         if conn.state == State::Writing {
             conn.state = State::Reading;
-            if conn.ring.head().measured && !conn.buffered {
+            if conn.ring.head().measured && !conn.buffered() {
                 self.stats.bytes_sent += request.len() as u64;
             }
         }
-        self.tls_pump(i);
+        self.send_out(i);
     }
 
-    /// TLS, io_uring: sends the ciphertext connection `i`'s session has
-    /// ready, unless a send of its is still out (its completion sends the
-    /// rest).
-    fn tls_pump(&mut self, i: usize) {
+    /// io_uring: sends what connection `i` has ready to go out (TLS: the
+    /// session's ciphertext; a buffered framing: its queued requests),
+    /// unless a send of its is still out (its completion sends the rest).
+    fn send_out(&mut self, i: usize) {
         let conn = &mut self.conns[i];
         let (Backend::Uring(u), Some(fd)) = (&mut self.io, conn.fd()) else {
             return;
         };
-        if conn.out.busy {
+        let Some(out) = conn.out.as_deref_mut() else {
+            return;
+        };
+        if out.busy {
             return;
         }
         if let Some(session) = &mut conn.tls {
-            if conn.out.pending().is_empty() {
-                session.fill(&mut conn.out.bytes);
+            if out.pending().is_empty() {
+                session.fill(&mut out.bytes);
             }
         } else {
-            conn.unstage();
+            out.unstage();
         }
-        if conn.out.pending().is_empty() {
+        if out.pending().is_empty() {
             return;
         }
         conn.seq = conn.seq.wrapping_add(1);
-        conn.out.busy = true;
-        conn.out.epoch = conn.epoch;
-        // The buffer is not touched until this send completes (`Out`).
-        u.send(i, conn.seq & TAG_MASK, fd, conn.out.pending(), false);
+        out.busy = true;
+        out.epoch = conn.epoch;
+        // The buffer is not touched until this send completes (`Outbox`).
+        u.send(i, conn.seq & TAG_MASK, fd, out.pending(), false);
     }
 
-    /// TLS, io_uring: a send of connection `i`'s ciphertext ended.
-    fn tls_sent(&mut self, i: usize, res: i32) {
+    /// io_uring: a send of connection `i`'s out buffer ended.
+    fn out_sent(&mut self, i: usize, res: i32) {
         let now = self.clock.now();
         let conn = &mut self.conns[i];
-        conn.out.busy = false;
-        if conn.out.epoch != conn.epoch || conn.stream.is_none() {
+        let Some(out) = conn.out.as_deref_mut() else {
+            return;
+        };
+        out.busy = false;
+        if out.epoch != conn.epoch || conn.stream.is_none() {
             // For a socket already closed: its bytes are no longer wanted;
             // the socket open now may have its own waiting.
-            conn.out.bytes.clear();
-            conn.out.at = 0;
-            self.tls_pump(i);
+            out.bytes.clear();
+            out.at = 0;
+            self.send_out(i);
             return;
         }
         let connecting = conn.state == State::Connecting;
@@ -1214,7 +940,7 @@ impl<'s> Worker<'s> {
             }
             return;
         }
-        conn.out.advance(res as usize);
+        out.advance(res as usize);
         if connecting {
             // The ClientHello left: the connect is done, the handshake begins.
             self.refused = 0;
@@ -1225,333 +951,13 @@ impl<'s> Worker<'s> {
                 self.stats
                     .connect_us
                     .saturating_record(us(now - conn.connect_ns));
-                if !conn.buffered {
+                if !conn.buffered() {
                     let request = self.wires[usize::from(conn.ring.head().path)].bytes;
                     self.stats.bytes_sent += request.len() as u64;
                 }
             }
         }
-        self.tls_pump(i);
-    }
-
-    /// A complete response to the oldest request in flight: count it, then
-    /// send the next request.
-    #[inline]
-    fn complete(&mut self, i: usize, now: u64, leftover: usize) {
-        let Some(slot) = self.conns[i].ring.pop() else {
-            return;
-        };
-        self.settle(i, slot, now, leftover);
-    }
-
-    /// A complete response to `slot`, taken from connection `i`'s ring
-    /// (the oldest, or HTTP/2's by stream id), its verdict in
-    /// `conn.reader`: count it, then send the next request.
-    #[inline]
-    fn settle(&mut self, i: usize, slot: Slot, now: u64, leftover: usize) {
-        if now >= self.next_interval_ns {
-            self.roll(now);
-        }
-        let conn = &mut self.conns[i];
-        self.in_flight -= 1;
-        // One request at a time: bytes after a complete response, unasked
-        // for, mean the body was longer than announced. Pipelined, they are
-        // the next response's.
-        let unasked = leftover > 0 && !conn.buffered;
-        let verdict = conn.reader.verdict.or(unasked.then_some(Failure::Length));
-        let close = !self.keepalive || conn.reader.close || unasked;
-        if slot.measured && now >= self.shared.end_ns {
-            // Answered after the end: in flight at the end, as if aborted.
-            self.stats.aborted += 1;
-        } else if slot.measured {
-            let s = &mut self.stats;
-            s.responses += 1;
-            if conn.ws.is_none() {
-                s.status.count(conn.reader.status);
-            }
-            s.body_bytes += conn.reader.body_len;
-            let path = &mut s.paths[usize::from(slot.path)];
-            match verdict {
-                None => {
-                    s.ok += 1;
-                    path.ok += 1;
-                    let latency = us(now.saturating_sub(slot.origin_ns));
-                    // The run's histogram is the sum of the intervals'.
-                    self.interval.ok(latency);
-                    path.latency_us.saturating_record(latency);
-                    s.service_us
-                        .saturating_record(us(now.saturating_sub(slot.sent_ns)));
-                    if s.document_length.is_none() {
-                        s.document_length = Some(conn.reader.body_len);
-                    }
-                }
-                Some(f) => {
-                    s.failures.count(f);
-                    path.failures.count(f);
-                    self.interval.failed(f);
-                }
-            }
-            if !close {
-                s.keepalive_responses += 1;
-            }
-        }
-        if let Some(server) = conn.reader.server.take() {
-            conn.reader.want_server = false;
-            if self.stats.server_software.is_none() {
-                self.stats.server_software = Some(server);
-            }
-        }
-        self.refused = 0;
-        if conn.ring.is_empty() {
-            conn.state = State::Idle;
-        } else {
-            // The next response in line is the next request's.
-            let head = self.wires[usize::from(conn.ring.head().path)].head;
-            conn.reader.reset(head);
-            conn.first_byte = false;
-            if close {
-                // The server closed with requests still in flight.
-                self.fail(i, Failure::Receive, now, false);
-                return;
-            }
-        }
-        if close {
-            conn.close(&mut self.io);
-        }
-        self.next(i, now);
-    }
-
-    /// A failed request: count it (and every other request in flight on
-    /// the connection, once each), drop the connection, go on.
-    fn fail(&mut self, i: usize, failure: Failure, now: u64, refused: bool) {
-        if now >= self.next_interval_ns {
-            self.roll(now);
-        }
-        if self.room_size > 0 {
-            self.fail_room(i, failure, now);
-            self.count_refused(refused);
-            return;
-        }
-        let conn = &mut self.conns[i];
-        conn.close(&mut self.io);
-        conn.state = State::Idle;
-        let (stats, interval) = (&mut self.stats, &mut self.interval);
-        let end_ns = self.shared.end_ns;
-        let mut failed = 0;
-        conn.ring.drain(|slot| {
-            failed += 1;
-            if slot.measured && now >= end_ns {
-                stats.aborted += 1;
-            } else if slot.measured {
-                stats.failures.count(failure);
-                stats.paths[usize::from(slot.path)].failures.count(failure);
-                interval.failed(failure);
-            }
-        });
-        self.in_flight -= failed;
-        self.count_refused(refused);
-        if failure == Failure::Connect {
-            // Through the wake-up queue: no tight retry loop, no recursion.
-            self.wake(i, now + CONNECT_RETRY_NS);
-        } else {
-            self.next(i, now);
-        }
-    }
-
-    /// A refused connect, counted: [`REFUSED_LIMIT`] in a row end the run.
-    fn count_refused(&mut self, refused: bool) {
-        if refused {
-            self.refused += 1;
-            if self.refused >= REFUSED_LIMIT {
-                self.shared.abort_with(format!(
-                    "the server at {} refused {} connections in a row: it is gone (stopped or crashed?)",
-                    self.shared.plan.addr, self.refused
-                ));
-            }
-        }
-    }
-
-    /// A room member's connection `i` failed: every delivery still owed
-    /// in its room fails once, each member closes, and the room rejoins
-    /// under a new epoch (through the wake-up queue: no recursion).
-    fn fail_room(&mut self, i: usize, failure: Failure, now: u64) {
-        let r = i / self.room_size;
-        let (first, members) = (self.rooms[r].first, self.rooms[r].members);
-        self.rooms[r].reset();
-        let end_ns = self.shared.end_ns;
-        for j in first..first + members {
-            let conn = &mut self.conns[j];
-            conn.close(&mut self.io);
-            conn.state = State::Idle;
-            let (stats, interval) = (&mut self.stats, &mut self.interval);
-            let mut failed = 0;
-            conn.ring.drain(|slot| {
-                failed += 1;
-                if slot.measured && now >= end_ns {
-                    stats.aborted += u64::from(slot.pending);
-                } else if slot.measured {
-                    for _ in 0..slot.pending {
-                        stats.failures.count(failure);
-                        stats.paths[usize::from(slot.path)].failures.count(failure);
-                        interval.failed(failure);
-                    }
-                }
-            });
-            self.in_flight -= failed;
-            let retry = if failure == Failure::Connect && j == i {
-                CONNECT_RETRY_NS
-            } else {
-                0
-            };
-            self.wake(j, now + retry);
-        }
-    }
-
-    /// A room delivery at `now`, of a message of `slot`'s: counted as a
-    /// response, timed from the message's send (or intended send).
-    fn delivered(&mut self, slot: &Slot, verdict: Option<Failure>, now: u64) {
-        if !slot.measured {
-            return;
-        }
-        if now >= self.shared.end_ns {
-            self.stats.aborted += 1;
-            return;
-        }
-        self.count_delivery(slot.path, slot.origin_ns, slot.sent_ns, verdict, now);
-    }
-
-    fn count_delivery(
-        &mut self,
-        path: u16,
-        origin_ns: u64,
-        sent_ns: u64,
-        verdict: Option<Failure>,
-        now: u64,
-    ) {
-        let s = &mut self.stats;
-        s.responses += 1;
-        let path = &mut s.paths[usize::from(path)];
-        match verdict {
-            None => {
-                s.ok += 1;
-                path.ok += 1;
-                let latency = us(now.saturating_sub(origin_ns));
-                self.interval.ok(latency);
-                path.latency_us.saturating_record(latency);
-                s.service_us
-                    .saturating_record(us(now.saturating_sub(sent_ns)));
-            }
-            Some(f) => {
-                s.failures.count(f);
-                path.failures.count(f);
-                self.interval.failed(f);
-            }
-        }
-    }
-
-    /// Room member `i` received a message at `now`, its header in the
-    /// connection's `captured`, its bytes after it judged (`verdict`):
-    /// settles the delivery (and those it shows skipped) on the sender's
-    /// slot; a message all members now have ends, and its sender sends
-    /// the next.
-    fn room_message(&mut self, i: usize, verdict: Option<Failure>, now: u64) {
-        if now >= self.next_interval_ns {
-            self.roll(now);
-        }
-        let k = self.room_size;
-        let (r, receiver) = (i / k, i % k);
-        let header = self.conns[i].ws.as_ref().map(|w| w.captured);
-        let parsed = header.as_ref().and_then(ws_room::parse);
-        let measured = now >= self.shared.measure_start_ns && now < self.shared.end_ns;
-        let Some((sender, seq, epoch)) = parsed else {
-            // Not a member's message at all.
-            if measured {
-                self.count_delivery(0, now, now, Some(Failure::Body), now);
-            }
-            return;
-        };
-        let first = self.rooms[r].first;
-        let sc = first + (sender as usize).min(k - 1);
-        let ring = &self.conns[sc].ring;
-        let head_key = ring.next_key().wrapping_sub(ring.len() as u32);
-        let flight = (head_key, ring.len());
-        match self.rooms[r].arrive(receiver, sender, seq, epoch, flight) {
-            Arrival::Stale => {}
-            Arrival::Extra => {
-                if measured {
-                    self.count_delivery(0, now, now, Some(Failure::Order), now);
-                }
-            }
-            Arrival::Deliver { skipped_from, seq } => {
-                let mut q = skipped_from;
-                while q != seq {
-                    let slot = self.conns[sc]
-                        .ring
-                        .nth_mut(q.wrapping_sub(head_key) as usize);
-                    slot.pending = slot.pending.saturating_sub(1);
-                    let slot = *slot;
-                    self.delivered(&slot, Some(Failure::Order), now);
-                    q = q.wrapping_add(1);
-                }
-                let in_order = self.rooms[r].in_room_order(receiver, sender, seq);
-                let slot = self.conns[sc]
-                    .ring
-                    .nth_mut(seq.wrapping_sub(head_key) as usize);
-                slot.pending = slot.pending.saturating_sub(1);
-                let slot = *slot;
-                let verdict = verdict.or((!in_order).then_some(Failure::Interleave));
-                self.delivered(&slot, verdict, now);
-                self.room_sent(sc, i, now);
-            }
-        }
-    }
-
-    /// Sender `sc`'s messages that every member now has end (in order: a
-    /// receiver gets a sender's messages in order), and it sends the next;
-    /// `i` is the connection whose read is being handled (flushed after it).
-    fn room_sent(&mut self, sc: usize, i: usize, now: u64) {
-        let mut ended = 0;
-        let conn = &mut self.conns[sc];
-        while !conn.ring.is_empty() && conn.ring.head().pending == 0 {
-            if let Some(slot) = conn.ring.pop() {
-                if slot.measured && now < self.shared.end_ns {
-                    self.stats.room_messages_complete += 1;
-                }
-            }
-            ended += 1;
-        }
-        if ended == 0 {
-            return;
-        }
-        self.in_flight -= ended;
-        self.refused = 0;
-        self.next(sc, now);
-        if sc != i {
-            self.flush_out(sc);
-        }
-    }
-
-    /// HTTP/2: one request failed (its stream reset, or left unprocessed
-    /// by a GOAWAY) while its connection goes on: count it, send the next.
-    fn fail_one(&mut self, i: usize, slot: Slot, failure: Failure, now: u64) {
-        if now >= self.next_interval_ns {
-            self.roll(now);
-        }
-        self.in_flight -= 1;
-        if slot.measured && now >= self.shared.end_ns {
-            self.stats.aborted += 1;
-        } else if slot.measured {
-            self.stats.failures.count(failure);
-            self.stats.paths[usize::from(slot.path)]
-                .failures
-                .count(failure);
-            self.interval.failed(failure);
-        }
-        let conn = &mut self.conns[i];
-        if conn.ring.is_empty() {
-            conn.state = State::Idle;
-        }
-        self.next(i, now);
+        self.send_out(i);
     }
 
     /// Queues a wake-up of connection `i` at `at`, unless one is queued.
@@ -1573,15 +979,15 @@ impl<'s> Worker<'s> {
             if conn.ring.is_full() {
                 return; // a completion calls again
             }
-            if conn.draining {
+            if conn.proto.draining() {
                 // HTTP/2 after a GOAWAY: once the last stream ends, the
-                // socket closes and the next request opens a new one.
+                // socket closes (and stops draining) and the next request
+                // opens a new one.
                 if !conn.ring.is_empty() {
                     return;
                 }
                 conn.close(&mut self.io);
                 conn.state = State::Idle;
-                conn.draining = false;
             }
             let started = match self.pace {
                 Pace::Closed => self.start(i, now, now),
@@ -1640,7 +1046,7 @@ impl<'s> Worker<'s> {
         self.stats.ws_up_at_end = self
             .conns
             .iter()
-            .filter(|c| c.stream.is_some() && c.ws.as_ref().is_some_and(|w| w.upgraded))
+            .filter(|c| c.stream.is_some() && c.proto.ws().is_some_and(|w| w.upgraded))
             .count() as u64;
     }
 
@@ -1744,266 +1150,13 @@ impl<'s> Worker<'s> {
         self.plain = plain;
     }
 
-    /// A buffered framing, in order: feeds `data` to the response being
-    /// read; each complete response is its request's, and what follows it
-    /// the next one's.
+    /// A buffered framing: received plaintext goes to connection `i`'s
+    /// protocol.
     fn dispatch(&mut self, i: usize, data: &[u8], now: u64) {
-        if self.conns[i].ws.is_some() {
-            self.dispatch_ws(i, data, now);
-            return;
-        }
-        if self.framing.is_h2() {
-            self.dispatch_h2(i, data, now);
-            return;
-        }
-        let epoch = self.conns[i].epoch;
-        let mut at = 0;
-        while at < data.len() {
-            let conn = &mut self.conns[i];
-            if conn.epoch != epoch {
-                return; // closed and reopened: the rest was the old socket's
-            }
-            if conn.ring.is_empty() || conn.stream.is_none() {
-                // A response nobody asked for: the connection is dropped.
-                if conn.stream.is_some() {
-                    conn.close(&mut self.io);
-                    conn.state = State::Idle;
-                }
-                return;
-            }
-            let check = self.wires[usize::from(conn.ring.head().path)].check;
-            let rest = &data[at..];
-            let mut r = Received::new();
-            let done = feed_chunk(
-                &mut conn.reader,
-                &mut conn.first_byte,
-                rest,
-                check,
-                now,
-                &mut r,
-            );
-            let leftover = match r.outcome {
-                Outcome::Done { leftover } => leftover,
-                Outcome::Failed(_) => {
-                    self.received(i, r);
-                    return;
-                }
-                Outcome::Pending => 0,
-            };
-            r.bytes = (rest.len() - leftover) as u64;
-            self.received(i, r);
-            if !done {
-                return;
-            }
-            at = data.len() - leftover;
-        }
-    }
-
-    /// HTTP/2: feeds `data` to the connection's codec, queues what it owes
-    /// the server, and hands each event to its request: a response to the
-    /// slot of its stream id (judged by the path's check), a reset or a
-    /// GOAWAY's refusal fails that slot alone, the server's SETTINGS set
-    /// how many streams may be in flight, a GOAWAY drains the socket.
-    fn dispatch_h2(&mut self, i: usize, data: &[u8], now: u64) {
-        let uring = matches!(self.io, Backend::Uring(_));
-        let conn = &mut self.conns[i];
-        let epoch = conn.epoch;
-        let (Some(codec), true) = (conn.h2.as_mut(), conn.stream.is_some()) else {
-            return;
-        };
-        if !conn.ring.is_empty() && conn.ring.head().measured {
-            self.stats.bytes_received += data.len() as u64;
-        }
-        let mut events = std::mem::take(&mut conn.h2_events);
-        events.clear();
-        conn.h2_out.clear();
-        let fed = codec.feed(data, &mut conn.h2_out, |e| events.push(e));
-        if !conn.h2_out.is_empty() {
-            let out = std::mem::take(&mut conn.h2_out);
-            conn.queue(&out, uring);
-            conn.h2_out = out;
-        }
-        // A GOAWAY stops new streams before the responses ahead of it in
-        // this read start any (the codec would refuse them).
-        if events.iter().any(|e| matches!(e, H2Event::GoAway { .. })) {
-            conn.draining = true;
-        }
-        let mut after_goaway = false;
-        for e in events.iter() {
-            let conn = &mut self.conns[i];
-            if conn.epoch != epoch {
-                break; // the socket closed: the rest were its streams'
-            }
-            match *e {
-                H2Event::Response(r) => {
-                    let Some(slot) = conn.ring.take(r.stream) else {
-                        continue;
-                    };
-                    let check = self.wires[usize::from(slot.path)].check;
-                    let reader = &mut conn.reader;
-                    reader.status = r.status;
-                    reader.body_len = r.body_len;
-                    reader.close = false;
-                    reader.verdict = if !check.status_ok(r.status) {
-                        Some(Failure::Status)
-                    } else if r.content_length.is_some_and(|n| n != r.body_len) {
-                        Some(Failure::Length)
-                    } else if !r.body_ok {
-                        Some(Failure::Body)
-                    } else {
-                        None
-                    };
-                    self.settle(i, slot, now, 0);
-                }
-                H2Event::Reset { stream, code, .. } => {
-                    let Some(slot) = conn.ring.take(stream) else {
-                        continue;
-                    };
-                    let failure = if after_goaway && code == h2::REFUSED_STREAM {
-                        Failure::GoAway
-                    } else {
-                        Failure::Reset
-                    };
-                    self.fail_one(i, slot, failure, now);
-                }
-                H2Event::Settings {
-                    max_concurrent_streams,
-                } => {
-                    let streams = self.framing.capacity().min(max_concurrent_streams as usize);
-                    conn.ring.set_limit(streams);
-                    let allowed = streams as u32;
-                    self.stats.h2_streams =
-                        Some(self.stats.h2_streams.map_or(allowed, |s| s.min(allowed)));
-                    self.next(i, now);
-                }
-                H2Event::GoAway { .. } => after_goaway = true,
-            }
-        }
-        self.conns[i].h2_events = events;
-        let conn = &mut self.conns[i];
-        if conn.epoch != epoch {
-            return;
-        }
-        if fed.is_err() {
-            self.fail(i, Failure::Exception, now, false);
-        } else if conn.draining && conn.ring.is_empty() {
-            self.next(i, now);
-        }
-    }
-
-    /// WebSocket: the upgrade's `101`, then echoes, each its message's.
-    fn dispatch_ws(&mut self, i: usize, data: &[u8], now: u64) {
-        let uring = matches!(self.io, Backend::Uring(_));
-        let epoch = self.conns[i].epoch;
-        let mut at = 0;
-        while at < data.len() {
-            let conn = &mut self.conns[i];
-            let Some(ws) = conn.ws.as_mut() else {
-                return;
-            };
-            if conn.epoch != epoch || conn.stream.is_none() {
-                return;
-            }
-            if !ws.upgraded {
-                match ws.handshake(&data[at..]) {
-                    Ok(None) => return,
-                    Ok(Some(used)) => {
-                        at += used;
-                        self.upgraded(i, now);
-                        continue;
-                    }
-                    Err(f) => {
-                        let answered = ws.answered;
-                        if answered != 0 && self.ws_upgrade_measured(i, now) {
-                            self.stats.status.count(answered);
-                        }
-                        self.fail(i, f, now, false);
-                        return;
-                    }
-                }
-            }
-            if self.room_size > 0 {
-                // Every member's messages arrive here, its own among them.
-                let want = self.wires[0].check.body();
-                let reader = &mut conn.reader;
-                let feed = ws.feed(&data[at..], want, &mut reader.body_len, &mut reader.verdict);
-                if now >= self.shared.measure_start_ns {
-                    let used = match feed {
-                        WsFeed::Message { used, .. } | WsFeed::Control { used } => used,
-                        _ => data.len() - at,
-                    };
-                    self.stats.bytes_received += used as u64;
-                }
-                match feed {
-                    WsFeed::More => return,
-                    WsFeed::Control { used } => {
-                        at += used;
-                        if let Some((payload, n)) = ws.take_ping() {
-                            conn.queue_frame(10, &payload[..n], uring);
-                        }
-                    }
-                    WsFeed::Message { used, verdict, len } => {
-                        at += used;
-                        reader.body_len = 0;
-                        reader.verdict = None;
-                        if len < ws_room::HEADER as u64 {
-                            // Too short to be any member's message.
-                            if now >= self.shared.measure_start_ns && now < self.shared.end_ns {
-                                self.count_delivery(0, now, now, Some(Failure::Length), now);
-                            }
-                        } else {
-                            self.room_message(i, verdict, now);
-                        }
-                    }
-                    WsFeed::Closed => {
-                        self.fail(i, Failure::Receive, now, false);
-                        return;
-                    }
-                    WsFeed::Fail(f) => {
-                        self.fail(i, f, now, false);
-                        return;
-                    }
-                }
-                continue;
-            }
-            if conn.ring.is_empty() {
-                // A message nobody sent: the connection is dropped.
-                conn.close(&mut self.io);
-                conn.state = State::Idle;
-                return;
-            }
-            let want = self.wires[usize::from(conn.ring.head().path)].check.body();
-            let reader = &mut conn.reader;
-            let feed = ws.feed(&data[at..], want, &mut reader.body_len, &mut reader.verdict);
-            let mut r = Received::new();
-            r.now = now;
-            match feed {
-                WsFeed::More => {
-                    r.bytes = (data.len() - at) as u64;
-                    self.received(i, r);
-                    return;
-                }
-                WsFeed::Control { used } => {
-                    at += used;
-                    if let Some((payload, n)) = ws.take_ping() {
-                        conn.queue_frame(10, &payload[..n], uring);
-                    }
-                }
-                WsFeed::Message { used, .. } => {
-                    at += used;
-                    r.bytes = used as u64;
-                    r.outcome = Outcome::Done { leftover: 0 };
-                    self.received(i, r);
-                }
-                WsFeed::Closed => {
-                    self.fail(i, Failure::Receive, now, false);
-                    return;
-                }
-                WsFeed::Fail(f) => {
-                    self.fail(i, f, now, false);
-                    return;
-                }
-            }
+        match self.conns[i].proto {
+            Proto::Ws(_) => self.dispatch_ws(i, data, now),
+            Proto::H2(_) => self.dispatch_h2(i, data, now),
+            Proto::H1 | Proto::Pipelined => self.dispatch_h1(i, data, now),
         }
     }
 
@@ -2044,44 +1197,13 @@ impl<'s> Worker<'s> {
     }
 }
 
-/// HTTP/2: each path of the plan as a request template, judged as its
-/// check says (its exact body, when it has one). Empty for HTTP/1.1.
-fn h2_templates(plan: &super::Plan) -> Vec<h2::Template> {
-    if !plan.framing.is_h2() {
-        return Vec::new();
-    }
-    let scheme = if plan.tls.is_some() { "https" } else { "http" };
-    plan.routes()
-        .iter()
-        .map(|r| {
-            let (content_type, body) = split_body(&r.request.bytes);
-            let mut t = h2::Template::new(
-                &r.request.method,
-                scheme,
-                &plan.authority,
-                &r.request.target,
-                body,
-                content_type,
-            );
-            t.expected_body = r.check.body().map(<[u8]>::to_vec);
-            t
-        })
-        .collect()
-}
-
-/// An encoded HTTP/1.1 request's Content-Type value and body (not
-/// chunked: an HTTP/2 run refuses `--chunked`).
-fn split_body(request: &[u8]) -> (Option<&str>, &[u8]) {
-    let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return (None, &[]);
-    };
-    let head = std::str::from_utf8(&request[..end]).unwrap_or("");
-    let content_type = head.split("\r\n").find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("content-type")
-            .then_some(value.trim())
-    });
-    (content_type, &request[end + 4..])
+/// `--h2` to a server that does not pick h2 by ALPN, in one line.
+#[cold]
+fn no_h2(shared: &Shared<'_>) -> String {
+    format!(
+        "the server at {} did not pick h2 by ALPN (it serves no HTTP/2 over TLS): drop --h2",
+        shared.plan.addr
+    )
 }
 
 fn refused(e: &io::Error) -> bool {

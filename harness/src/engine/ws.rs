@@ -47,8 +47,9 @@ pub(crate) struct WsConn {
     /// The status the upgrade was answered with, once its head is read
     /// (0 before): a refusal's `503` is counted with the statuses.
     pub answered: u16,
-    /// The `Sec-WebSocket-Accept` the server must answer.
-    accept: String,
+    /// The `Sec-WebSocket-Accept` the server must answer (base64 of a
+    /// SHA-1: 28 bytes, kept inline rather than in a heap string).
+    accept: [u8; 28],
     /// A response head split across reads.
     head: Vec<u8>,
     /// The frame being read.
@@ -63,11 +64,17 @@ pub(crate) struct WsConn {
     pub scratch: Vec<u8>,
     /// The masking keys' generator (xorshift64*).
     rng: u64,
-    /// A room member: its room's upgrade target (the plan's otherwise).
-    pub target: Option<String>,
-    /// A room member: a message's first bytes are its header, kept here
-    /// rather than compared (`ws_room`).
-    pub capture: usize,
+    /// A room member's own state (`None` outside a room run: an echo or
+    /// a held connection carries none of it).
+    pub member: Option<Box<Member>>,
+}
+
+/// A room member's WebSocket state.
+pub(crate) struct Member {
+    /// Its room's upgrade target.
+    pub target: String,
+    /// A message's first bytes are its header, kept here rather than
+    /// compared (`ws_room`).
     pub captured: [u8; super::ws_room::HEADER],
 }
 
@@ -117,7 +124,7 @@ impl WsConn {
         WsConn {
             upgraded: false,
             answered: 0,
-            accept: String::new(),
+            accept: [0; 28],
             head: Vec::new(),
             frame: FRESH,
             ping: false,
@@ -125,9 +132,7 @@ impl WsConn {
             pongs_answer: false,
             scratch: Vec::with_capacity(message_max + 14),
             rng: seed | 1,
-            target: None,
-            capture: 0,
-            captured: [0; super::ws_room::HEADER],
+            member: None,
         }
     }
 
@@ -148,7 +153,9 @@ impl WsConn {
             chunk.copy_from_slice(&self.next_u32().to_le_bytes());
         }
         let key = base64::engine::general_purpose::STANDARD.encode(raw);
-        self.accept = workloads::ws::accept_key(key.as_bytes());
+        let accept = workloads::ws::accept_key(key.as_bytes());
+        let n = accept.len().min(self.accept.len());
+        self.accept[..n].copy_from_slice(&accept.as_bytes()[..n]);
         self.upgraded = false;
         self.answered = 0;
         self.head.clear();
@@ -157,7 +164,7 @@ impl WsConn {
         format!(
             "GET {} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
              Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n",
-            self.target.as_deref().unwrap_or(&plan.target),
+            self.member.as_ref().map_or(&plan.target, |m| &m.target),
             plan.host
         )
     }
@@ -243,7 +250,7 @@ impl WsConn {
             if h.name.eq_ignore_ascii_case("upgrade") {
                 upgrade = h.value.eq_ignore_ascii_case(b"websocket");
             } else if h.name.eq_ignore_ascii_case("sec-websocket-accept") {
-                accept = h.value.trim_ascii() == self.accept.as_bytes();
+                accept = h.value.trim_ascii() == self.accept;
             }
         }
         if !(upgrade && accept) {
@@ -299,11 +306,16 @@ impl WsConn {
                     let take = (*remaining).min((data.len() - at) as u64) as usize;
                     let mut bytes = &data[at..at + take];
                     let mut seen_now = *seen;
-                    if (seen_now as usize) < self.capture {
+                    let header = super::ws_room::HEADER;
+                    if let Some(m) = self
+                        .member
+                        .as_mut()
+                        .filter(|_| (seen_now as usize) < header)
+                    {
                         // A room message's header: kept, judged by `ws_room`.
                         let from = seen_now as usize;
-                        let n = (self.capture - from).min(bytes.len());
-                        self.captured[from..from + n].copy_from_slice(&bytes[..n]);
+                        let n = (header - from).min(bytes.len());
+                        m.captured[from..from + n].copy_from_slice(&bytes[..n]);
                         bytes = &bytes[n..];
                         seen_now += n as u64;
                     }

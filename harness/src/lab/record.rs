@@ -234,6 +234,21 @@ impl ContractCheck {
     }
 }
 
+/// The core's explanation of a row it is listed to fail, when it failed
+/// as listed (its symptom in what was found).
+pub fn core_reason(
+    core: Option<&crate::catalog::deviations::Core>,
+    row: &str,
+    found: &str,
+) -> Option<String> {
+    use crate::catalog::deviations::Reading;
+    let core = core?;
+    match core.read(row, &Err(found.to_string())) {
+        Reading::Known(d) => Some(core.explain(d)),
+        _ => None,
+    }
+}
+
 /// The conformance section over one server: pass / warn / fail per group,
 /// and every row that did not pass with its RFC section.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -269,11 +284,21 @@ pub struct ConformanceDeviation {
     pub outcome: String,
     /// What the server did, and what was expected.
     pub found: String,
+    /// The row is a listed deviation of the server's HTTP core
+    /// ([`crate::catalog::deviations::conformance_core_of`]), found as
+    /// listed: the core's name and its reason. Still a fail or a warn (the
+    /// server does not meet the RFC), but not our code's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<String>,
 }
 
 impl ConformanceCheck {
-    /// From the verdicts of the conformance rows (others are ignored).
-    pub fn from_verdicts(verdicts: &[super::contract::Verdict]) -> ConformanceCheck {
+    /// From the verdicts of the conformance rows (others are ignored),
+    /// each deviation read against the listed ones of `core`, if any.
+    pub fn from_verdicts(
+        verdicts: &[super::contract::Verdict],
+        core: Option<&crate::catalog::deviations::Core>,
+    ) -> ConformanceCheck {
         use workloads::conformance::Group;
         use workloads::contract::Outcome;
         let rows: Vec<_> = verdicts
@@ -306,6 +331,7 @@ impl ConformanceCheck {
                 requirement: c.requirement.name().into(),
                 outcome: v.outcome.name().to_ascii_lowercase(),
                 found: v.found.clone(),
+                core: core_reason(core, &v.name, &v.found),
             })
             .collect();
         ConformanceCheck {
@@ -313,6 +339,14 @@ impl ConformanceCheck {
             groups,
             deviations,
         }
+    }
+
+    /// MUST rows failed that are not listed as the core's: ours.
+    pub fn own_failures(&self) -> usize {
+        self.deviations
+            .iter()
+            .filter(|d| d.outcome == "fail" && d.core.is_none())
+            .count()
     }
 
     /// The per-group table's header, then one line per group and the total:

@@ -32,7 +32,48 @@ pub struct Models {
     /// connections, a few pipelined ones, a few HTTP/2 ones.
     #[serde(default)]
     pub multiplexing: Vec<Multiplexing>,
+    /// Experiment 6: the highest rate held on a wait, against Little's law.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_at_rate: Vec<RateCapacity>,
     pub findings: Vec<Finding>,
+}
+
+/// One server's capacity search on a wait (experiment 6).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateCapacity {
+    pub server: String,
+    pub model: String,
+    pub path: String,
+    /// Every step is held to it.
+    pub slo: String,
+    /// Its workers (`/config`), where they bound what is in flight.
+    pub workers: Option<u32>,
+    /// Little's law: workers × 1000 ÷ wait; `None`: no worker bound.
+    pub predicted_per_s: Option<f64>,
+    /// The prediction in words, stated before the search.
+    pub prediction: String,
+    /// The highest offered rate held; `None`: none held.
+    pub capacity_per_s: Option<f64>,
+    /// The lowest that did not hold.
+    pub failed_at_per_s: Option<f64>,
+    pub steps: Vec<RateStep>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One fixed-rate step of a search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateStep {
+    pub offered_per_s: f64,
+    /// Verified responses per second.
+    pub achieved_per_s: f64,
+    /// From the intended send.
+    pub p99_ms: f64,
+    pub failed: u64,
+    /// ≥ 95 % achieved, none failed, the SLO passed.
+    pub held: bool,
 }
 
 /// One server on one waiting path, at each concurrency.
@@ -274,7 +315,7 @@ pub struct MuxRun {
 #[serde(deny_unknown_fields)]
 pub struct Finding {
     /// `waiting`, `stall`, `connection cost`, `memory`, `websocket held`,
-    /// `multiplexing`.
+    /// `multiplexing`, `waiting at a rate`.
     pub experiment: String,
     pub server: String,
     pub sentence: String,

@@ -21,6 +21,7 @@
 //! Each finding is a sentence computed from the numbers ([`findings`]),
 //! saying plainly where a measurement does not match its prediction.
 
+mod at_rate;
 pub mod document;
 mod evidence;
 pub mod findings;
@@ -67,7 +68,14 @@ Five experiments, each server started once per experiment:
                   and on /cpu?n=N (N sized to ~2 ms here), in interleaved
                   rounds, with the server's CPU per request
 
+  6. rate         (not in the default list: --experiments rate) /sleep?ms=20 at
+                  fixed rates: the highest offered rate held under p(99)<100ms
+                  (ramp, then bisection to 5%; as compare --slo)
+
 Predictions, stated before the numbers and judged in the findings:
+  rate          Little's law: a worker pool of W workers holds W × 1000 ÷ 20
+                req/s and no more (20 workers: 1,000), within 5%; an event
+                loop and coroutines have no such bound and hold more
   memory        the event loop and coroutines hold N WebSocket connections at a
                 few KiB each; the worker pool holds --workers of them and the
                 rest wait for their 101 (the model's limit, not a failure);
@@ -93,7 +101,7 @@ pub struct ModelsArgs {
     pub lab: LabArgs,
 
     /// Experiments, comma-separated: waiting, stall, connections, memory,
-    /// multiplexing; `websocket` is memory's WebSocket part alone.
+    /// multiplexing, rate; `websocket` is memory's WebSocket part alone.
     #[arg(
         long,
         value_delimiter = ',',
@@ -139,6 +147,8 @@ enum Experiment {
     /// Memory's WebSocket part.
     WsHeld,
     Multiplexing,
+    /// Waiting at fixed rates: the capacity search against Little's law.
+    Rate,
 }
 
 /// Experiments that hold many connections: run before any load (see [`plan`]).
@@ -156,10 +166,11 @@ fn experiments(names: &[String]) -> anyhow::Result<Vec<Experiment>> {
             "memory" => &[Experiment::Memory, Experiment::WsHeld],
             "websocket" => &[Experiment::WsHeld],
             "multiplexing" => &[Experiment::Multiplexing],
+            "rate" => &[Experiment::Rate],
             other => {
                 bail!(
                     "unknown experiment {other:?}; known: waiting, stall, connections, memory, \
-                     multiplexing, websocket"
+                     multiplexing, websocket, rate"
                 )
             }
         };
@@ -231,6 +242,7 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
         memory: Vec::new(),
         websocket_held: Vec::new(),
         multiplexing: Vec::new(),
+        waiting_at_rate: Vec::new(),
         findings: Vec::new(),
     };
     lab.start_database(args.lab.mysql_url.as_deref(), &say)?;
@@ -387,6 +399,13 @@ fn experiment(runs: &Runs, e: &Entry, x: Experiment, mut running: Running, doc: 
             doc.websocket_held
                 .push(ws_held::measure(lab, &mut running, e.model, ws_connections))
         }
+        Experiment::Rate => doc.waiting_at_rate.push(at_rate::measure(
+            lab,
+            &running,
+            e.model,
+            config.as_ref(),
+            length.max(Duration::from_secs(2)),
+        )),
         Experiment::Multiplexing => {
             let rounds = if quick { MUX_ROUNDS_QUICK } else { MUX_ROUNDS };
             let front = multiplex::measure(

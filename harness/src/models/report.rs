@@ -277,7 +277,7 @@ fn multiplexing_rows(doc: &Models) -> Vec<Vec<String>> {
     rows
 }
 
-const SECTIONS: [(&str, &str); 6] = [
+const SECTIONS: [(&str, &str); 7] = [
     ("waiting", "1. Waiting: Little's law"),
     ("stall", "2. A stall in the CPU"),
     ("connection cost", "3. Connection cost"),
@@ -287,7 +287,43 @@ const SECTIONS: [(&str, &str); 6] = [
         "multiplexing",
         "5. Multiplexing: the same requests in flight, three ways",
     ),
+    (
+        "waiting at a rate",
+        "6. Waiting at fixed rates: the highest rate held (Little's law)",
+    ),
 ];
+
+/// Experiment 6: each server's search.
+fn rate_rows(doc: &Models) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "server",
+        "model",
+        "path",
+        "SLO",
+        "predicted/s",
+        "held/s",
+        "did not hold at/s",
+        "steps",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let n = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
+    for r in &doc.waiting_at_rate {
+        rows.push(vec![
+            r.server.clone(),
+            r.model.clone(),
+            r.path.clone(),
+            r.slo.clone(),
+            r.predicted_per_s
+                .map_or("no bound".to_string(), |v| format!("{v:.0}")),
+            r.capacity_per_s
+                .map_or("none held".to_string(), |v| format!("{v:.0}")),
+            n(r.failed_at_per_s),
+            r.steps.len().to_string(),
+        ]);
+    }
+    rows
+}
 
 fn section_rows(doc: &Models, experiment: &str) -> Vec<Vec<String>> {
     match experiment {
@@ -296,6 +332,7 @@ fn section_rows(doc: &Models, experiment: &str) -> Vec<Vec<String>> {
         "connection cost" => cost_rows(doc),
         "websocket held" => websocket_rows(doc),
         "multiplexing" => multiplexing_rows(doc),
+        "waiting at a rate" => rate_rows(doc),
         _ => memory_rows(doc),
     }
 }

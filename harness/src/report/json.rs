@@ -17,6 +17,7 @@ use crate::engine::{Check, Pace, RunResult, Stop, TlsVersion, Trust};
 use crate::stats::{
     FailureCounts, Percentiles, SecondPoint, HIST_HIGH_US, HIST_LOW_US, HIST_SIGFIG,
 };
+use crate::thresholds::Verdict;
 use base64::Engine as _;
 
 /// The schema identifier; bumped on any incompatible change.
@@ -70,6 +71,10 @@ pub struct Document {
     /// A WebSocket room run (`--room`): the requests are its deliveries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub room: Option<RoomDoc>,
+    /// `--threshold`: each expression, PASS or FAIL, and what the run showed
+    /// (absent without thresholds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<Verdict>,
 }
 
 /// What an https:// run spoke.
@@ -604,12 +609,20 @@ pub fn document(r: &RunResult) -> Document {
                 }
             },
         }),
+        thresholds: Vec::new(),
     }
 }
 
 /// The document, pretty-printed.
 pub fn render(r: &RunResult) -> String {
-    let mut s = serde_json::to_string_pretty(&document(r)).expect("plain data serializes");
+    render_with(r, Vec::new())
+}
+
+/// The document with its `--threshold` verdicts, pretty-printed.
+pub fn render_with(r: &RunResult, thresholds: Vec<Verdict>) -> String {
+    let mut doc = document(r);
+    doc.thresholds = thresholds;
+    let mut s = serde_json::to_string_pretty(&doc).expect("plain data serializes");
     s.push('\n');
     s
 }

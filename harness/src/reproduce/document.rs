@@ -55,6 +55,14 @@ pub struct Cell {
     /// every server are interleaved); absent where a condition ran once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<u32>,
+    /// A fixed-rate cell's offered rate (requests per second): the engine's
+    /// open loop, latency from each request's intended send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_rps: Option<f64>,
+    /// The server's CPU per valid response (µs): its process tree and the
+    /// proxies on its path (docker-proxy); where the run was metered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_request: Option<f64>,
 }
 
 impl Cell {

@@ -2,6 +2,7 @@
 //! document, so a test can feed them numbers and watch the verdicts follow.
 
 use super::document::{Cell, Finding, Reproduction, Verdict};
+use super::FIXED_RATE;
 
 const SEED_CONDITION: &str = "as the seed ran it";
 const FAILING_DB: &str = "database unreachable";
@@ -277,7 +278,199 @@ pub fn docker_vs_bare(doc: &Reproduction) -> Vec<Finding> {
                 .join("; "),
         )
     });
+    out.push(bridge_latency(doc, &servers));
+    out.push(migration_cost(doc, &servers));
     out
+}
+
+/// `candidate − base` of two samples of runs (ms): the Hodges-Lehmann
+/// shift with its 95% interval, as [`Ratio`]'s but linear. The ranks work
+/// on logs of positive values, and ln(exp(x)) = x turns their ratio into a
+/// difference (values in seconds keep exp finite).
+struct Difference {
+    estimate_ms: f64,
+    interval_ms: Option<(f64, f64)>,
+    runs: (usize, usize),
+}
+
+impl Difference {
+    fn of(base_ms: &[f64], candidate_ms: &[f64]) -> Option<Difference> {
+        if base_ms.is_empty() || candidate_ms.is_empty() {
+            return None;
+        }
+        let e = |xs: &[f64]| xs.iter().map(|ms| (ms / 1000.0).exp()).collect::<Vec<_>>();
+        let shift = crate::ranks::hodges_lehmann(&e(base_ms), &e(candidate_ms), 0.05);
+        Some(Difference {
+            estimate_ms: shift.log_estimate * 1000.0,
+            interval_ms: shift
+                .log_interval
+                .map(|(lo, hi)| (lo * 1000.0, hi * 1000.0)),
+            runs: (base_ms.len(), candidate_ms.len()),
+        })
+    }
+
+    /// Supported when the whole interval is at or above `ms`, not when it
+    /// is below, undecided when it holds `ms` (or there is none).
+    fn at_least(&self, ms: f64) -> Verdict {
+        match self.interval_ms {
+            Some((lo, _)) if lo >= ms => Verdict::Supported,
+            Some((_, hi)) if hi < ms => Verdict::NotSupported,
+            _ => Verdict::Undecided,
+        }
+    }
+
+    fn words(&self) -> String {
+        let (n1, n2) = self.runs;
+        match self.interval_ms {
+            Some((lo, hi)) => format!(
+                "{:+.2} ms (95% interval {lo:+.2} to {hi:+.2}, {n2} and {n1} runs)",
+                self.estimate_ms
+            ),
+            None => format!(
+                "{:+.2} ms ({n2} and {n1} runs: too few for a 95% interval, at least 4 a side)",
+                self.estimate_ms
+            ),
+        }
+    }
+}
+
+/// Every server's verdict → the claim's: all the same, that; else undecided.
+fn overall(verdicts: &[Verdict]) -> Verdict {
+    match verdicts.first() {
+        Some(&v) if verdicts.iter().all(|&x| x == v) => v,
+        _ => Verdict::Undecided,
+    }
+}
+
+/// The fixed-rate cells of `server` in `env`, with what they measured.
+fn at_rate<'a>(doc: &'a Reproduction, server: &str, env: &str) -> Vec<&'a Cell> {
+    doc.cells_of(server, env, "harness", FIXED_RATE)
+        .into_iter()
+        .filter(|c| c.ok() && c.requests > 0)
+        .collect()
+}
+
+/// The first pair (candidate, base, label) of environments both measured
+/// at the fixed rate for `server`.
+fn rate_pair<'a>(
+    doc: &'a Reproduction,
+    server: &str,
+    pairs: &[(&str, &str, &'static str)],
+) -> Option<(Vec<&'a Cell>, Vec<&'a Cell>, &'static str)> {
+    pairs.iter().find_map(|&(cand, base, label)| {
+        let (c, b) = (at_rate(doc, server, cand), at_rate(doc, server, base));
+        (!c.is_empty() && !b.is_empty()).then_some((c, b, label))
+    })
+}
+
+/// Seed A: "the default bridge network can introduce 8–12 ms extra latency
+/// compared to host mode", judged at a fixed rate below every
+/// environment's knee: bridge − host at p50 and p99, per server.
+fn bridge_latency(doc: &Reproduction, servers: &[String]) -> Finding {
+    let claim = "The default bridge network adds 8-12 ms of latency against host networking";
+    let pairs = [
+        (
+            "docker",
+            "docker-host",
+            "docker − docker-host (Docker Engine)",
+        ),
+        (
+            "bridge-proxy",
+            "bare",
+            "bridge-proxy − bare (emulated, a userland proxy)",
+        ),
+        ("bridge", "bare", "bridge − bare (emulated, DNAT)"),
+    ];
+    let mut verdicts = Vec::new();
+    let mut evidence = Vec::new();
+    for s in servers {
+        let Some((cand, base, label)) = rate_pair(doc, s, &pairs) else {
+            continue;
+        };
+        let p =
+            |cells: &[&Cell], f: fn(&Cell) -> f64| cells.iter().map(|c| f(c)).collect::<Vec<_>>();
+        let (Some(d50), Some(d99)) = (
+            Difference::of(&p(&base, |c| c.p50_ms), &p(&cand, |c| c.p50_ms)),
+            Difference::of(&p(&base, |c| c.p99_ms), &p(&cand, |c| c.p99_ms)),
+        ) else {
+            continue;
+        };
+        verdicts.push(d99.at_least(8.0));
+        evidence.push(format!(
+            "{s}: {label} at {:.0} req/s: p50 {}, p99 {}",
+            cand[0].offered_rps.unwrap_or(0.0),
+            d50.words(),
+            d99.words()
+        ));
+    }
+    if verdicts.is_empty() {
+        return not_measured(
+            claim,
+            "a bridge and a host environment at a fixed rate (docker and docker-host, or bare \
+             and bridge)",
+        );
+    }
+    finding(
+        claim,
+        overall(&verdicts),
+        format!("{} (the seed: 8-12 ms)", evidence.join("; ")),
+    )
+}
+
+/// Seed A: "CPU migration costs 10–30%", judged as the server's CPU per
+/// request unpinned over pinned at the same fixed rate, per server.
+fn migration_cost(doc: &Reproduction, servers: &[String]) -> Finding {
+    let claim =
+        "CPU migration costs 10-30% (the server's CPU per request, unpinned against pinned)";
+    let pairs = [
+        (
+            "docker-host",
+            "docker-host-pinned",
+            "docker-host / docker-host-pinned (Docker Engine)",
+        ),
+        ("bare", "pinned", "bare / pinned (no container)"),
+    ];
+    let mut verdicts = Vec::new();
+    let mut evidence = Vec::new();
+    for s in servers {
+        let Some((cand, base, label)) = rate_pair(doc, s, &pairs) else {
+            continue;
+        };
+        let cpu = |cells: &[&Cell]| {
+            cells
+                .iter()
+                .filter_map(|c| c.cpu_us_per_request)
+                .collect::<Vec<_>>()
+        };
+        let (c, b) = (cpu(&cand), cpu(&base));
+        let Some(r) = Ratio::of(&b, &c) else {
+            continue;
+        };
+        verdicts.push(match r.interval {
+            Some((lo, _)) if lo >= 1.10 => Verdict::Supported,
+            Some((_, hi)) if hi < 1.10 => Verdict::NotSupported,
+            _ => Verdict::Undecided,
+        });
+        evidence.push(format!(
+            "{s}: {label}, CPU per request at {:.0} req/s: {:.0} µs against {:.0} µs (medians): {}",
+            cand[0].offered_rps.unwrap_or(0.0),
+            median(&c),
+            median(&b),
+            r.words()
+        ));
+    }
+    if verdicts.is_empty() {
+        return not_measured(
+            claim,
+            "a pinned and an unpinned environment at a fixed rate, metered (docker-host and \
+             docker-host-pinned, or bare and pinned)",
+        );
+    }
+    finding(
+        claim,
+        overall(&verdicts),
+        format!("{} (the seed: 1.10-1.30)", evidence.join("; ")),
+    )
 }
 
 #[cfg(test)]
@@ -503,6 +696,113 @@ mod tests {
             f.evidence.contains("= 0.80 (1 and 1 runs"),
             "{}",
             f.evidence
+        );
+    }
+
+    fn at(env: &str, k: u32, p50_ms: f64, p99_ms: f64, cpu_us: f64) -> Cell {
+        Cell {
+            server: "php-fpm".into(),
+            environment: env.into(),
+            tool: "harness".into(),
+            condition: format!("{FIXED_RATE}: the engine --rate 500"),
+            requests: 2500,
+            p50_ms,
+            p99_ms,
+            offered_rps: Some(500.0),
+            cpu_us_per_request: Some(cpu_us),
+            repeat: Some(k),
+            ..Cell::default()
+        }
+    }
+
+    #[test]
+    fn the_latency_and_migration_claims_are_judged_at_a_fixed_rate() {
+        let judged = |bridge_ms: f64, unpinned_us: f64| {
+            let mut cells = vec![cell("php-fpm", "bare", "ab", SEED, 1000.0)];
+            for k in 1..=5 {
+                let j = f64::from(k) * 0.01;
+                cells.push(at("docker-host", k, 0.3 + j, 0.8 + j, 100.0 + j));
+                cells.push(at("docker", k, 0.4 + j, 0.8 + bridge_ms + j, 120.0 + j));
+                cells.push(at("docker-host-pinned", k, 0.3 + j, 0.8 + j, 100.0 + j));
+                cells.push(at("bare", k, 0.3 + j, 0.8 + j, unpinned_us + j));
+            }
+            let f = docker_vs_bare(&doc("docker-vs-bare", cells));
+            let find = |start: &str| {
+                f.iter()
+                    .find(|x| x.claim.starts_with(start))
+                    .unwrap()
+                    .clone()
+            };
+            (
+                find("The default bridge network adds"),
+                find("CPU migration costs"),
+            )
+        };
+        // 0.2 ms at p99 at 500 req/s: far below 8 ms; pinned saves nothing.
+        let (latency, migration) = judged(0.2, 100.0);
+        assert_eq!(latency.verdict, Verdict::NotSupported, "{latency:?}");
+        assert!(
+            latency
+                .evidence
+                .contains("docker − docker-host (Docker Engine)"),
+            "{}",
+            latency.evidence
+        );
+        assert!(
+            latency.evidence.contains("p99 +0.20 ms (95% interval"),
+            "{}",
+            latency.evidence
+        );
+        assert!(
+            latency.evidence.contains("the seed: 8-12 ms"),
+            "{}",
+            latency.evidence
+        );
+        assert_eq!(migration.verdict, Verdict::NotSupported, "{migration:?}");
+        // The real engine's cells decide, over bare and pinned.
+        assert!(
+            migration
+                .evidence
+                .contains("docker-host / docker-host-pinned"),
+            "{}",
+            migration.evidence
+        );
+        // 10 ms, and docker-host's CPU 20% over pinned's: both supported.
+        let mut cells = vec![cell("php-fpm", "bare", "ab", SEED, 1000.0)];
+        for k in 1..=5 {
+            let j = f64::from(k) * 0.01;
+            cells.push(at("docker-host", k, 0.3 + j, 0.8 + j, 120.0 + j));
+            cells.push(at("docker", k, 0.4 + j, 10.8 + j, 120.0 + j));
+            cells.push(at("docker-host-pinned", k, 0.3 + j, 0.8 + j, 100.0 + j));
+        }
+        let f = docker_vs_bare(&doc("docker-vs-bare", cells));
+        assert_eq!(f[3].verdict, Verdict::Supported, "{:?}", f[3]);
+        assert_eq!(f[4].verdict, Verdict::Supported, "{:?}", f[4]);
+        // Without fixed-rate cells: not measured, never a verdict.
+        let f = docker_vs_bare(&doc(
+            "docker-vs-bare",
+            vec![cell("php-fpm", "bare", "ab", SEED, 1.0)],
+        ));
+        assert_eq!(
+            (f[3].verdict, f[4].verdict),
+            (Verdict::NotMeasured, Verdict::NotMeasured)
+        );
+        // Two runs a side: the difference is stated, nothing decided.
+        let (latency, _) = {
+            let mut cells = vec![cell("php-fpm", "bare", "ab", SEED, 1000.0)];
+            cells.extend([
+                at("bridge", 1, 1.0, 20.0, 1.0),
+                at("bridge", 2, 1.0, 21.0, 1.0),
+            ]);
+            cells.extend([at("bare", 1, 1.0, 1.0, 1.0), at("bare", 2, 1.0, 1.0, 1.0)]);
+            let f = docker_vs_bare(&doc("docker-vs-bare", cells));
+            (f[3].clone(), ())
+        };
+        assert_eq!(latency.verdict, Verdict::Undecided, "{latency:?}");
+        assert!(
+            latency.evidence.contains("too few for a 95% interval"),
+            "{}",
+            latency.evidence
         );
     }
 }

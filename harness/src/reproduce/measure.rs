@@ -165,3 +165,68 @@ pub fn failed_to_start(doc: &mut Reproduction, name: &str, err: &anyhow::Error) 
         }
     }
 }
+
+/// One fixed-rate run of `GET path` at `rate` req/s by the engine's open
+/// loop (keep-alive, every body checked, latency from each request's
+/// intended send), the server's CPU metered with the processes on `path_pids`
+/// (`db_pid`: the environment's own database, else the session's).
+#[allow(clippy::too_many_arguments)]
+pub fn fixed_rate_cell(
+    lab: &Lab,
+    running: &Running,
+    path_pids: &[u32],
+    db_pid: Option<u32>,
+    path: &str,
+    c: usize,
+    threads: usize,
+    rate: f64,
+    length: Duration,
+) -> Cell {
+    let mut cell = Cell {
+        server: running.name.clone(),
+        connections: c as u64,
+        tool: "harness".into(),
+        bodies_verified: true,
+        offered_rps: Some(rate),
+        ..Cell::default()
+    };
+    let shape = load::Shape {
+        connections: c,
+        threads,
+        keepalive: true,
+        timeout: TIMEOUT,
+        io: lab.io,
+        gather: lab.gather,
+    };
+    let mut plan = load::plan(running, path, &shape, length);
+    plan.pace = engine::Pace::Rate(rate);
+    let control = Control {
+        interrupt: lab.interrupt.clone(),
+    };
+    let (r, sample) = load::metered(
+        running,
+        path_pids,
+        db_pid.or_else(|| lab.database.pid()),
+        || engine::run(&plan, &control, &mut |_| {}),
+    );
+    match r {
+        Ok(r) => {
+            let p = Percentiles::of(&r.stats.latency_us);
+            cell.requests = r.stats.requests();
+            cell.failed = r.stats.failures.total();
+            cell.rps = r.requests_per_s();
+            cell.valid_rps = Some(r.ok_per_s());
+            cell.mean_ms = p.mean / 1000.0;
+            cell.p50_ms = ms(p.p50 as f64);
+            cell.p99_ms = ms(p.p99 as f64);
+            cell.max_ms = ms(p.max as f64);
+            let ok = r.stats.ok;
+            cell.cpu_us_per_request = sample.filter(|_| ok > 0).map(|s| {
+                (s.server_cpu_s + s.path_beside_server_cpu_s.unwrap_or(0.0)) * 1e6 / ok as f64
+            });
+        }
+        Err(e) => cell.error = Some(format!("{e:#}")),
+    }
+    say_cell(&cell);
+    cell
+}

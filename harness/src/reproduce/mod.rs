@@ -10,7 +10,8 @@
 //!   FrankenPHP when present) × bare, pinned, bridge, bridge-proxy, by
 //!   `ab -c 100 -t T` and the engine side by side; then the seed's own
 //!   failure mode: the database unreachable and the seed's error
-//!   handling (HTTP 200 with an error body), which ab counts as success.
+//!   handling (HTTP 200 with an error body), which ab counts as success;
+//!   and fixed-rate cells, which judge its latency and migration claims.
 //!
 //! Both stand on the [`lab`](crate::lab) and write results.json,
 //! report.md and report.html like `compare`.
@@ -119,9 +120,19 @@ Then the seed's failure mode: each server with its database unreachable
 networking) and the seed's error handling (HTTP 200 {\"db\":\"error\"}): ab counts it as success, the
 engine counts 0 valid responses.
 
+At a fixed rate (the seed's latency and migration claims are about a
+server that keeps up): --rate-runs runs of --rate-duration per server and
+environment by the engine's open loop at --rate req/s, latency from each
+request's intended send, the server's CPU per request metered (docker-proxy
+included). From them: the bridge's added latency (docker - docker-host, else
+the emulated bridge - bare) at p50 and p99 with its 95% interval, beside the
+seed's 8-12 ms; and the server's CPU per request unpinned over pinned
+(docker-host / docker-host-pinned, else bare / pinned), beside its 10-30%.
+
 Examples:
   harness reproduce docker-vs-bare                 # 60 s runs, as the seed
-  harness reproduce docker-vs-bare -d 10s --env bare,pinned")]
+  harness reproduce docker-vs-bare -d 10s --env bare,pinned
+  harness reproduce docker-vs-bare -d 10s --rate 1000 --rate-runs 8")]
 #[command(mut_arg("servers", |a| a.default_value("php-fpm,swoole,roadrunner,frankenphp")))]
 pub struct DockerVsBareArgs {
     #[command(flatten)]
@@ -143,6 +154,34 @@ pub struct DockerVsBareArgs {
     /// Leave out the failing-database runs.
     #[arg(long)]
     pub no_failure_mode: bool,
+
+    /// The fixed-rate cells' offered rate (req/s): the same in every
+    /// environment, below every environment's knee (the seed's latency and
+    /// migration claims are about a server that keeps up).
+    #[arg(long, default_value_t = 500.0, value_parser = positive_rate, value_name = "REQ_PER_S")]
+    pub rate: f64,
+
+    /// Fixed-rate runs per server and environment (the claims' 95%
+    /// intervals need at least 4); 0 leaves them out.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub rate_runs: u32,
+
+    /// Length of each fixed-rate run.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub rate_duration: Duration,
+}
+
+/// The condition of the fixed-rate cells (the findings find them by it).
+pub const FIXED_RATE: &str = "at a fixed rate";
+
+/// `--rate`: a positive, finite number of requests per second.
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "{s:?}: a positive number of requests per second (500)"
+        )),
+    }
 }
 
 /// The `reproduce` command.
@@ -252,8 +291,8 @@ fn swoole_vs_node(args: SwooleVsNodeArgs) -> anyhow::Result<ExitCode> {
 
 /// Seed A.
 fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
-    if args.duration.is_zero() {
-        bail!("-d must be positive");
+    if args.duration.is_zero() || args.rate_duration.is_zero() {
+        bail!("-d and --rate-duration must be positive");
     }
     let envs = Environment::parse_list(&args.env)?;
     let mut lab = Lab::open(&args.common.lab)?;
@@ -314,6 +353,37 @@ fn docker_vs_bare(args: DockerVsBareArgs) -> anyhow::Result<ExitCode> {
                         doc.cells.push(Cell {
                             environment: env.name().into(),
                             condition: condition.clone(),
+                            ..cell
+                        });
+                    }
+                    let setup = placed.setup.as_ref();
+                    let path_pids = setup
+                        .map(|s| s.path_pids(&started.running))
+                        .unwrap_or_default();
+                    let db_pid = setup.and_then(crate::env::Setup::db_pid);
+                    for k in 1..=args.rate_runs {
+                        if lab.interrupted() {
+                            break;
+                        }
+                        let cell = measure::fixed_rate_cell(
+                            &lab,
+                            &started.running,
+                            &path_pids,
+                            db_pid,
+                            "/work",
+                            c,
+                            placed.threads,
+                            args.rate,
+                            args.rate_duration,
+                        );
+                        doc.cells.push(Cell {
+                            environment: env.name().into(),
+                            condition: format!(
+                                "{FIXED_RATE}: the engine --rate {:.0} -c {c}, keep-alive, latency \
+                                 from each request's intended send, every body checked",
+                                args.rate
+                            ),
+                            repeat: Some(k),
                             ..cell
                         });
                     }

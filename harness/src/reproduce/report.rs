@@ -10,7 +10,7 @@ use crate::report::align;
 use crate::report::page::{html_page, html_table, md_table, write_files};
 use crate::report::svg::{builder, escape, svg};
 
-const HEADER: [&str; 12] = [
+const HEADER: [&str; 13] = [
     "server",
     "env",
     "tool",
@@ -20,6 +20,7 @@ const HEADER: [&str; 12] = [
     "p50 ms",
     "p99 ms",
     "max ms",
+    "CPU µs/req",
     "doc bytes",
     "failed",
     "error",
@@ -39,8 +40,10 @@ fn rows(doc: &Reproduction) -> Vec<Vec<String>> {
             c.tool.clone(),
             // The condition's name; the whole of it is under "conditions".
             format!(
-                "{}{}",
+                "{}{}{}",
                 c.condition.split([':', '(']).next().unwrap_or("").trim(),
+                c.offered_rps
+                    .map_or(String::new(), |r| format!(" {r:.0}/s")),
                 c.repeat.map_or(String::new(), |k| format!(", run {k}"))
             ),
             format!("{:.0}", c.rps),
@@ -48,6 +51,7 @@ fn rows(doc: &Reproduction) -> Vec<Vec<String>> {
             format!("{:.1}", c.p50_ms),
             format!("{:.1}", c.p99_ms),
             format!("{:.1}", c.max_ms),
+            dash(c.cpu_us_per_request.map(|v| format!("{v:.0}"))),
             dash(c.document_length_bytes.map(|b| b.to_string())),
             c.failed.to_string(),
             c.error.clone().unwrap_or_default(),

@@ -32,7 +32,7 @@ pub const MAX_CHUNK_FRAMING_BYTES: usize = 64 * 1024;
 /// (plus one byte, so that an over-long head is seen as such).
 pub const MAX_REQUEST_BYTES: usize = MAX_HEAD_BYTES + MAX_BODY_BYTES + MAX_CHUNK_FRAMING_BYTES + 16;
 /// Longest chunk-size line (size and extensions) accepted.
-const MAX_CHUNK_LINE: usize = 1024;
+pub const MAX_CHUNK_LINE: usize = 1024;
 
 /// A parsed request head, borrowing from the read buffer.
 #[derive(Debug, PartialEq, Eq)]
@@ -95,11 +95,8 @@ pub enum ParseError {
     /// 413: a body over [`MAX_BODY_BYTES`] (or its chunked framing over
     /// [`MAX_CHUNK_FRAMING_BYTES`] more).
     BodyTooLarge,
-    /// 411: a chunked body, from a server that cannot decode one (RFC 9112
-    /// §6.3 lets a server refuse a body without Content-Length); this codec
-    /// decodes it.
-    LengthRequired,
-    /// 501: a transfer coding other than chunked (RFC 9112 §6.1).
+    /// 501: a transfer coding other than chunked (RFC 9112 §6.1), or
+    /// chunked from a server that does not implement it (may_minihttp).
     UnknownCoding,
 }
 
@@ -109,7 +106,6 @@ impl ParseError {
             ParseError::Malformed => 400,
             ParseError::HeadTooLarge => 431,
             ParseError::BodyTooLarge => 413,
-            ParseError::LengthRequired => 411,
             ParseError::UnknownCoding => 501,
         }
     }
@@ -119,7 +115,6 @@ impl ParseError {
             ParseError::Malformed => b"malformed request",
             ParseError::HeadTooLarge => b"request header fields too large",
             ParseError::BodyTooLarge => b"request body over 1 MiB",
-            ParseError::LengthRequired => b"a body needs Content-Length",
             ParseError::UnknownCoding => b"transfer coding not implemented",
         }
     }
@@ -127,11 +122,14 @@ impl ParseError {
 
 /// Whether a Host value is `uri-host [ ":" port ]` as far as its characters
 /// go (RFC 9110 §7.2, RFC 3986 §3.2.2: unreserved, percent-encoded,
-/// sub-delims, an IP literal's brackets and colons). Empty is valid.
+/// sub-delims, an IP literal's brackets and colons). Empty is not: an
+/// `http` URI with an empty host is invalid (RFC 9110 §4.2.1), and this
+/// server's resources are `http` ones.
 pub fn valid_host(value: &[u8]) -> bool {
-    value
-        .iter()
-        .all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b))
+    !value.is_empty()
+        && value
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b))
 }
 
 /// A Content-Length value: `1*DIGIT`, or a list of equal ones (`5, 5`,
@@ -334,10 +332,10 @@ fn body_len_on_wire(body: &RequestBody<'_>) -> usize {
 /// Scans a chunked body at the start of `buf` (RFC 9112 §7.1), handing
 /// each chunk's data to `data`: `Ok(Some((wire, decoded)))` once it is
 /// complete (its last chunk and trailer section included), `Ok(None)`
-/// while it is not. Refused (400, the connection to close): a chunk-size
-/// that is not bare hex (no sign, no `0x`, not empty, at most 16 digits
-/// after leading zeros), a size line not ended by CRLF, chunk data not
-/// followed by CRLF, a trailer line without a colon. 413 once the decoded
+/// while it is not. Refused (400, the connection to close): a size line
+/// that is not [`chunk_size`]'s grammar (bare hex, then only well-formed
+/// extensions) or not ended by CRLF, chunk data not followed by CRLF, a
+/// trailer line without a colon or not ended by CRLF. 413 once the decoded
 /// body passes [`MAX_BODY_BYTES`] or its framing
 /// [`MAX_CHUNK_FRAMING_BYTES`]. A chunk's size is judged as soon as its
 /// line is in, before its data arrives.
@@ -424,13 +422,17 @@ fn crlf_line(buf: &[u8], max: usize) -> Result<Option<usize>, ParseError> {
     }
 }
 
-/// A chunk-size line's size: `1*HEXDIG`, then nothing or extensions
-/// (`BWS ";" ...`, ignored as §7.1.1 requires).
-fn chunk_size(line: &[u8]) -> Result<usize, ParseError> {
+/// A chunk-size line's size (the line without its CRLF), as RFC 9112
+/// §7.1.1 writes it: `chunk-size [ chunk-ext ]`, `chunk-size = 1*HEXDIG`,
+/// `chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )`,
+/// a name a token, a value a token or a quoted-string. Extensions are
+/// checked, then ignored as §7.1.1 requires. Anything else (a bare `;`, a
+/// name that is not a token, a control character, whitespace not followed
+/// by `;`) is [`ParseError::Malformed`]; a size over 64 bits
+/// [`ParseError::BodyTooLarge`].
+pub fn chunk_size(line: &[u8]) -> Result<usize, ParseError> {
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    let rest = &line[digits..];
-    let ext_ok = rest.is_empty() || rest.trim_ascii_start().first() == Some(&b';');
-    if digits == 0 || !ext_ok {
+    if digits == 0 || !chunk_extensions_valid(&line[digits..]) {
         return Err(ParseError::Malformed);
     }
     let hex = &line[..digits];
@@ -442,6 +444,58 @@ fn chunk_size(line: &[u8]) -> Result<usize, ParseError> {
         n << 4 | u64::from((b as char).to_digit(16).unwrap_or(0))
     });
     Ok(usize::try_from(size).unwrap_or(usize::MAX))
+}
+
+/// Whether `ext` is a `chunk-ext` (RFC 9112 §7.1.1), empty included.
+fn chunk_extensions_valid(ext: &[u8]) -> bool {
+    fn bws(b: &[u8]) -> &[u8] {
+        let n = b.iter().take_while(|&&c| c == b' ' || c == b'\t').count();
+        &b[n..]
+    }
+    fn token(b: &[u8]) -> Option<&[u8]> {
+        let n = b.iter().take_while(|&&c| is_tchar(c)).count();
+        (n > 0).then_some(&b[n..])
+    }
+    fn extensions(mut ext: &[u8]) -> Option<()> {
+        while !ext.is_empty() {
+            let name = bws(bws(ext).strip_prefix(b";")?);
+            let rest = token(name)?;
+            ext = match bws(rest).strip_prefix(b"=") {
+                None => rest,
+                Some(value) if bws(value).first() == Some(&b'"') => quoted_string(bws(value))?,
+                Some(value) => token(bws(value))?,
+            };
+        }
+        Some(())
+    }
+    extensions(ext).is_some()
+}
+
+/// `tchar` (RFC 9110 §5.6.2): the characters of a token.
+fn is_tchar(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c)
+}
+
+/// The rest of `b` after the quoted-string it starts with (RFC 9110
+/// §5.6.4): `DQUOTE *( qdtext / quoted-pair ) DQUOTE`, no control
+/// character but HTAB. `None`: not one.
+fn quoted_string(b: &[u8]) -> Option<&[u8]> {
+    let text = |c: u8| c == b'\t' || c == b' ' || (0x21..=0x7e).contains(&c) || c >= 0x80;
+    let mut i = 1;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'"' => return Some(&b[i + 1..]),
+            b'\\' => {
+                if !b.get(i + 1).is_some_and(|&q| text(q)) {
+                    return None;
+                }
+                i += 2;
+            }
+            c if text(c) => i += 1,
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// Whether `buf` is the start of a request head, not yet complete.
@@ -663,6 +717,8 @@ mod tests {
             "5\r\nhello\n0\r\n\r\n",
             "5\rx\r\nhello\r\n0\r\n\r\n",
             "0\r\nno colon\r\n\r\n",
+            "0\r\nA: b\n\r\n",
+            "0\r\n\n",
         ] {
             assert_eq!(
                 parse(chunked(bad).as_bytes()),
@@ -675,6 +731,59 @@ mod tests {
             Err(ParseError::BodyTooLarge),
             "a size over 64 bits"
         );
+    }
+
+    /// RFC 9112 §7.1.1: `chunk-size [ chunk-ext ]`, each extension
+    /// `BWS ";" BWS token [ BWS "=" BWS ( token / quoted-string ) ]`.
+    #[test]
+    fn chunk_lines_follow_the_grammar_exactly() {
+        for good in [
+            "5",
+            "05",
+            "5;a",
+            "5;a=1",
+            "5 ; a = b",
+            "5\t;\ta\t=\tb",
+            "5;a;b=c;d=\"q\"",
+            "5;a=\"sp ace, \\\" and \\\\\"",
+            "5;a=\"\"",
+            "5;!#$%&'*+-.^_`|~=x",
+        ] {
+            assert_eq!(chunk_size(good.as_bytes()), Ok(5), "{good:?}");
+        }
+        for bad in [
+            "",
+            "5 ",
+            "5\t",
+            "5;",
+            "5 ;",
+            "5;;a",
+            "5;=x",
+            "5;a=",
+            "5;a b",
+            "5;a(b",
+            "5;a=b c",
+            "5;a=\"open",
+            "5;a=\"x\"y",
+            "5;a\x01",
+            "5;a=\x7f",
+            "5;a=\"\x01\"",
+            "5;a=\"\\\x00\"",
+            "5;a\u{80}",
+            "5x",
+            "5,a",
+        ] {
+            assert_eq!(
+                chunk_size(bad.as_bytes()),
+                Err(ParseError::Malformed),
+                "{bad:?}"
+            );
+            assert_eq!(
+                parse(chunked(&format!("{bad}\r\nhello\r\n0\r\n\r\n")).as_bytes()),
+                Err(ParseError::Malformed),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
@@ -745,7 +854,8 @@ mod tests {
         assert_eq!(req("Host: a b\r\n"), Err(ParseError::Malformed));
         assert_eq!(req("Host: my_host:8080\r\n"), Ok(true));
         assert_eq!(req("Host: [::1]:80\r\n"), Ok(true));
-        assert_eq!(req("Host:\r\n"), Ok(true), "empty is valid");
+        assert_eq!(req("Host:\r\n"), Err(ParseError::Malformed), "empty");
+        assert_eq!(req("Host: \r\n"), Err(ParseError::Malformed), "empty");
         assert!(
             parse(b"GET / HTTP/1.0\r\n\r\n").unwrap().is_some(),
             "1.0 needs none"

@@ -1,10 +1,12 @@
 //! Glue shared by the three reference servers: the common flags, binding
 //! and announcing the listener, the HTTP/1 request parser and response
 //! encoder used by the coroutine and worker-pool servers (the event loop uses
-//! hyper), the cached `Date` header, and graceful-shutdown plumbing.
+//! hyper, with [`chunks`] checking its chunked bodies first), the cached
+//! `Date` header, and graceful-shutdown plumbing.
 //!
 //! The contract itself (routes, bodies, validation) is in `workloads`.
 
+pub mod chunks;
 pub mod date;
 pub mod flags;
 pub mod http1;

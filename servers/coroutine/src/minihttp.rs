@@ -12,8 +12,10 @@
 //!   [`check_fields`] (Host, Content-Length, Transfer-Encoding) and a head
 //!   size bound (431), and a body with Content-Length is read (echoed by
 //!   `POST /echo`, dropped by the other routes), so a request hidden in a
-//!   body is never answered; a chunked body is refused with 411, as RFC
-//!   9112 §6.3 allows: may_minihttp cannot frame it;
+//!   body is never answered; a chunked body is declined with 501 and the
+//!   connection closed: may_minihttp cannot frame it, and RFC 9112 §6.1
+//!   has a server answer 501 to a transfer coding it does not implement
+//!   (the close leaves no body bytes behind to be read as a request);
 //! - a request that ends its connection (refused, `Connection: close`,
 //!   HTTP/1.0 without keep-alive) and comes first on its connection is
 //!   answered by the shared codec's encoder on the socket, which is then
@@ -55,8 +57,9 @@
 //!   that may_minihttp cannot parse carries its reason even to a HEAD (the
 //!   request's bytes are in may_minihttp's buffer, out of our sight);
 //! - it has no read timeout: a slowloris client holds its coroutine forever;
-//! - a chunked body is refused (411), so `POST /echo` takes Content-Length
-//!   bodies only.
+//! - a chunked body is declined (501, then close), so `POST /echo` takes
+//!   Content-Length bodies only: RFC 9112 §7.1 has every HTTP/1.1
+//!   recipient decode chunked, and this engine does not.
 //!
 //! A request stays in flight until its answer is written: may_minihttp
 //! writes a batch of answers after `call` returns, so the guard of the last
@@ -94,7 +97,7 @@ pub const HTTP_LIMITS: &[&str] = &[
     "a request followed at once by the client's half-close gets no answer when both arrive in one read",
     "answers to HEAD on a kept-alive connection say Content-Length: 0, not the GET's length (RFC 9110 §8.6)",
     "no read timeout: a stalled request holds its coroutine",
-    "a chunked request body is refused with 411: may_minihttp knows no Transfer-Encoding (RFC 9112 §6.3 allows the refusal); POST /echo takes Content-Length bodies only",
+    "a chunked request body is declined with 501 and the connection closed: may_minihttp knows no Transfer-Encoding (RFC 9112 §6.1's answer to a coding a server does not implement, where §7.1 has every recipient decode chunked); POST /echo takes Content-Length bodies only",
 ];
 
 /// The `Server` value may_minihttp sends, used on the answers this module
@@ -274,7 +277,7 @@ fn check(req: &Request, http10: bool) -> Result<http1::Fields, ParseError> {
     }
     let fields = check_fields(http10, headers.iter().map(|h| (h.name, h.value)))?;
     if fields.chunked {
-        return Err(ParseError::LengthRequired);
+        return Err(ParseError::UnknownCoding);
     }
     Ok(fields)
 }

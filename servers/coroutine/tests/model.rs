@@ -377,8 +377,9 @@ fn minihttp_engine_limits_are_as_listed_in_config() {
 
 /// `POST /echo` on the minihttp engine: every contract row with a
 /// Content-Length body passes (1 MiB echoed, 413 beyond, the framing
-/// refusals); a chunked body is refused with 411 and the connection closed,
-/// the limit /config lists (may_minihttp knows no Transfer-Encoding).
+/// refusals); a chunked body is declined with 501 (RFC 9112 §6.1) and the
+/// connection closed, the limit /config lists (may_minihttp knows no
+/// Transfer-Encoding).
 #[test]
 fn minihttp_engine_echoes_content_length_bodies_and_refuses_chunked_ones() {
     use workloads::contract::{Exchange, Outcome};
@@ -390,7 +391,7 @@ fn minihttp_engine_echoes_content_length_bodies_and_refuses_chunked_ones() {
         config
             .http_limits
             .iter()
-            .any(|l| l.contains("chunked request body is refused with 411")),
+            .any(|l| l.contains("chunked request body is declined with 501")),
         "{:?}",
         config.http_limits
     );
@@ -406,9 +407,9 @@ fn minihttp_engine_echoes_content_length_bodies_and_refuses_chunked_ones() {
         let checked = row.check(server.addr, Duration::from_secs(10));
         match (chunked, checked.outcome) {
             (false, Outcome::Pass) => {}
-            (true, Outcome::Fail) if checked.response.as_ref().is_some_and(|r| r.status == 411) => {
+            (true, Outcome::Fail) if checked.response.as_ref().is_some_and(|r| r.status == 501) => {
             }
-            (true, Outcome::Fail) if checked.found.contains("411") => {}
+            (true, Outcome::Fail) if checked.found.contains("501") => {}
             (_, outcome) => wrong.push(format!(
                 "{} {}: {}",
                 outcome.name(),
@@ -448,7 +449,7 @@ fn minihttp_engine_answers_head_without_content() {
         ),
         (
             "HEAD /hello HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".into(),
-            &[411],
+            &[501],
         ),
     ];
     let mut failures: Vec<String> = cases

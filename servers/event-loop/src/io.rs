@@ -25,6 +25,12 @@
 //! order and the service counts the ones it gets, [`Handled`]), and the
 //! read side notes whether each request read says HEAD ([`RequestStarts`],
 //! one pass over the bytes read, skipping Content-Length bodies).
+//!
+//! The same pass frames chunked bodies and checks their size lines and
+//! trailers against RFC 9112's grammar ([`server_common::chunks`]), which hyper's
+//! decoder does not: the bytes before one that breaks it go to hyper, and
+//! its next read gets an error in its place. hyper hands that error to the
+//! body the service reads, and the service answers 400 and closes.
 
 use std::collections::VecDeque;
 use std::io;
@@ -36,6 +42,7 @@ use std::time::Duration;
 
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::rt::TokioIo;
+use server_common::chunks::{ChunkedBody, Step};
 use server_common::http1::{encode_error, ParseError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -64,6 +71,8 @@ pub struct ConnIo<S: Stream = TcpStream> {
     handled: Handled,
     /// A `101` went out: what follows is WebSocket frames, never a head.
     upgraded: bool,
+    /// A chunked body broke its grammar: hyper's next read gets this.
+    refused: Option<io::Error>,
 }
 
 /// The number of requests of one connection that hyper handed to the
@@ -104,9 +113,9 @@ struct Replacement {
 /// Whether each request in the bytes read says HEAD, by its place on the
 /// connection: a request starts with its first byte that is not part of an
 /// empty line (RFC 9112 §2.2), its head ends at an empty line, and its
-/// Content-Length body (if any) is skipped. A chunked body is not framed:
-/// the requests after one are misplaced, which costs at most the reason of
-/// an error answer (sent, or not sent, in error).
+/// body (if any) is skipped: by its Content-Length, or chunk by chunk
+/// ([`ChunkedBody`]) when its last transfer coding is chunked, which wins
+/// over a Content-Length beside it as it does in hyper.
 #[derive(Default, Debug)]
 struct RequestStarts {
     /// HEAD or not, for the requests from the `first`-th on.
@@ -123,15 +132,36 @@ struct RequestStarts {
     /// The current head's Content-Length, and body bytes still to skip.
     content_length: u64,
     body_left: u64,
+    /// The current header line's last 8 bytes that are not whitespace,
+    /// lower-cased, one per byte of a shift register (`:chunked` or
+    /// `,chunked` ends a Transfer-Encoding whose last coding is chunked).
+    tail: u64,
+    /// The current head's last Transfer-Encoding ends in chunked.
+    chunked: bool,
+    /// In a chunked body.
+    chunked_body: Option<ChunkedBody>,
 }
 
 /// Bytes of a header line kept: `content-length:` and a value of 17 digits.
 const LINE_KEPT: usize = 32;
 
 impl RequestStarts {
-    fn feed(&mut self, bytes: &[u8]) {
-        let mut bytes = bytes;
+    /// Reads the next bytes of the connection. `Some(i)`: the byte at `i`
+    /// breaks a chunked body's grammar (the rest is not read).
+    fn feed(&mut self, all: &[u8]) -> Option<usize> {
+        let mut bytes = all;
         while let Some((&b, rest)) = bytes.split_first() {
+            if let Some(body) = &mut self.chunked_body {
+                let at = all.len() - bytes.len();
+                match body.feed(bytes) {
+                    Step::More => return None,
+                    Step::Refused(i) => return Some(at + i),
+                    Step::Ended(n) => bytes = &bytes[n..],
+                    Step::Unchecked => bytes = &[],
+                }
+                self.chunked_body = None;
+                continue;
+            }
             if self.body_left > 0 {
                 let skip = self.body_left.min(bytes.len() as u64) as usize;
                 self.body_left -= skip as u64;
@@ -160,11 +190,16 @@ impl RequestStarts {
                     self.start_len = 0;
                     self.line_start = false;
                     self.body_left = std::mem::take(&mut self.content_length);
+                    if std::mem::take(&mut self.chunked) {
+                        self.body_left = 0;
+                        self.chunked_body = Some(ChunkedBody::default());
+                    }
                 }
                 b'\n' => {
                     self.line_start = true;
                     self.header_line_ended();
                     self.line_len = 0;
+                    self.tail = 0;
                 }
                 b'\r' => {}
                 _ => {
@@ -173,13 +208,24 @@ impl RequestStarts {
                         self.line[self.line_len] = b.to_ascii_lowercase();
                         self.line_len += 1;
                     }
+                    if b != b' ' && b != b'\t' {
+                        self.tail = self.tail << 8 | u64::from(b.to_ascii_lowercase());
+                    }
                 }
             }
         }
+        None
     }
 
     fn header_line_ended(&mut self) {
         let line = &self.line[..self.line_len];
+        if line.starts_with(b"transfer-encoding:") {
+            const LAST: [u64; 2] = [
+                u64::from_be_bytes(*b":chunked"),
+                u64::from_be_bytes(*b",chunked"),
+            ];
+            self.chunked = LAST.contains(&self.tail);
+        }
         if let Some(value) = line.strip_prefix(b"content-length:") {
             let value = value.trim_ascii();
             if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
@@ -193,8 +239,8 @@ impl RequestStarts {
     fn is_head(&mut self, n: u64) -> bool {
         while self.first < n {
             if self.heads.pop_front().is_none() {
-                // Fewer requests seen than hyper parsed (a chunked body):
-                // count from here.
+                // Fewer requests seen than hyper parsed (a body framed
+                // otherwise than hyper did): count from here.
                 self.first = n;
                 break;
             }
@@ -214,6 +260,7 @@ impl<S: Stream> ConnIo<S> {
             starts: RequestStarts::default(),
             handled,
             upgraded: false,
+            refused: None,
         }
     }
 
@@ -247,6 +294,9 @@ impl<S: Stream> Read for ConnIo<S> {
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if let Some(refused) = this.refused.take() {
+            return Poll::Ready(Err(refused));
+        }
         let stream = this
             .stream
             .as_mut()
@@ -265,8 +315,23 @@ impl<S: Stream> Read for ConnIo<S> {
             let filled = tbuf.filled();
             // Forget the requests the service got (their answers are ours).
             this.starts.is_head(this.handled.get());
-            this.starts.feed(filled);
-            filled.len()
+            // After a `101` the bytes are the new protocol's.
+            let refused = (!this.upgraded).then(|| this.starts.feed(filled)).flatten();
+            match refused {
+                None => filled.len(),
+                Some(at) => {
+                    let error = io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "a chunk line or trailer breaks RFC 9112 §7.1's grammar",
+                    );
+                    if at == 0 {
+                        return Poll::Ready(Err(error));
+                    }
+                    // hyper decodes what came before it first.
+                    this.refused = Some(error);
+                    at
+                }
+            }
         };
         // SAFETY: the `n` bytes were filled above.
         unsafe { buf.advance(n) };
@@ -413,6 +478,30 @@ mod tests {
         assert!(s.is_head(1), "the request after the 19-byte body");
         let mut s = starts(&[b"POST / HTTP/1.1\r\ncontent-length:  3 \r\n\r\nabcHEAD / "]);
         assert!(s.is_head(1));
+    }
+
+    #[test]
+    fn chunked_bodies_are_framed_and_checked() {
+        let mut s = starts(&[
+            b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            b"13\r\nHEAD / HTTP/1.1\r\n\r\n\r\n0\r\nT: 1\r\n\r\nHEAD / ",
+        ]);
+        assert!(!s.is_head(0));
+        assert!(
+            s.is_head(1),
+            "the request after the chunked body, not in it"
+        );
+        let mut s = RequestStarts::default();
+        let head = b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(s.feed(head), None);
+        assert_eq!(s.feed(b"5;\r\nhello"), Some(3), "the bare `;` line's LF");
+        let mut s = RequestStarts::default();
+        let not_last = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, x-chunked\r\n\r\n5;\r\n";
+        assert_eq!(
+            s.feed(not_last),
+            None,
+            "not chunked: hyper refuses the head"
+        );
     }
 
     #[test]

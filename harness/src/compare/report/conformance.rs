@@ -54,14 +54,18 @@ pub fn deviations(servers: &[ServerDoc]) -> Vec<String> {
         let Some(c) = &s.conformance else { continue };
         for d in &c.deviations {
             out.push(format!(
-                "{} {} [{}] {} — {} {}: found {}",
+                "{} {} [{}] {} — {} {}: found {}{}",
                 s.name,
                 d.outcome.to_ascii_uppercase(),
                 d.group,
                 d.row,
                 d.section,
                 d.requirement,
-                d.found
+                d.found,
+                d.core
+                    .as_ref()
+                    .map(|why| format!(" (listed: {why})"))
+                    .unwrap_or_default()
             ));
         }
     }
@@ -154,6 +158,7 @@ mod tests {
                     requirement: "MUST".into(),
                     outcome: "fail".into(),
                     found: "400, then closed; expected 411".into(),
+                    core: None,
                 })
                 .collect(),
         }

@@ -100,6 +100,7 @@ pub fn render(results: &Results) -> String {
     body.push_str("</ul></div>\n");
 
     body.push_str(&super::profiles::html(results));
+    body.push_str(&super::rates::html(results));
 
     if !results.fairness.warnings.is_empty() {
         body.push_str("<h2>Fairness warnings</h2>\n");

@@ -8,6 +8,7 @@ pub mod charts;
 pub mod conformance;
 pub mod html;
 pub mod profiles;
+pub mod rates;
 pub mod settings;
 pub mod table;
 
@@ -27,7 +28,12 @@ pub fn write_all(dir: &Path, results: &Results) -> anyhow::Result<()> {
 /// Writes report.md and report.html into `dir`, from `results` alone (what
 /// `harness report` re-renders).
 pub fn write_reports(dir: &Path, results: &Results) -> anyhow::Result<()> {
-    write(dir, "report.md", table::markdown(results))?;
+    write(
+        dir,
+        "report.md",
+        table::markdown(results) + &rates::markdown(results),
+    )?;
+    rates::write_svgs(dir, results)?;
     write(dir, "report.html", html::render(results))
 }
 

@@ -359,6 +359,7 @@ pub fn all(doc: &Models) -> Vec<Finding> {
     out.extend(memory(&doc.memory));
     out.extend(websocket::findings(&doc.websocket_held, &doc.memory));
     out.extend(multiplexing::findings(&doc.multiplexing, cores));
+    out.extend(super::at_rate::findings(&doc.waiting_at_rate));
     out
 }
 

@@ -1,11 +1,13 @@
-//! A streaming HTTP/1 response reader: the head is parsed in place with
-//! `httparse` (copied aside only when it straddles two reads), the body is
-//! skipped by Content-Length or chunk sizes without copying, and compared
-//! byte for byte with the expected body as it streams past.
+//! HTTP/1.1 (one request at a time, or pipelined): the streaming response
+//! reader. The head is parsed in place with `httparse` (copied aside only
+//! when it straddles two reads), the body is skipped by Content-Length or
+//! chunk sizes without copying, and compared byte for byte with the
+//! expected body as it streams past. A response is complete at its end;
+//! what follows it is the next response's (pipelined) or unasked for.
 
 use std::mem::MaybeUninit;
 
-use super::Check;
+use crate::engine::Check;
 use crate::stats::Failure;
 
 /// Largest response head accepted before calling the response malformed.
