@@ -5,7 +5,7 @@
 //! was found.
 //!
 //! The rows ask for `/hello` (every server here serves it), and the
-//! body-framing rows of [`crate::framing`] post to `/echo`. What a
+//! body-framing rows of [`crate::body_rows`] post to `/echo`. What a
 //! benchmark origin may answer: a 404/405/501 for a route or method it does
 //! not serve is fine (a `POST /hello` with a body may get 405, as long as
 //! the body was framed right: the request pipelined after it is answered);
@@ -364,10 +364,10 @@ fn chunked_hidden(size_line: &str, after_last: &str) -> String {
 }
 
 /// The conformance section, in the order of its groups (the body-framing
-/// rows of `POST /echo`, [`crate::framing`], among the bodies).
+/// rows of `POST /echo`, [`crate::body_rows`], among the bodies).
 pub fn rows() -> Vec<Row> {
     let mut rows = own_rows();
-    rows.extend(crate::framing::rows());
+    rows.extend(crate::body_rows::rows());
     // Stable: each group's rows keep their order.
     rows.sort_by_key(|r| r.conformance.map(|c| c.group));
     rows

@@ -59,7 +59,7 @@ pub enum Exchange {
     /// The `Date` header is within 2 s of this machine's clock.
     DateFresh,
     /// A `POST /echo` body and its echo ([`crate::echo`]).
-    Echo(crate::echo::EchoProbe),
+    Echo(crate::echo::rows::EchoProbe),
     /// A conformance row's probe ([`crate::conformance`]).
     Conformance(crate::conformance::Probe),
 }
@@ -419,7 +419,7 @@ fn contract_rows() -> Vec<Row> {
             "/",
         ]),
     ));
-    rows.extend(crate::echo::rows());
+    rows.extend(crate::echo::rows::rows());
     rows.push(row(
         "Date is fresh (within 2 s)",
         "Date is the current time, as HTTP requires: a stale cache shows here",
