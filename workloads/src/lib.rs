@@ -23,12 +23,12 @@
 //! }
 //! ```
 
+mod body_rows;
 mod config;
 pub mod conformance;
 pub mod contract;
 pub mod echo;
 mod endpoint;
-mod body_rows;
 #[cfg(feature = "h2")]
 pub mod h2rows;
 pub mod probe;

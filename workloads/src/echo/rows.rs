@@ -77,7 +77,13 @@ fn judge(r: RawResponse, expected: &Expected) -> Result<RawResponse, RowError> {
     }
 }
 
-fn echo_row(name: &str, why: &'static str, len: usize, framing: BodyFraming, then_hello: bool) -> Row {
+fn echo_row(
+    name: &str,
+    why: &'static str,
+    len: usize,
+    framing: BodyFraming,
+    then_hello: bool,
+) -> Row {
     Row {
         name: name.to_string(),
         why,
