@@ -23,7 +23,6 @@
 //! }
 //! ```
 
-mod body_rows;
 mod config;
 pub mod conformance;
 pub mod contract;

@@ -8,8 +8,10 @@
 //!
 //! Here: the route's bounds, the answer, what `verify` expects, and the
 //! request a client sends. The router's side (POST only) is in
-//! `endpoint.rs`; the contract's `/echo` rows are in [`rows`].
+//! `endpoint.rs`; the contract's `/echo` rows are in [`rows`], run by
+//! [`probe::EchoProbe`].
 
+pub mod probe;
 pub mod rows;
 
 use std::borrow::Cow;
