@@ -5,7 +5,7 @@
 //! was found.
 //!
 //! The rows ask for `/hello` (every server here serves it), and the
-//! body-framing rows of [`bodies`] post to `/echo`. What a
+//! body-framing rows of `bodies.rs` post to `/echo`. What a
 //! benchmark origin may answer: a 404/405/501 for a route or method it does
 //! not serve is fine (a `POST /hello` with a body may get 405, as long as
 //! the body was framed right: the request pipelined after it is answered);
@@ -29,7 +29,7 @@ use crate::contract::row::Row;
 use build::*;
 
 /// The conformance section, in the order of its groups (the body-framing
-/// rows of `POST /echo`, [`bodies`], among the bodies).
+/// rows of `POST /echo`, `bodies.rs`, among the bodies).
 pub fn rows() -> Vec<Row> {
     let mut rows = own_rows();
     rows.extend(bodies::rows());

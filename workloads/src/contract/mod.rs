@@ -17,8 +17,10 @@
 //! Nothing else: `harness verify`, `harness compare`'s contract check and
 //! every server's `contract_tests!` read this list.
 //!
-//! Over 500 lines on purpose: it is the list itself, one row per contract
-//! requirement, and the code that runs a row.
+//! This file is the list itself, one row per contract requirement, and
+//! [`rows`], which joins it to the `/echo` rows and the conformance section.
+//! A row and the code that runs one are in `row.rs`, how a row fails in
+//! `error.rs`: the rows' files name those, never this one.
 
 pub(crate) mod error;
 pub(crate) mod row;
