@@ -1,7 +1,5 @@
 //! Request targets → endpoints with validated parameters.
 
-use crate::response::{Body, Response};
-
 /// Default `n` of `/cpu` and `/work`.
 pub const CPU_N_DEFAULT: u32 = 1000;
 /// Largest accepted `n` of `/cpu` and `/work`.
@@ -82,24 +80,15 @@ impl Rejection {
             Rejection::NotImplemented => 501,
         }
     }
-
-    /// The response a server sends for this rejection.
-    pub fn into_response(self) -> Response {
-        let status = self.status();
-        let body = match self {
-            Rejection::NotFound => Body::Static(b"not found"),
-            Rejection::MethodNotAllowed => Body::Static(b"method not allowed"),
-            Rejection::BadQuery(reason) => Body::Owned(reason.into_bytes()),
-            Rejection::BadTarget(reason) => Body::Static(reason.as_bytes()),
-            Rejection::NotImplemented => Body::Static(b"method not implemented"),
-        };
-        Response {
-            status,
-            content_type: "text/plain",
-            body,
-        }
-    }
 }
+
+/// The `Allow` header value a 405 response carries (every path but `/echo`).
+pub const ALLOW: &str = "GET, HEAD";
+
+/// The path of `POST /echo` ([`crate::echo::PATH`]).
+pub(crate) const ECHO_PATH: &str = "/echo";
+/// The `Allow` value of `/echo`'s 405 ([`crate::echo::ALLOW`]).
+pub(crate) const ECHO_ALLOW: &str = "POST";
 
 /// Every path the router knows. A new route starts here; the contract's unit
 /// tests fail until a row in [`crate::contract`] requests it.
@@ -128,8 +117,8 @@ pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
     if !PATHS.contains(&path) {
         return Err(Rejection::NotFound);
     }
-    if path == crate::echo::PATH {
-        return crate::echo::route(method);
+    if path == ECHO_PATH {
+        return route_echo(method);
     }
     let head = match method {
         "GET" => false,
@@ -161,6 +150,17 @@ pub fn route(method: &str, target: &str) -> Result<Route, Rejection> {
     Ok(Route { endpoint, head })
 }
 
+/// Routes a request for [`ECHO_PATH`]: POST only.
+fn route_echo(method: &str) -> Result<Route, Rejection> {
+    match method {
+        "POST" => Ok(Route {
+            endpoint: Endpoint::Echo,
+            head: false,
+        }),
+        _ => Err(Rejection::MethodNotAllowed),
+    }
+}
+
 /// Why a request line's target is refused (400), if it is: the asterisk
 /// form with a method other than OPTIONS (RFC 9112 §3.2.4), or a byte
 /// above 0x7F, which no URI holds unencoded (RFC 3986 §2, RFC 9112 §3.2:
@@ -176,13 +176,13 @@ pub fn target_refusal(method: &str, target: &str) -> Option<&'static str> {
 }
 
 /// The `Allow` value of a 405 for `target`: the methods its path serves
-/// (`POST` for `/echo`, [`crate::ALLOW`] for the others).
+/// (`POST` for `/echo`, [`ALLOW`] for the others).
 pub fn allow(target: &str) -> &'static str {
     let path = origin_form(target).split('?').next().unwrap_or("");
-    if path == crate::echo::PATH {
-        crate::echo::ALLOW
+    if path == ECHO_PATH {
+        ECHO_ALLOW
     } else {
-        crate::ALLOW
+        ALLOW
     }
 }
 

@@ -28,7 +28,6 @@ pub mod conformance;
 pub mod contract;
 pub mod echo;
 mod endpoint;
-mod framing;
 #[cfg(feature = "h2")]
 pub mod h2rows;
 pub mod probe;
@@ -38,10 +37,10 @@ pub mod ws;
 
 pub use config::{RoomScope, ServerConfig, WebSocketHolding};
 pub use endpoint::{
-    allow, route, ConnMode, Endpoint, Rejection, Route, CPU_N_DEFAULT, CPU_N_MAX, PATHS,
+    allow, route, ConnMode, Endpoint, Rejection, Route, ALLOW, CPU_N_DEFAULT, CPU_N_MAX, PATHS,
     SLEEP_MS_MAX,
 };
-pub use response::{finish, slept, start, Action, AfterQuery, Body, Query, Response, ALLOW};
+pub use response::{finish, slept, start, Action, AfterQuery, Body, Query, Response};
 pub use verify::{expect, verify, verify_headers, Expected, ExpectedBody, Mismatch};
 
 /// The sum of `sqrt(i)` for `i = 1..=n`, added in order (as PHP and Node.js do,

@@ -2,11 +2,11 @@
 
 use std::borrow::Cow;
 
-use crate::endpoint::{ConnMode, Endpoint};
+use crate::endpoint::{ConnMode, Endpoint, Rejection};
 use crate::{format_sum, sqrt_sum};
 
-/// The `Allow` header value a 405 response carries.
-pub const ALLOW: &str = "GET, HEAD";
+/// The content type of an echoed body ([`crate::echo::CONTENT_TYPE`]).
+pub(crate) const ECHO_CONTENT_TYPE: &str = "application/octet-stream";
 
 /// A response body: static for the fixed answers, owned for computed ones.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,6 +125,25 @@ pub enum Action {
     },
     /// Answer the request's body back: [`crate::echo::echo`] with it.
     Echo,
+}
+
+impl Rejection {
+    /// The response a server sends for this rejection.
+    pub fn into_response(self) -> Response {
+        let status = self.status();
+        let body = match self {
+            Rejection::NotFound => Body::Static(b"not found"),
+            Rejection::MethodNotAllowed => Body::Static(b"method not allowed"),
+            Rejection::BadQuery(reason) => Body::Owned(reason.into_bytes()),
+            Rejection::BadTarget(reason) => Body::Static(reason.as_bytes()),
+            Rejection::NotImplemented => Body::Static(b"method not implemented"),
+        };
+        Response {
+            status,
+            content_type: "text/plain",
+            body,
+        }
+    }
 }
 
 /// Starts serving an endpoint. CPU work (the sqrt loop of `/cpu` and `/work`)

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 
 use crate::endpoint::{route, Endpoint};
+use crate::response::ECHO_CONTENT_TYPE;
 use crate::{format_sum, sqrt_sum, ServerConfig};
 
 /// What a correct body looks like.
@@ -79,7 +80,7 @@ pub fn expect(method: &str, target: &str) -> Expected {
                 Endpoint::Sleep { ms } => {
                     Expected::ok("text/plain", format!("slept {ms}").into_bytes())
                 }
-                Endpoint::Echo => crate::echo::expect(b""),
+                Endpoint::Echo => Expected::ok(ECHO_CONTENT_TYPE, &b""[..]),
                 Endpoint::Config => Expected {
                     status: 200,
                     content_type: "application/json",
@@ -167,7 +168,7 @@ pub fn verify_headers(
             value: lossy(ct),
             problem: match expected.content_type {
                 "application/json" => "is not application/json",
-                crate::echo::CONTENT_TYPE => "is not application/octet-stream",
+                ECHO_CONTENT_TYPE => "is not application/octet-stream",
                 _ => "is not text/plain",
             },
         });

@@ -383,7 +383,7 @@ fn minihttp_engine_limits_are_as_listed_in_config() {
 #[test]
 fn minihttp_engine_echoes_content_length_bodies_and_refuses_chunked_ones() {
     use workloads::contract::{Exchange, Outcome};
-    use workloads::echo::Framing;
+    use workloads::echo::BodyFraming;
     let server = ServerProcess::start(BIN, &["--engine", "minihttp"]);
     let config = get(server.addr, "/config").unwrap();
     let config = workloads::ServerConfig::from_json(&config.body).unwrap();
@@ -399,7 +399,7 @@ fn minihttp_engine_echoes_content_length_bodies_and_refuses_chunked_ones() {
     let mut echo_rows = 0;
     for row in workloads::contract::rows() {
         let chunked = match &row.exchange {
-            Exchange::Echo(probe) => matches!(probe.framing, Framing::Chunked { .. }),
+            Exchange::Echo(probe) => matches!(probe.framing, BodyFraming::Chunked { .. }),
             Exchange::Reject { raw, .. } if raw.starts_with(b"POST /echo") => true,
             _ => continue,
         };

@@ -13,8 +13,9 @@
 //! A server that does not serve `/echo` (nginx-static) is judged by the
 //! same rules: its refusal must still come first and the connection close.
 
-use crate::conformance::{closing, many, row, section, Group, Requirement, Seen, HIDDEN, HOST};
-use crate::contract::Row;
+use super::build::{closing, many, row, section, HIDDEN, HOST};
+use super::probe::{Group, Requirement, Seen};
+use crate::contract::row::Row;
 
 /// The first answer is a 4xx (or the 501 of a server that declines every
 /// chunked body, RFC 9112 §6.1), nothing in or after the body was served
@@ -150,8 +151,8 @@ pub(crate) fn rows() -> Vec<Row> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::probe::End;
     use super::*;
-    use crate::conformance::End;
     use crate::probe::RawResponse;
     use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! was found.
 //!
 //! The rows ask for `/hello` (every server here serves it), and the
-//! body-framing rows of [`crate::framing`] post to `/echo`. What a
+//! body-framing rows of `bodies.rs` post to `/echo`. What a
 //! benchmark origin may answer: a 404/405/501 for a route or method it does
 //! not serve is fine (a `POST /hello` with a body may get 405, as long as
 //! the body was framed right: the request pipelined after it is answered);
@@ -19,355 +19,20 @@
 //! [`crate::contract::Row::conformance`] set; `harness verify` runs them
 //! with `--conformance`.
 
-use std::fmt;
-use std::io;
-use std::net::SocketAddr;
-use std::time::Duration;
+mod bodies;
+mod build;
+pub mod probe;
 
-use crate::contract::{Exchange, Row, RowError};
-use crate::probe::{Conn, RawResponse};
+pub use probe::{Conformance, End, Group, Probe, Requirement, Section, Seen};
 
-/// Where a requirement is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Section {
-    /// 9112 (HTTP/1.1), 9110 (HTTP Semantics) or 9293 (TCP).
-    pub rfc: u16,
-    /// `6.3`.
-    pub number: &'static str,
-    /// `Message Body Length`.
-    pub title: &'static str,
-}
-
-impl fmt::Display for Section {
-    /// `RFC 9112 §6.3 (Message Body Length)`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RFC {} §{} ({})", self.rfc, self.number, self.title)
-    }
-}
-
-/// How strongly the RFC asks for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Requirement {
-    /// MUST / MUST NOT (or the only reading the grammar allows): a deviation fails.
-    Must,
-    /// SHOULD / RECOMMENDED: a deviation warns.
-    Should,
-}
-
-impl Requirement {
-    pub fn name(self) -> &'static str {
-        match self {
-            Requirement::Must => "MUST",
-            Requirement::Should => "SHOULD",
-        }
-    }
-}
-
-/// The groups of the section, in the order they are printed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Group {
-    RequestLine,
-    HeaderFields,
-    Bodies,
-    Connections,
-}
-
-impl Group {
-    pub const ALL: [Group; 4] = [
-        Group::RequestLine,
-        Group::HeaderFields,
-        Group::Bodies,
-        Group::Connections,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Group::RequestLine => "request line",
-            Group::HeaderFields => "header fields",
-            Group::Bodies => "bodies",
-            Group::Connections => "connections",
-        }
-    }
-}
-
-/// What makes a row a conformance row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Conformance {
-    pub group: Group,
-    pub section: Section,
-    pub requirement: Requirement,
-    /// The request is valid HTTP/1.1 (or valid obsolete syntax a server
-    /// must handle): whatever else, it must get an answer, never a silent
-    /// close.
-    pub well_formed: bool,
-}
-
-/// What a conformance row sends and how it judges what came back.
-#[derive(Clone, Debug)]
-pub struct Probe {
-    /// Written at once on a fresh connection.
-    pub raw: Vec<u8>,
-    /// Then the client shuts down its sending side (a half-close).
-    pub half_close: bool,
-    /// The most answers a conforming server sends (more are read as a deviation).
-    pub answers: usize,
-    /// The judge needs to know whether the server closed after its answers.
-    pub needs_close: bool,
-    /// Whether what was seen meets the requirement.
-    pub judge: fn(&Seen) -> bool,
-    /// What a conforming server does, in a few words (printed with a deviation).
-    pub expected: &'static str,
-}
-
-/// How the exchange ended, after the answers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum End {
-    /// The server closed (or reset) the connection.
-    Closed,
-    /// Still open, nothing more within the wait.
-    Open,
-    /// No (further) complete answer within the row's timeout.
-    Silent,
-    /// Bytes that are not an HTTP response.
-    NotHttp(String),
-    /// All the answers came and the close did not matter.
-    NotChecked,
-}
-
-/// What a server did with a probe.
-#[derive(Clone, Debug)]
-pub struct Seen {
-    pub answers: Vec<RawResponse>,
-    pub end: End,
-    /// The row's timeout, for saying how long silence lasted.
-    pub waited: Duration,
-}
-
-impl Seen {
-    /// Exactly one answer, with one of these statuses, then the close.
-    pub fn refused_and_closed(&self, statuses: &[u16]) -> bool {
-        self.answers.len() == 1 && statuses.contains(&self.answers[0].status) && self.closed()
-    }
-
-    /// Answered, and nothing in or after the body served: the first answer
-    /// (the request itself, or its refusal), then at most an error answer
-    /// for the rest of the bytes (never the hidden 404, never a 2xx for the
-    /// request that follows), then the close.
-    pub fn closed_without_smuggling(&self) -> bool {
-        let later_errors = self
-            .answers
-            .iter()
-            .skip(1)
-            .all(|r| r.status >= 400 && r.status != 404);
-        matches!(self.answers.len(), 1 | 2) && later_errors && self.closed()
-    }
-
-    /// As [`Seen::closed_without_smuggling`], and refused: some answer is a 4xx or 5xx.
-    pub fn refused_without_smuggling(&self) -> bool {
-        self.closed_without_smuggling() && self.answers.iter().any(|r| r.status >= 400)
-    }
-
-    /// The first answer has one of these statuses (whatever followed).
-    pub fn first_is(&self, statuses: &[u16]) -> bool {
-        self.answers
-            .first()
-            .is_some_and(|r| statuses.contains(&r.status))
-    }
-
-    /// The first answer is `200 Hello World`.
-    pub fn first_is_hello(&self) -> bool {
-        self.answers.first().is_some_and(is_hello)
-    }
-
-    pub fn closed(&self) -> bool {
-        self.end == End::Closed
-    }
-
-    /// The body was framed right: the request pipelined after it got
-    /// `200 Hello World` and nothing hidden in the body was answered, or
-    /// the server answered once (not with a status in `refusals_not_allowed`)
-    /// and closed, which leaves nothing to misread.
-    fn framed(&self, refusals_not_allowed: &[u16]) -> bool {
-        match self.answers.as_slice() {
-            [_, second] => is_hello(second),
-            [only] => self.closed() && !refusals_not_allowed.contains(&only.status),
-            _ => false,
-        }
-    }
-
-    /// One line: each answer's status (and a 2xx's body), then how it ended.
-    pub fn describe(&self) -> String {
-        let answers: Vec<String> = self.answers.iter().map(short).collect();
-        let mut out = if answers.is_empty() {
-            "no answer".to_string()
-        } else {
-            answers.join(", ")
-        };
-        match &self.end {
-            End::Closed => out.push_str(", then closed"),
-            End::Open => out.push_str(", connection left open"),
-            End::Silent if self.answers.is_empty() => {
-                out.push_str(&format!(" within {:?}", self.waited))
-            }
-            End::Silent => out.push_str(&format!(", then nothing within {:?}", self.waited)),
-            End::NotHttp(what) => out.push_str(&format!(", then bytes that are not HTTP: {what}")),
-            End::NotChecked => {}
-        }
-        out
-    }
-}
-
-fn is_hello(r: &RawResponse) -> bool {
-    r.status == 200 && r.body == b"Hello World"
-}
-
-/// `404`, or `200 "Hello World"` for a 2xx.
-fn short(r: &RawResponse) -> String {
-    if (200..300).contains(&r.status) {
-        let body = r.body_str();
-        let body: String = body.chars().take(40).collect();
-        format!("{} {body:?}", r.status)
-    } else {
-        r.status.to_string()
-    }
-}
-
-/// How long the judge waits for a close it needs to see.
-const CLOSE_WAIT: Duration = Duration::from_secs(5);
-
-impl Probe {
-    /// Sends the probe and collects the answers (at most `answers`, each
-    /// within `timeout`), then, where it matters, whether the server closed.
-    pub fn run(&self, addr: SocketAddr, timeout: Duration) -> Result<Seen, RowError> {
-        let mut c = Conn::connect_within(addr, timeout, timeout).map_err(RowError::Connect)?;
-        c.send(&self.raw).map_err(RowError::Send)?;
-        if self.half_close {
-            c.shutdown_write().map_err(RowError::Send)?;
-        }
-        let mut seen = Seen {
-            answers: Vec::new(),
-            end: End::NotChecked,
-            waited: timeout,
-        };
-        for _ in 0..self.answers {
-            match c.read_response(false) {
-                Ok(r) => seen.answers.push(r),
-                Err(e) => {
-                    seen.end = match e.kind() {
-                        io::ErrorKind::TimedOut => End::Silent,
-                        io::ErrorKind::InvalidData => End::NotHttp(e.to_string()),
-                        _ => End::Closed,
-                    };
-                    return Ok(seen);
-                }
-            }
-        }
-        if self.needs_close {
-            seen.end = if c.is_closed(CLOSE_WAIT.min(timeout)) {
-                End::Closed
-            } else {
-                End::Open
-            };
-        }
-        Ok(seen)
-    }
-}
-
-pub(crate) const HOST: &str = "Host: verify\r\n";
-/// The request pipelined after a body: answered `200 Hello World` if the
-/// body was framed right.
-const FOLLOW: &str = "GET /hello HTTP/1.1\r\nHost: verify\r\n\r\n";
-/// Hidden in a body: answered (404) only by a server that misframes it.
-pub(crate) const HIDDEN: &str = "GET /nope HTTP/1.1\r\nHost: verify\r\n\r\n";
-
-pub(crate) fn section(rfc: u16, number: &'static str, title: &'static str) -> Section {
-    Section { rfc, number, title }
-}
-
-/// One conformance row.
-pub(crate) fn row(
-    group: Group,
-    section: Section,
-    requirement: Requirement,
-    well_formed: bool,
-    name: &str,
-    why: &'static str,
-    probe: Probe,
-) -> Row {
-    Row {
-        name: name.to_string(),
-        why,
-        exchange: Exchange::Conformance(probe),
-        conformance: Some(Conformance {
-            group,
-            section,
-            requirement,
-            well_formed,
-        }),
-    }
-}
-
-/// A probe read for one answer, the close not looked at.
-fn one(raw: impl Into<Vec<u8>>, judge: fn(&Seen) -> bool, expected: &'static str) -> Probe {
-    many(raw, 1, judge, expected)
-}
-
-/// A probe read for up to `answers` answers, each within the timeout (a
-/// conforming server that answers fewer closes, which ends the reading).
-pub(crate) fn many(
-    raw: impl Into<Vec<u8>>,
-    answers: usize,
-    judge: fn(&Seen) -> bool,
-    expected: &'static str,
-) -> Probe {
-    Probe {
-        raw: raw.into(),
-        half_close: false,
-        answers,
-        needs_close: false,
-        judge,
-        expected,
-    }
-}
-
-/// A probe whose judge needs the close after its last answer: up to
-/// `answers` answers, then whether the server closed (a server that
-/// answers fewer is read to its close or its silence anyway).
-pub(crate) fn closing(
-    raw: impl Into<Vec<u8>>,
-    answers: usize,
-    judge: fn(&Seen) -> bool,
-    expected: &'static str,
-) -> Probe {
-    Probe {
-        needs_close: true,
-        ..many(raw, answers, judge, expected)
-    }
-}
-
-/// `GET /hello HTTP/1.1` with these extra header lines (each ending in CRLF).
-fn hello_with(headers: &str) -> String {
-    format!("GET /hello HTTP/1.1\r\n{HOST}{headers}\r\n")
-}
-
-/// `POST /hello` with these framing headers and body, then [`FOLLOW`].
-fn post_then_hello(framing: &str, body: &str) -> String {
-    format!("POST /hello HTTP/1.1\r\n{HOST}{framing}\r\n{body}{FOLLOW}")
-}
-
-/// A chunked body whose only chunk is [`HIDDEN`], then [`FOLLOW`].
-fn chunked_hidden(size_line: &str, after_last: &str) -> String {
-    post_then_hello(
-        "Transfer-Encoding: chunked\r\n",
-        &format!("{size_line}\r\n{HIDDEN}\r\n0\r\n{after_last}\r\n"),
-    )
-}
+use crate::contract::row::Row;
+use build::*;
 
 /// The conformance section, in the order of its groups (the body-framing
-/// rows of `POST /echo`, [`crate::framing`], among the bodies).
+/// rows of `POST /echo`, `bodies.rs`, among the bodies).
 pub fn rows() -> Vec<Row> {
     let mut rows = own_rows();
-    rows.extend(crate::framing::rows());
+    rows.extend(bodies::rows());
     // Stable: each group's rows keep their order.
     rows.sort_by_key(|r| r.conformance.map(|c| c.group));
     rows
@@ -588,7 +253,10 @@ fn own_rows() -> Vec<Row> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::probe::RawResponse;
 
     fn resp(status: u16, body: &str) -> RawResponse {
         RawResponse {
