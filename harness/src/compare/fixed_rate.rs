@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use super::plan::{Kind, Workload};
 use super::protocol;
-use super::rate_results::{CapacityRow, RateCell, RateLatency, RatePoint};
+use super::rate_results::{CapacityRow, RateCell, RateLatency};
 pub use super::rate_spec::RateSpec;
+use super::results::CurvePoint;
 use super::results::{Row, RowStatus};
 use super::runner::{self, Ctx, CURVE};
 use crate::capacity::{self, Search};
@@ -419,7 +420,7 @@ fn one_rate(
     if !s.latency_us.is_empty() {
         cell.latency_curve = CURVE
             .iter()
-            .map(|&q| RatePoint {
+            .map(|&q| CurvePoint {
                 percentile: q,
                 latency_us: match q {
                     q if q >= 100.0 => s.latency_us.max(),

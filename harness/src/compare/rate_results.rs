@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::results::CurvePoint;
 use crate::thresholds::Verdict;
 
 /// The fixed-rate part of a comparison.
@@ -88,15 +89,6 @@ pub struct RowVerdicts {
     pub verdicts: Vec<Verdict>,
 }
 
-/// One point of a latency distribution.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RatePoint {
-    /// 0..=100.
-    pub percentile: f64,
-    pub latency_us: u64,
-}
-
 /// p50 … max of a fixed-rate cell, from the intended send, in µs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -130,7 +122,7 @@ pub struct RateCell {
     /// From each request's intended send time (coordinated omission corrected).
     pub latency_us: RateLatency,
     /// The latency distribution, for percentile curves.
-    pub latency_curve: Vec<RatePoint>,
+    pub latency_curve: Vec<CurvePoint>,
     /// The server's CPU time per successful request, µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_us_per_request: Option<f64>,

@@ -4,12 +4,12 @@
 
 use plotters::prelude::*;
 
-use super::super::results::{Results, Row, RowStatus};
+use super::super::results::{CurvePoint, Results, Row, RowStatus};
 pub use crate::report::svg::escape;
 use crate::report::svg::{builder, svg};
 
 /// The color of server `name` (stable across the charts of one report).
-fn color(results: &Results, name: &str) -> RGBColor {
+pub(super) fn color(results: &Results, name: &str) -> RGBColor {
     let i = results
         .servers
         .iter()
@@ -123,26 +123,52 @@ fn nines(p: f64) -> f64 {
 
 /// Latency against percentile, one curve per server, both axes logarithmic.
 pub fn latency_curves(results: &Results, workload: &str, c: u64) -> Option<String> {
-    let rows: Vec<&Row> = ok_rows(results, workload, c)
+    let lines: Vec<PercentileLine> = ok_rows(results, workload, c)
         .into_iter()
-        .filter(|r| r.latency_curve.len() >= 2)
+        .map(|r| PercentileLine {
+            server: &r.server,
+            label: label(r),
+            curve: &r.latency_curve,
+        })
         .collect();
-    if rows.is_empty() {
+    percentile_chart(
+        results,
+        format!("{workload}: latency by percentile at c={c}"),
+        &lines,
+    )
+}
+
+/// One curve of [`percentile_chart`]: its server (the colour), its legend
+/// and HdrHistogram's percentile distribution.
+pub(super) struct PercentileLine<'a> {
+    pub server: &'a str,
+    pub label: String,
+    pub curve: &'a [CurvePoint],
+}
+
+/// Latency (ms, log) against percentile on a "nines" axis, a curve per
+/// line with two points or more; `None` where no line has.
+pub(super) fn percentile_chart(
+    results: &Results,
+    title: String,
+    lines: &[PercentileLine],
+) -> Option<String> {
+    let lines: Vec<&PercentileLine> = lines.iter().filter(|l| l.curve.len() >= 2).collect();
+    if lines.is_empty() {
         return None;
     }
-    let points = |r: &Row| -> Vec<(f64, f64)> {
-        r.latency_curve
+    let points = |l: &PercentileLine| -> Vec<(f64, f64)> {
+        l.curve
             .iter()
             .filter(|p| p.percentile < 100.0 && p.latency_us > 0)
             .map(|p| (nines(p.percentile), p.latency_us as f64 / 1000.0))
             .collect()
     };
-    let all: Vec<f64> = rows.iter().flat_map(|r| points(r)).map(|p| p.1).collect();
+    let all: Vec<f64> = lines.iter().flat_map(|l| points(l)).map(|p| p.1).collect();
     let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.001) / 1.5;
     let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0) * 1.5;
     Some(svg(|root| {
-        let mut chart = builder(root, format!("{workload}: latency by percentile at c={c}"))
-            .build_cartesian_2d(0f64..5.0, (lo..hi).log_scale())?;
+        let mut chart = builder(root, title).build_cartesian_2d(0f64..5.0, (lo..hi).log_scale())?;
         chart
             .configure_mesh()
             .x_labels(6)
@@ -158,11 +184,11 @@ pub fn latency_curves(results: &Results, workload: &str, c: u64) -> Option<Strin
             .y_desc("latency (ms, log)")
             .y_label_formatter(&|v| ms_label(*v))
             .draw()?;
-        for r in &rows {
-            let c = color(results, &r.server);
+        for l in &lines {
+            let c = color(results, l.server);
             chart
-                .draw_series(LineSeries::new(points(r), c.stroke_width(2)))?
-                .label(label(r))
+                .draw_series(LineSeries::new(points(l), c.stroke_width(2)))?
+                .label(l.label.clone())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
                 });

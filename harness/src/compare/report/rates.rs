@@ -10,6 +10,7 @@ use plotters::prelude::*;
 
 use super::super::rate_results::{CapacityRow, RateCell};
 use super::super::results::Results;
+use super::charts::{color, percentile_chart, PercentileLine};
 use crate::report::page::{html_table, md_table};
 use crate::report::svg::{builder, escape, svg};
 use crate::report::{align, bytes, latency};
@@ -300,16 +301,6 @@ fn all_cells(results: &Results) -> impl Iterator<Item = &RateCell> {
     )
 }
 
-fn color(results: &Results, name: &str) -> RGBColor {
-    let i = results
-        .servers
-        .iter()
-        .position(|s| s.name == name)
-        .unwrap_or(0);
-    let c = Palette99::pick(i).to_rgba();
-    RGBColor(c.0, c.1, c.2)
-}
-
 /// The SLO's latency bound, ms (its first latency threshold).
 fn slo_line_ms(results: &Results) -> Option<f64> {
     results
@@ -430,65 +421,23 @@ fn latency_vs_rate(results: &Results, workload: &str) -> Option<String> {
     }))
 }
 
-/// Percentile → x on a "nines" axis: 90% → 1, 99% → 2, 99.9% → 3.
-fn nines(p: f64) -> f64 {
-    -(1.0 - (p / 100.0).min(0.99999)).log10()
-}
-
 /// At one fixed rate: each server's latency by percentile (HdrHistogram's
 /// percentile distribution), both axes logarithmic.
 fn percentile_curves(results: &Results, workload: &str, asked: &str) -> Option<String> {
-    let cells: Vec<&RateCell> = results
+    let lines: Vec<PercentileLine> = results
         .at_rate
         .cells
         .iter()
-        .filter(|c| c.workload == workload && c.asked == asked && c.latency_curve.len() >= 2)
+        .filter(|c| c.workload == workload && c.asked == asked)
+        .map(|c| PercentileLine {
+            server: &c.server,
+            label: format!("{} ({:.0}/s)", c.server, c.offered_per_s),
+            curve: &c.latency_curve,
+        })
         .collect();
-    if cells.is_empty() {
-        return None;
-    }
-    let pts = |c: &RateCell| -> Vec<(f64, f64)> {
-        c.latency_curve
-            .iter()
-            .filter(|p| p.percentile < 100.0 && p.latency_us > 0)
-            .map(|p| (nines(p.percentile), p.latency_us as f64 / 1000.0))
-            .collect()
-    };
-    let all: Vec<f64> = cells.iter().flat_map(|c| pts(c)).map(|p| p.1).collect();
-    let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.001) / 1.5;
-    let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0) * 1.5;
-    Some(svg(|root| {
-        let mut chart = builder(
-            root,
-            format!("{workload} at {asked}: latency by percentile (from the intended send)"),
-        )
-        .build_cartesian_2d(0f64..5.0, (lo..hi).log_scale())?;
-        chart
-            .configure_mesh()
-            .x_labels(6)
-            .x_label_formatter(&|x| match x.round() as i32 {
-                0 => "0%".into(),
-                1 => "90%".into(),
-                k => format!("{}%", 100.0 - 10f64.powi(2 - k)),
-            })
-            .x_desc("percentile")
-            .y_desc("latency (ms, log)")
-            .draw()?;
-        for c in &cells {
-            let col = color(results, &c.server);
-            chart
-                .draw_series(LineSeries::new(pts(c), col.stroke_width(2)))?
-                .label(format!("{} ({:.0}/s)", c.server, c.offered_per_s))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
-    }))
+    percentile_chart(
+        results,
+        format!("{workload} at {asked}: latency by percentile (from the intended send)"),
+        &lines,
+    )
 }
