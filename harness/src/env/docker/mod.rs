@@ -166,6 +166,9 @@ impl Docker {
         // The host's Node.js is not always Debian's (here: another vendor's
         // build): the same program is mounted rather than another installed.
         read_only.extend(catalog::find_program(&["node", "nodejs"]).map(|p| real_path(&p)));
+        // Caddy comes from `go install` (no Debian package at its version):
+        // caddy-static runs the host's program, mounted the same way.
+        read_only.extend(catalog::find_program(&["caddy"]).map(|p| real_path(&p)));
         read_only.sort();
         read_only.dedup();
         let mut docker = Docker {
