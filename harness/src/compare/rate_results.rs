@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::results::CurvePoint;
 use crate::thresholds::Verdict;
 
 /// The fixed-rate part of a comparison.
@@ -179,4 +178,15 @@ pub struct CapacityRow {
     /// Why the search could not run, or how it ended unusually.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// One point of a latency distribution (HdrHistogram's percentile
+/// distribution): closed-loop rows and fixed-rate cells alike. Here rather
+/// than in `results`, which imports this file.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CurvePoint {
+    /// 0..=100.
+    pub percentile: f64,
+    pub latency_us: u64,
 }

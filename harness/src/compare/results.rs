@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::rate_results::AtRate;
+pub use super::rate_results::{AtRate, CurvePoint};
 use crate::stats::{FailureCounts, SecondPoint};
 
 pub use crate::lab::record::{
@@ -347,14 +347,6 @@ pub struct Summary {
     pub outside_cpu_pct_max: Option<f64>,
     /// `rps_mean` over the baseline's for the same workload and level.
     pub ratio: Option<f64>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CurvePoint {
-    /// 0..=100.
-    pub percentile: f64,
-    pub latency_us: u64,
 }
 
 impl Results {
