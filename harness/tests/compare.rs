@@ -3,10 +3,9 @@
 //! MariaDB; the schema of results.json; report.html in headless Chromium;
 //! and an interrupted comparison that must leave nothing behind.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harness::compare::results::{
     ConformanceCheck, ConformanceDeviation, ContractCheck, CurvePoint, Database, Fairness,
@@ -18,7 +17,7 @@ use harness::stats::{FailureCounts, SecondPoint};
 use serde_json::Value;
 
 use crate::cli::validate;
-use crate::util::{harness_bin, own_session, sibling_binary, tmp, wait_exit};
+use crate::util::{harness_bin, own_session, sibling_binary, tmp, wait_exit, StderrLines};
 
 pub(crate) fn the_results_dir(out: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(out)
@@ -977,35 +976,9 @@ fn an_interrupted_compare_leaves_no_process_and_no_temp_dir() {
     own_session(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let sid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
+    let mut stderr = StderrLines::of(&mut child);
     // Wait for the first measured run to be under way.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut log = Vec::new();
-    loop {
-        match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(line) => {
-                let started = line.contains("run 1/1 ...");
-                log.push(line);
-                if started {
-                    break;
-                }
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(_) => panic!("harness exited early:\n{}", log.join("\n")),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no run started:\n{}",
-            log.join("\n")
-        );
-    }
+    stderr.wait_for("run 1/1 ...", Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(1500));
     // While it runs, its children are in its session.
     assert!(
@@ -1019,18 +992,12 @@ fn an_interrupted_compare_leaves_no_process_and_no_temp_dir() {
         Duration::from_secs(60),
         "harness did not exit after SIGTERM",
     );
-    while let Ok(line) = rx.try_recv() {
-        log.push(line);
-    }
-    assert_eq!(status.code(), Some(130), "{}", log.join("\n"));
+    stderr.drain();
+    assert_eq!(status.code(), Some(130), "{}", stderr.text());
     // Give init a moment to reap what was killed.
     std::thread::sleep(Duration::from_millis(300));
     let left = leftovers(sid, &marker);
-    assert!(
-        left.is_empty(),
-        "left running: {left:?}\n{}",
-        log.join("\n")
-    );
+    assert!(left.is_empty(), "left running: {left:?}\n{}", stderr.text());
     let files: Vec<_> = std::fs::read_dir(tmpdir.path())
         .unwrap()
         .flatten()
@@ -1064,35 +1031,15 @@ fn a_server_killed_mid_run_is_reported_with_its_signal_and_its_run_kept() {
     own_session(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let sid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
-    let mut log = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while !log.iter().any(|l: &String| l.contains("run 1/1 ...")) {
-        match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(line) => log.push(line),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(_) => panic!("harness exited early:\n{}", log.join("\n")),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no run started:\n{}",
-            log.join("\n")
-        );
-    }
+    let mut stderr = StderrLines::of(&mut child);
+    stderr.wait_for("run 1/1 ...", Duration::from_secs(180));
     // The server of the run, in the compare's session; killed once it
     // has served the run for a while (its CPU time moved).
     let comm = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
     let server = procfs::all()
         .into_iter()
         .find(|p| p.session == sid && comm(p.pid).trim() == "worker-pool")
-        .unwrap_or_else(|| panic!("no worker-pool in the session:\n{}", log.join("\n")));
+        .unwrap_or_else(|| panic!("no worker-pool in the session:\n{}", stderr.text()));
     let ticks = |pid: i32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
@@ -1110,11 +1057,9 @@ fn a_server_killed_mid_run_is_reported_with_its_signal_and_its_run_kept() {
         Duration::from_secs(120),
         "compare did not end after its server was killed",
     );
-    while let Ok(line) = rx.try_recv() {
-        log.push(line);
-    }
+    stderr.drain();
     let stdout = std::fs::read_to_string(&stdout_file).unwrap();
-    assert_eq!(status.code(), Some(1), "{stdout}\n{}", log.join("\n"));
+    assert_eq!(status.code(), Some(1), "{stdout}\n{}", stderr.text());
     let row = table_row(&stdout, "worker-pool", "work").expect("a row");
     assert!(row.contains("FAILED"), "{row}");
     let text = std::fs::read_to_string(the_results_dir(&results_dir).join("results.json")).unwrap();

@@ -207,8 +207,7 @@ fn models_rate_states_littles_law_first_and_finds_no_more_than_it() {
 
 #[test]
 fn a_sigterm_between_fixed_rate_cells_writes_what_was_measured() {
-    use std::io::{BufRead, BufReader};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let out = tmp("rates-sigterm");
     let mut cmd = Command::new(harness_bin());
     cmd.args([
@@ -237,30 +236,9 @@ fn a_sigterm_between_fixed_rate_cells_writes_what_was_measured() {
     .stderr(Stdio::piped());
     crate::util::own_session(&mut cmd);
     let mut child = cmd.spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let mut stderr = crate::util::StderrLines::of(&mut child);
     // The second cell under way: the first is complete.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut log = Vec::new();
-    loop {
-        match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(line) => {
-                let second = line.contains("at 300/s (300/s) ...");
-                log.push(line);
-                if second {
-                    break;
-                }
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(_) => panic!("harness exited early:\n{}", log.join("\n")),
-        }
-        assert!(Instant::now() < deadline, "{}", log.join("\n"));
-    }
+    stderr.wait_for("at 300/s (300/s) ...", Duration::from_secs(120));
     // SAFETY: signalling the child we started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = crate::util::wait_exit(
@@ -268,7 +246,7 @@ fn a_sigterm_between_fixed_rate_cells_writes_what_was_measured() {
         Duration::from_secs(60),
         "harness did not exit after SIGTERM",
     );
-    assert_eq!(status.code(), Some(130), "{}", log.join("\n"));
+    assert_eq!(status.code(), Some(130), "{}", stderr.text());
     let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
     let results = Results::from_json(&text).unwrap();
     assert!(results.header.interrupted);

@@ -505,3 +505,59 @@ pub fn stdout(o: &std::process::Output) -> String {
     );
     String::from_utf8(o.stdout.clone()).unwrap()
 }
+
+/// A child's stderr, line by line, read on a thread of its own: a test
+/// waits for the line that says the child reached a state, with every line
+/// so far kept for its failure message.
+pub struct StderrLines {
+    rx: std::sync::mpsc::Receiver<String>,
+    pub log: Vec<String>,
+}
+
+impl StderrLines {
+    /// Takes `child`'s piped stderr.
+    pub fn of(child: &mut Child) -> StderrLines {
+        use std::io::{BufRead, BufReader};
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        StderrLines {
+            rx,
+            log: Vec::new(),
+        }
+    }
+
+    /// Until a line contains `needle`, for at most `limit`; panics with
+    /// the lines so far if the child exits first or the time runs out.
+    pub fn wait_for(&mut self, needle: &str, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while !self.log.iter().any(|l| l.contains(needle)) {
+            match self.rx.recv_timeout(Duration::from_secs(1)) {
+                Ok(line) => self.log.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(_) => panic!("exited before {needle:?}:\n{}", self.text()),
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} within {limit:?}:\n{}",
+                self.text()
+            );
+        }
+    }
+
+    /// Takes the lines that have arrived, without waiting for more.
+    pub fn drain(&mut self) {
+        while let Ok(line) = self.rx.try_recv() {
+            self.log.push(line);
+        }
+    }
+
+    /// Every line so far.
+    pub fn text(&self) -> String {
+        self.log.join("\n")
+    }
+}

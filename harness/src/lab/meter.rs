@@ -61,18 +61,47 @@ impl Sample {
     }
 }
 
-/// Per (pid, start time): CPU ticks when first seen in the window (0 for a
-/// process born inside it) and when last seen.
-type Seen = BTreeMap<(i32, u64), (u64, u64)>;
+/// A process's CPU as two counters give it: clock ticks (the whole process,
+/// its ended threads included, but 10 ms coarse) and the schedstat sum of
+/// its live threads (exact to the nanosecond). A short window of a server
+/// that does little (50 requests at 100/s) is 0 ticks; a thread that ended
+/// in the window leaves the schedstat sum.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Cpu {
+    ticks: u64,
+    ns: u64,
+}
+
+impl Cpu {
+    fn of(s: &procfs::Stat) -> Cpu {
+        Cpu {
+            ticks: s.cpu_ticks,
+            ns: procfs::cpu_ns(s.pid).unwrap_or(0),
+        }
+    }
+
+    /// Seconds from `self` to `later`: the finer counter, unless the
+    /// coarse one saw more (a thread ended in between).
+    fn seconds_to(self, later: Cpu, ticks_per_s: f64) -> f64 {
+        let by_ticks = later.ticks.saturating_sub(self.ticks) as f64 / ticks_per_s;
+        let by_ns = later.ns.saturating_sub(self.ns) as f64 / 1e9;
+        by_ticks.max(by_ns)
+    }
+}
+
+/// Per (pid, start time): its CPU when first seen in the window (zero for
+/// a process born inside it) and when last seen.
+type Seen = BTreeMap<(i32, u64), (Cpu, Cpu)>;
 
 fn observe(seen: &mut Seen, roots: &[u32], first: bool) -> u64 {
     let mut rss_pages = 0;
     for s in procfs::tree(roots) {
         rss_pages += s.rss_pages;
+        let now = Cpu::of(&s);
         let e = seen
             .entry((s.pid, s.start_ticks))
-            .or_insert((if first { s.cpu_ticks } else { 0 }, s.cpu_ticks));
-        e.1 = s.cpu_ticks;
+            .or_insert((if first { now } else { Cpu::default() }, now));
+        e.1 = now;
     }
     rss_pages
 }
@@ -178,7 +207,8 @@ impl Meter {
         let (mut seen, mut peak) = self.handle.join().unwrap_or_default();
         peak = peak.max(observe(&mut seen, &self.roots, false));
         let tick = procfs::ticks_per_s();
-        let server_ticks: u64 = seen.values().map(|(a, b)| b.saturating_sub(*a)).sum();
+        let server_cpu_s: f64 = seen.values().map(|(a, b)| a.seconds_to(*b, tick)).sum();
+        let server_ticks = (server_cpu_s * tick) as u64;
         let generator_ticks = generator_end.saturating_sub(self.generator_start);
         let path_ticks = path_beside_ns.map_or(0, |ns| (ns as f64 * tick / 1e9) as u64);
         let own = server_ticks + generator_ticks + db_end.unwrap_or(0) + path_ticks;
@@ -189,7 +219,7 @@ impl Meter {
             .max(1);
         Sample {
             wall_s,
-            server_cpu_s: server_ticks as f64 / tick,
+            server_cpu_s,
             server_rss_peak_bytes: peak * procfs::page_size(),
             generator_cpu_s: generator_ticks as f64 / tick,
             db_cpu_s: db_end.map(|t| t as f64 / tick),
@@ -205,6 +235,37 @@ impl Meter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A window in which the server does less than a clock tick of work
+    /// (a fixed-rate cell of 50 requests at 100/s) still shows it: the
+    /// ticks alone read 0 µs per request there.
+    #[test]
+    fn less_than_a_tick_of_work_is_metered() {
+        use std::io::{BufRead, Write};
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while read l; do [ \"$l\" = end ] && echo done; done"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let ticks_before = procfs::stat(pid).map_or(0, |s| s.cpu_ticks);
+        let meter = Meter::start(vec![child.id()], &[], None);
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        stdin.write_all("x\n".repeat(200).as_bytes()).unwrap();
+        stdin.write_all(b"end\n").unwrap();
+        // Until the child has read every line (the state it reports).
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "done\n");
+        let sample = meter.finish();
+        let ticks = procfs::stat(pid).map_or(0, |s| s.cpu_ticks) - ticks_before;
+        drop(stdin);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(sample.server_cpu_s > 0.0, "{ticks} ticks: {sample:?}");
+    }
 
     #[test]
     fn a_busy_child_shows_its_cpu_and_memory() {
