@@ -31,22 +31,10 @@ cargo build --release --locked -q -p event-loop -p coroutine -p worker-pool
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() { for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$1/hello" >/dev/null && return 0; sleep 0.05; done; echo "port $1 never answered" >&2; return 1; }
 
-# A private MariaDB (an --init-file takes one statement per line).
-DBPORT=$(free_port)
-mariadb-install-db --no-defaults --datadir="$WORK/db" --auth-root-authentication-method=socket --skip-test-db $([ "$(id -u)" = 0 ] && echo --user=root) >/dev/null
-cat >"$WORK/init.sql" <<SQL
-CREATE DATABASE IF NOT EXISTS bench;
-CREATE USER IF NOT EXISTS 'bench'@'%' IDENTIFIED BY 'bench';
-CREATE USER IF NOT EXISTS 'bench'@'localhost' IDENTIFIED BY 'bench';
-GRANT ALL ON bench.* TO 'bench'@'%';
-GRANT ALL ON bench.* TO 'bench'@'localhost';
-SQL
-/usr/sbin/mariadbd --no-defaults --datadir="$WORK/db" --socket="$WORK/db.sock" --port="$DBPORT" \
-  --bind-address=127.0.0.1 --init-file="$WORK/init.sql" --skip-name-resolve --max-connections=1000 \
-  $([ "$(id -u)" = 0 ] && echo --user=root) >"$WORK/mariadbd.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$DBPORT") 2>/dev/null && break; sleep 0.1; done
-URL="mysql://bench:bench@127.0.0.1:$DBPORT/bench"
+# A private MariaDB.
+. servers/bench/private-mariadb.sh
+start_private_mariadb "$WORK"
+PIDS+=("$DB_PID")
 
 declare -A PORT
 start_rust() { # name bin args...

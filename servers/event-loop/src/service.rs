@@ -81,10 +81,12 @@ async fn serve(
     if let Some(ws) = workloads::ws::route(target) {
         return Ok(upgrade(&state, req, ws));
     }
-    let method = req.method().as_str().to_string();
-    let target = target.to_string();
-    let body = req.into_body();
-    let (resp, allow, refused) = answer(&state, &method, &target, || read_body(body)).await;
+    // Parts and body apart, so the method and target are borrowed, not
+    // copied, while the body is read.
+    let (parts, body) = req.into_parts();
+    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let (resp, allow, refused) =
+        answer(&state, parts.method.as_str(), target, || read_body(body)).await;
     let mut resp = into_hyper(resp, allow);
     if refused {
         // The rest of the body is left unread: close, gently.
