@@ -205,8 +205,15 @@ pub struct RunArgs {
     #[arg(long)]
     pub h2: bool,
 
-    /// --h2c and --h2: streams in flight per connection (like h2load -m),
-    /// fewer if the server's SETTINGS_MAX_CONCURRENT_STREAMS is lower.
+    /// HTTP/3 over QUIC (an https:// URL; UDP to the URL's port), ALPN h3:
+    /// many requests in flight per connection as streams (--streams), each
+    /// response verified. Runs on epoll.
+    #[arg(long, conflicts_with_all = ["h2", "h2c"])]
+    pub h3: bool,
+
+    /// --h2c, --h2 and --h3: streams in flight per connection (like
+    /// h2load -m), fewer if the server's SETTINGS_MAX_CONCURRENT_STREAMS
+    /// (HTTP/2) or stream credit (HTTP/3) is lower.
     #[arg(long, default_value_t = 100, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::engine::MAX_PIPELINE)))]
     pub streams: u16,
@@ -463,8 +470,8 @@ pub fn parse_path(s: &str) -> Result<PathArg, String> {
 /// The plan for `args`.
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     if let Some(plan) = ws_plan(args)? {
-        if args.h2 || args.h2c {
-            bail!("--h2 and --h2c are for http:// and https:// URLs, not WebSocket");
+        if args.h2 || args.h2c || args.h3 {
+            bail!("--h2, --h2c and --h3 are for http:// and https:// URLs, not WebSocket");
         }
         return Ok(plan);
     }
@@ -707,6 +714,8 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
         if let Some(tls) = &mut plan.tls {
             tls.h2 = true;
         }
+    } else if args.h3 {
+        plan.framing = Framing::H3(args.streams);
     }
     plan.io = args.io;
     plan.gather = args.gather;
@@ -732,13 +741,25 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
 /// `--h2c` and `--h2`: the combinations that cannot work, each refused in
 /// one line.
 fn check_h2(args: &RunArgs, target: &Target) -> anyhow::Result<()> {
-    if !(args.h2c || args.h2) {
+    if !(args.h2c || args.h2 || args.h3) {
         if args.streams != 100 {
-            bail!("--streams is for HTTP/2: add --h2c (http://) or --h2 (https://)");
+            bail!("--streams is for HTTP/2 and HTTP/3: add --h2c (http://), --h2 or --h3 (https://)");
         }
         return Ok(());
     }
-    let flag = if args.h2c { "--h2c" } else { "--h2" };
+    let flag = if args.h2c {
+        "--h2c"
+    } else if args.h2 {
+        "--h2"
+    } else {
+        "--h3"
+    };
+    if args.h3 && !target.tls {
+        bail!("--h3 is HTTP/3 over QUIC, always encrypted: use an https:// URL");
+    }
+    if args.h3 && args.tls_version != TlsVersion::Tls13 {
+        bail!("--h3: QUIC carries TLS 1.3 only: drop --tls-version");
+    }
     if args.h2c && target.tls {
         bail!("--h2c is HTTP/2 over plaintext: use an http:// URL, or --h2 for https://");
     }
@@ -752,7 +773,7 @@ fn check_h2(args: &RunArgs, target: &Target) -> anyhow::Result<()> {
         bail!("{flag} keeps each connection for many streams: drop --no-keepalive");
     }
     if args.chunked {
-        bail!("{flag}: HTTP/2 has no chunked encoding (bodies go in DATA frames): drop --chunked");
+        bail!("{flag}: HTTP/2 and HTTP/3 have no chunked encoding (bodies go in DATA frames): drop --chunked");
     }
     if !args.headers.is_empty() {
         bail!("{flag} does not send -H headers yet: drop -H");

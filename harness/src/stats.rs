@@ -308,6 +308,8 @@ pub struct Stats {
     /// SETTINGS_MAX_CONCURRENT_STREAMS), over every SETTINGS received;
     /// `None` when no connection received one (no HTTP/2 was spoken).
     pub h2_streams: Option<u32>,
+    /// HTTP/3: what the QUIC connections counted (packets sent, lost).
+    pub quic: Option<crate::engine::quic::QuicCounts>,
     /// Per path of the plan, in its order (one for a single-path run): the
     /// same requests as the totals above, split by path.
     pub paths: Vec<PathStats>,
@@ -377,6 +379,7 @@ impl Default for Stats {
             tls_error: None,
             document_length: None,
             h2_streams: None,
+            quic: None,
             paths: Vec::new(),
         }
     }
@@ -427,6 +430,9 @@ impl AddAssign<&Stats> for Stats {
         }
         if self.document_length.is_none() {
             self.document_length = o.document_length;
+        }
+        if let Some(q) = &o.quic {
+            *self.quic.get_or_insert_with(Default::default) += q;
         }
         self.h2_streams = match (self.h2_streams, o.h2_streams) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -18,6 +18,7 @@ use super::framing::{Framing, Ring};
 use super::io::{Backend, TAG_MASK};
 use super::proto::h1::{Feed, ResponseReader};
 use super::proto::Proto;
+use super::quic::QuicConn;
 use super::tls::{self, Handshake, Session};
 use super::ws::{WsConn, WsPlan};
 use super::{Check, Clock};
@@ -67,6 +68,9 @@ pub(crate) struct Conn {
     pub out: Option<Box<Outbox>>,
     /// TLS: when the handshake began (the connect completed).
     pub handshake_ns: u64,
+    /// QUIC (`--h3`): the connection and its UDP socket, in place of
+    /// `stream` and `tls` (`engine::quic`).
+    pub quic: Option<Box<QuicConn>>,
 }
 
 /// What reading did.
@@ -145,6 +149,7 @@ impl Conn {
             tls: None,
             out,
             handshake_ns: 0,
+            quic: None,
         }
     }
 
@@ -231,6 +236,12 @@ impl Conn {
         }
         self.stream = Some(stream);
         Ok(())
+    }
+
+    /// A socket (TCP) or a QUIC connection is open.
+    #[inline]
+    pub(crate) fn is_open(&self) -> bool {
+        self.stream.is_some() || self.quic.is_some()
     }
 
     /// The socket's descriptor (io_uring's operations name it).
@@ -447,6 +458,14 @@ impl Conn {
     /// and completions still to come for it are stale from here on.
     #[inline]
     pub(crate) fn close(&mut self, io: &mut Backend) {
+        if let Some(mut q) = self.quic.take() {
+            q.shut();
+            self.epoch = self.epoch.wrapping_add(1);
+            if let Some(h3) = self.proto.h3_mut() {
+                h3.close(Some(&q.conn));
+            }
+            return;
+        }
         let Some(stream) = self.stream.take() else {
             return;
         };

@@ -169,7 +169,7 @@ pub(crate) fn templates(plan: &Plan) -> Vec<Template> {
 
 /// An encoded HTTP/1.1 request's Content-Type value and body (not
 /// chunked: an HTTP/2 run refuses `--chunked`).
-fn split_body(request: &[u8]) -> (Option<&str>, &[u8]) {
+pub(crate) fn split_body(request: &[u8]) -> (Option<&str>, &[u8]) {
     let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
         return (None, &[]);
     };

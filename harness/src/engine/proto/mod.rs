@@ -35,6 +35,7 @@
 
 pub(crate) mod h1;
 pub(crate) mod h2;
+pub(crate) mod h3;
 
 use super::framing::Framing;
 use super::ws::WsConn;
@@ -49,6 +50,8 @@ pub(crate) enum Proto {
     H2(Box<h2::H2Conn>),
     /// A WebSocket echo or room member.
     Ws(Box<WsConn>),
+    /// HTTP/3 over the connection's QUIC connection (`Conn::quic`).
+    H3(Box<h3::H3Conn>),
 }
 
 impl Proto {
@@ -60,6 +63,7 @@ impl Proto {
             (Framing::H2(n) | Framing::H2c(n), _) => {
                 Proto::H2(Box::new(h2::H2Conn::new(usize::from(n), request_max)))
             }
+            (Framing::H3(_), _) => Proto::H3(Box::new(h3::H3Conn::new())),
             (Framing::Pipelined(_), _) => Proto::Pipelined,
             // `Plan::validate` pairs a WebSocket framing with its upgrade.
             _ => Proto::H1,
@@ -93,6 +97,14 @@ impl Proto {
     pub(crate) fn h2_mut(&mut self) -> Option<&mut h2::H2Conn> {
         match self {
             Proto::H2(h2) => Some(h2),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn h3_mut(&mut self) -> Option<&mut h3::H3Conn> {
+        match self {
+            Proto::H3(h3) => Some(h3),
             _ => None,
         }
     }
