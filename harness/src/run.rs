@@ -941,7 +941,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             // A run too short to stop early: the same one line.
             if let Some(why) = &s.tls_error {
                 eprintln!(
-                    "harness: {why} ({} connections, none established)",
+                    "harness: {why} ({} requests failed with their handshakes, none established)",
                     s.failures.handshake
                 );
             }

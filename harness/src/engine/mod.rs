@@ -715,9 +715,9 @@ pub fn run(
     let cycle = plan.cycle()?;
     let threads = plan.effective_threads();
     let (io, io_note, can_gather) = if plan.framing.is_h3() && plan.io == Io::Uring {
-        // QUIC's datagrams move through epoll only (`engine::quic`).
-        let note = "HTTP/3 runs on epoll (io_uring does not carry QUIC yet)";
-        (Io::Epoll, Some(note.to_string()), false)
+        // QUIC's datagrams move through epoll only (`engine::quic`); the
+        // report names the backend, `run --help` says why.
+        (Io::Epoll, None, false)
     } else {
         io::resolve(plan.io)
     };

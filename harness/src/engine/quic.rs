@@ -228,7 +228,8 @@ impl QuicConn {
 }
 
 /// What a QUIC connection counted, summed over a thread's connections.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct QuicCounts {
     /// Packets sent, and those declared lost (each lost packet's frames
     /// are retransmitted as QUIC retransmits: in new packets).
