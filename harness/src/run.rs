@@ -743,7 +743,9 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
 fn check_h2(args: &RunArgs, target: &Target) -> anyhow::Result<()> {
     if !(args.h2c || args.h2 || args.h3) {
         if args.streams != 100 {
-            bail!("--streams is for HTTP/2 and HTTP/3: add --h2c (http://), --h2 or --h3 (https://)");
+            bail!(
+                "--streams is for HTTP/2 and HTTP/3: add --h2c (http://), --h2 or --h3 (https://)"
+            );
         }
         return Ok(());
     }

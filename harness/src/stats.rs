@@ -309,7 +309,7 @@ pub struct Stats {
     /// `None` when no connection received one (no HTTP/2 was spoken).
     pub h2_streams: Option<u32>,
     /// HTTP/3: what the QUIC connections counted (packets sent, lost).
-    pub quic: Option<crate::engine::quic::QuicCounts>,
+    pub quic: Option<QuicCounts>,
     /// Per path of the plan, in its order (one for a single-path run): the
     /// same requests as the totals above, split by path.
     pub paths: Vec<PathStats>,
@@ -511,6 +511,27 @@ pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
     }
     let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
     (mean, var.sqrt())
+}
+
+/// What a QUIC connection counted, summed over a thread's connections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuicCounts {
+    /// Packets sent, and those declared lost (each lost packet's frames
+    /// are retransmitted as QUIC retransmits: in new packets).
+    pub sent_packets: u64,
+    pub lost_packets: u64,
+    pub lost_bytes: u64,
+    pub congestion_events: u64,
+}
+
+impl std::ops::AddAssign<&QuicCounts> for QuicCounts {
+    fn add_assign(&mut self, o: &QuicCounts) {
+        self.sent_packets += o.sent_packets;
+        self.lost_packets += o.lost_packets;
+        self.lost_bytes += o.lost_bytes;
+        self.congestion_events += o.congestion_events;
+    }
 }
 
 #[cfg(test)]

@@ -445,8 +445,11 @@ mod tests {
     #[test]
     fn a_different_body_or_status_is_seen() {
         let mut r = ResponseReader::new();
-        r.feed(&response(&[0xc0 | 25], b"Hello, world!"), Some(b"Hello, World!"))
-            .unwrap();
+        r.feed(
+            &response(&[0xc0 | 25], b"Hello, world!"),
+            Some(b"Hello, World!"),
+        )
+        .unwrap();
         assert!(!r.body_ok);
         // 418 is not in the static table: a literal with :status's name.
         let mut field = Vec::new();
@@ -460,8 +463,13 @@ mod tests {
     #[test]
     fn an_interim_head_is_skipped_and_the_dynamic_table_refused() {
         let mut b = Vec::new();
-        put_frame(&mut b, HEADERS, &[0, 0, 0xc0 | 63]); // 100 Continue
-        b.extend_from_slice(&response(&[0xc0 | 64], b""));
+        // 100 Continue, then 204: indices 63 and 64 take two bytes each.
+        let mut interim = vec![0, 0];
+        put_prefixed(&mut interim, 0xc0, 6, 63);
+        put_frame(&mut b, HEADERS, &interim);
+        let mut no_content = Vec::new();
+        put_prefixed(&mut no_content, 0xc0, 6, 64);
+        b.extend_from_slice(&response(&no_content, b""));
         let mut r = ResponseReader::new();
         r.feed(&b, None).unwrap();
         assert_eq!(r.status, 204);

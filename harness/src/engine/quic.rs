@@ -31,6 +31,7 @@ use quinn_proto::{
 };
 
 use super::tls::TlsPlan;
+use crate::stats::QuicCounts;
 
 /// A connection with no answer this long after its first Initial fails
 /// (and, with none ever established, ends the run).
@@ -65,7 +66,11 @@ impl Quic {
         let crypto = QuicClientConfig::try_from(crypto).map_err(io::Error::other)?;
         let mut transport = TransportConfig::default();
         transport
-            .max_idle_timeout(Some(Duration::from_secs(30).try_into().map_err(io::Error::other)?))
+            .max_idle_timeout(Some(
+                Duration::from_secs(30)
+                    .try_into()
+                    .map_err(io::Error::other)?,
+            ))
             // The server opens its control and QPACK streams: let it.
             .max_concurrent_uni_streams(16u32.into());
         let mut config = ClientConfig::new(Arc::new(crypto));
@@ -119,7 +124,12 @@ impl Quic {
         )?;
         let mut endpoint = Endpoint::new(Arc::clone(&self.endpoint_config), None, false, None);
         let (handle, conn) = endpoint
-            .connect(self.instant(now_ns), self.config.clone(), addr, &self.server_name)
+            .connect(
+                self.instant(now_ns),
+                self.config.clone(),
+                addr,
+                &self.server_name,
+            )
             .map_err(io::Error::other)?;
         let mut q = QuicConn {
             endpoint,
@@ -227,35 +237,13 @@ impl QuicConn {
     }
 }
 
-/// What a QUIC connection counted, summed over a thread's connections.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QuicCounts {
-    /// Packets sent, and those declared lost (each lost packet's frames
-    /// are retransmitted as QUIC retransmits: in new packets).
-    pub sent_packets: u64,
-    pub lost_packets: u64,
-    pub lost_bytes: u64,
-    pub congestion_events: u64,
-}
-
-impl QuicCounts {
-    pub(crate) fn add(&mut self, conn: &Connection) {
-        let p = conn.stats().path;
-        self.sent_packets += p.sent_packets;
-        self.lost_packets += p.lost_packets;
-        self.lost_bytes += p.lost_bytes;
-        self.congestion_events += p.congestion_events;
-    }
-}
-
-impl std::ops::AddAssign<&QuicCounts> for QuicCounts {
-    fn add_assign(&mut self, o: &QuicCounts) {
-        self.sent_packets += o.sent_packets;
-        self.lost_packets += o.lost_packets;
-        self.lost_bytes += o.lost_bytes;
-        self.congestion_events += o.congestion_events;
-    }
+/// Adds what `conn` counted (packets sent and lost) to `counts`.
+pub(crate) fn count(counts: &mut QuicCounts, conn: &Connection) {
+    let p = conn.stats().path;
+    counts.sent_packets += p.sent_packets;
+    counts.lost_packets += p.lost_packets;
+    counts.lost_bytes += p.lost_bytes;
+    counts.congestion_events += p.congestion_events;
 }
 
 /// A connection that was lost, in one line for the run's end.

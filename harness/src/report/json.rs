@@ -74,7 +74,7 @@ pub struct Document {
     /// An HTTP/3 run (`--h3`): what its QUIC connections counted, packets
     /// sent and lost (absent for TCP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quic: Option<crate::engine::quic::QuicCounts>,
+    pub quic: Option<crate::stats::QuicCounts>,
     /// `--threshold`: each expression, PASS or FAIL, and what the run showed
     /// (absent without thresholds).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

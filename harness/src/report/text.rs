@@ -207,12 +207,7 @@ fn line(out: &mut String, name: &str, p: &Percentiles) {
 /// An HTTP/3 run: its QUIC handshakes (quinn-proto does not tell a
 /// resumed one from a full one) and the packets its connections sent and
 /// declared lost.
-fn quic(
-    out: &mut String,
-    r: &RunResult,
-    t: &crate::engine::TlsPlan,
-    q: &crate::engine::quic::QuicCounts,
-) {
+fn quic(out: &mut String, r: &RunResult, t: &crate::engine::TlsPlan, q: &crate::stats::QuicCounts) {
     let s = &r.stats;
     let negotiated = match &s.tls {
         Some(n) => format!(

@@ -14,9 +14,9 @@
 use quinn_proto::{Connection, Dir, ReadError, StreamId};
 
 use crate::engine::h3::{self, Malformed, ResponseReader};
-use crate::engine::quic::QuicCounts;
 use crate::engine::Plan;
 use crate::stats::Failure;
+use crate::stats::QuicCounts;
 
 /// A request stream in flight.
 struct Stream {
@@ -85,12 +85,6 @@ pub(crate) fn templates(plan: &Plan) -> Vec<Vec<u8>> {
 impl H3Conn {
     pub(crate) fn new() -> H3Conn {
         H3Conn::default()
-    }
-
-    /// Requests waiting for a stream or answering on one.
-    #[cfg(test)]
-    pub(crate) fn in_flight(&self) -> usize {
-        self.unsent.len() + self.streams.len()
     }
 
     /// Puts waiting requests on streams, as far as the server's credit
@@ -222,7 +216,7 @@ impl H3Conn {
     /// and waiting requests go (their slots fail with the connection).
     pub(crate) fn close(&mut self, conn: Option<&Connection>) {
         if let Some(c) = conn {
-            self.counts.add(c);
+            crate::engine::quic::count(&mut self.counts, c);
         }
         self.unsent.clear();
         self.streams.clear();

@@ -18,7 +18,7 @@ use crate::engine::proto::Proto;
 use crate::engine::quic::{self, HANDSHAKE_WAIT};
 use crate::engine::transport::{Transport, HANDSHAKE_FAIL_LIMIT};
 use crate::engine::{h2, ns};
-use crate::stats::{Failure, Negotiated};
+use crate::stats::{Failure, Negotiated, QuicCounts};
 
 impl Worker<'_> {
     /// `start_buffered` for HTTP/3: the newest slot of connection `i`
@@ -145,7 +145,6 @@ impl Worker<'_> {
             h3.pumping = true;
             let mut lost = None;
             let mut connected = false;
-            let mut read = 0;
             while let Some(ev) = q.conn.poll() {
                 match ev {
                     Event::Connected => connected = true,
@@ -154,7 +153,8 @@ impl Worker<'_> {
                         h3.accept_uni(&mut q.conn);
                     }
                     Event::Stream(StreamEvent::Readable { id }) => {
-                        read += h3.read(
+                        // Bytes counted as datagrams (`h3_readable`).
+                        h3.read(
                             &mut q.conn,
                             id,
                             |p| wires[usize::from(p)].check.body(),
@@ -167,7 +167,6 @@ impl Worker<'_> {
                     _ => {}
                 }
             }
-            let _ = read;
             if let Some(reason) = lost {
                 h3.pumping = false;
                 let established = q.established;
@@ -296,13 +295,13 @@ impl Worker<'_> {
         if !self.framing.is_h3() {
             return;
         }
-        let mut total = quic::QuicCounts::default();
+        let mut total = QuicCounts::default();
         for c in &mut self.conns {
             let open = c.quic.as_deref().map(|q| &q.conn);
             if let Proto::H3(h3) = &mut c.proto {
                 total += &h3.counts;
                 if let Some(conn) = open {
-                    total.add(conn);
+                    quic::count(&mut total, conn);
                 }
             }
         }
