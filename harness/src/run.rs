@@ -109,6 +109,17 @@ the streams it left unprocessed fail (failures: goaway), the others finish
 and the next requests go on a new connection. -H headers and --chunked
 are not sent over HTTP/2 (refused).
 
+HTTP/3: --h3 (https:// URLs; QUIC over UDP to the URL's port, ALPN h3)
+keeps up to --streams N request streams in flight on each QUIC connection
+(a request waits, never fails, while the server's stream credit is
+spent). Responses are verified as over HTTP/2; a reset stream fails alone
+(failures: reset). The report adds the QUIC handshakes and the packets
+sent and declared lost (their frames resent). A server with no QUIC
+answer within 2 s ends the run; --cacert and --insecure work as for TLS.
+It runs on epoll (io_uring does not carry QUIC's datagrams yet), one UDP
+socket per connection, and sends -H headers and --chunked as HTTP/2 does
+(refused).
+
 WebSocket (ws:// and wss:// URLs): each connection sends the HTTP/1.1
 upgrade (its 101 and Sec-WebSocket-Accept are checked), then echo messages
 of --ws-size bytes (default 64; binary, or --ws-text), each masked with a
@@ -146,6 +157,7 @@ Examples:
   harness run http://127.0.0.1:8082/hello -c 16 -d 10s --pipeline 16
   harness run http://127.0.0.1:8082/hello -c 4 -d 10s --h2c --streams 100
   harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 4 -d 10s --h2
+  harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 4 -d 10s --h3 --streams 32
   harness run ws://127.0.0.1:8082/ws -c 50 -d 10s --pipeline 8 --ws-size 64
   harness run 'ws://127.0.0.1:8082/ws/room?name=lab' -c 50 --room --room-size 10 -d 10s
   harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab

@@ -4,7 +4,9 @@
 //! [`Proto`] is the per-connection half: each connection carries only the
 //! state of its own protocol (plain HTTP/1.1 carries nothing beyond its
 //! response reader; HTTP/2 a boxed [`h2::H2Conn`]; WebSocket a boxed
-//! [`WsConn`]). The plan-level half is [`Framing`] (capacity, buffered or
+//! [`WsConn`]; HTTP/3 a boxed [`h3::H3Conn`], over the QUIC connection in
+//! `Conn::quic`, met by the worker in `worker/h3.rs` rather than at the
+//! points below, since QUIC moves its own bytes). The plan-level half is [`Framing`] (capacity, buffered or
 //! not, the name in reports), checked once by `Plan::validate`; the worker
 //! makes each connection's `Proto` from it, so a WebSocket connection has
 //! no HTTP/2 state and HTTP/2 over TLS cannot lack its session.
