@@ -523,6 +523,10 @@ pub struct QuicCounts {
     pub lost_packets: u64,
     pub lost_bytes: u64,
     pub congestion_events: u64,
+    /// Datagrams the generator itself dropped: its socket's send buffer
+    /// was full (QUIC resent what they carried).
+    #[serde(default)]
+    pub send_dropped: u64,
 }
 
 impl std::ops::AddAssign<&QuicCounts> for QuicCounts {
@@ -531,6 +535,7 @@ impl std::ops::AddAssign<&QuicCounts> for QuicCounts {
         self.lost_packets += o.lost_packets;
         self.lost_bytes += o.lost_bytes;
         self.congestion_events += o.congestion_events;
+        self.send_dropped += o.send_dropped;
     }
 }
 

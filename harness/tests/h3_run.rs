@@ -197,3 +197,53 @@ fn run_h3_loads_caddy_static() {
     assert_eq!(v["connections"]["opened"], 2, "{json}");
     assert_eq!(v["tls"]["alpn"], "h3", "{json}");
 }
+
+/// A body of 1 MiB (the contract's largest echo: more than one flight,
+/// written as the stream's credit allows) comes back byte for byte, and a
+/// HEAD's Content-Length, which announces a GET's body, is not a length
+/// failure.
+#[test]
+fn run_h3_echoes_a_mebibyte_and_answers_head() {
+    let lab = LabCert::new().unwrap();
+    let server = event_loop_h3(&lab);
+    let ca = lab.ca_path();
+    let ca = ca.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body.bin");
+    let bytes: Vec<u8> = (0..1_048_576u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&body, bytes).unwrap();
+    let echo = format!("https://{}/echo", server.addr);
+    let out = harness(&[
+        "run",
+        "--h3",
+        &echo,
+        "--cacert",
+        ca,
+        "-c",
+        "2",
+        "--streams",
+        "2",
+        "-n",
+        "6",
+        "-m",
+        "POST",
+        "--body-file",
+        body.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json = stdout(&out);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["requests"]["ok"], 6, "{json}");
+
+    let hello = format!("https://{}/hello", server.addr);
+    let out = harness(&[
+        "run", "--h3", &hello, "--cacert", ca, "-c", "1", "-n", "50", "-m", "HEAD", "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json = stdout(&out);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["requests"]["ok"], 50, "{json}");
+}

@@ -37,6 +37,10 @@ use crate::stats::QuicCounts;
 /// (and, with none ever established, ends the run).
 pub(crate) const HANDSHAKE_WAIT: Duration = Duration::from_secs(2);
 
+/// Each UDP socket's send and receive buffers asked for (the kernel caps
+/// them at `net.core.wmem_max` / `rmem_max`).
+const SOCKET_BUF: usize = 2 << 20;
+
 /// The largest UDP payload read at once.
 const DATAGRAM_MAX: usize = 64 * 1024;
 
@@ -56,6 +60,8 @@ pub(crate) struct Quic {
     /// completed.
     pub fails: u32,
     pub completed: u64,
+    /// Datagrams dropped because a socket's send buffer was full.
+    pub send_dropped: u64,
 }
 
 impl Quic {
@@ -85,6 +91,7 @@ impl Quic {
             send_buf: Vec::with_capacity(1500),
             fails: 0,
             completed: 0,
+            send_dropped: 0,
         })
     }
 
@@ -115,6 +122,11 @@ impl Quic {
             "[::]:0".parse().expect("an address")
         };
         let socket = UdpSocket::bind(local)?;
+        // Room for a window's worth of datagrams each way: a send that
+        // would block drops its datagram (resent, but counted lost).
+        let s2 = socket2::SockRef::from(&socket);
+        let _ = s2.set_send_buffer_size(SOCKET_BUF);
+        let _ = s2.set_recv_buffer_size(SOCKET_BUF);
         socket.connect(addr)?;
         socket.set_nonblocking(true)?;
         registry.register(
@@ -191,7 +203,9 @@ impl Quic {
                 break;
             };
             // Would block: dropped, and resent by loss recovery.
-            let _ = q.socket.send(&self.send_buf[..t.size]);
+            if q.socket.send(&self.send_buf[..t.size]).is_err() {
+                self.send_dropped += 1;
+            }
         }
     }
 

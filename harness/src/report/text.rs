@@ -235,10 +235,11 @@ fn quic(out: &mut String, r: &RunResult, t: &crate::engine::TlsPlan, q: &crate::
     };
     let _ = writeln!(
         out,
-        "  packets    {} sent, {} lost ({lost_share:.2}%, {} bytes; their frames resent), {} congestion events",
+        "  packets    {} sent, {} lost ({lost_share:.2}%, {} bytes; their frames resent), {} congestion events, {} dropped by the generator (its socket buffer full)",
         thousands(q.sent_packets),
         thousands(q.lost_packets),
         thousands(q.lost_bytes),
         thousands(q.congestion_events),
+        thousands(q.send_dropped),
     );
 }

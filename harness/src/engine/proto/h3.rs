@@ -21,6 +21,10 @@ use crate::stats::QuicCounts;
 /// A request stream in flight.
 struct Stream {
     id: StreamId,
+    /// Bytes of its request written so far, and whether that is all of
+    /// them (the stream is finished).
+    written: usize,
+    finished: bool,
     /// Its slot's key in the connection's ring.
     key: u32,
     path: u16,
@@ -36,6 +40,9 @@ pub(crate) struct H3Conn {
     streams: Vec<Stream>,
     /// The control stream is open on the current QUIC connection.
     control: bool,
+    /// Request streams whose request is not all written yet (a body
+    /// bigger than the stream's credit).
+    unfinished: usize,
     /// The server's unidirectional streams (control, QPACK), read and
     /// dropped.
     uni: Vec<StreamId>,
@@ -97,6 +104,18 @@ impl H3Conn {
             }
         }
         let mut sent = 0;
+        if self.unfinished > 0 {
+            for st in &mut self.streams {
+                if !st.finished {
+                    let bytes = &templates[usize::from(st.path)];
+                    sent += write_rest(conn, st.id, bytes, &mut st.written);
+                    if st.written == bytes.len() {
+                        st.finished = true;
+                        self.unfinished -= 1;
+                    }
+                }
+            }
+        }
         let mut k = 0;
         while k < self.unsent.len() {
             let Some(id) = conn.streams().open(Dir::Bi) else {
@@ -104,13 +123,16 @@ impl H3Conn {
             };
             let (key, path) = self.unsent[k];
             let bytes = &templates[usize::from(path)];
-            let mut s = conn.send_stream(id);
-            // A new stream's credit holds a request this small whole.
-            let _ = s.write(bytes);
-            let _ = s.finish();
-            sent += bytes.len() as u64;
+            let mut written = 0;
+            sent += write_rest(conn, id, bytes, &mut written);
+            let finished = written == bytes.len();
+            if !finished {
+                self.unfinished += 1;
+            }
             self.streams.push(Stream {
                 id,
+                written,
+                finished,
                 key,
                 path,
                 reader: ResponseReader::new(),
@@ -185,6 +207,9 @@ impl H3Conn {
             return bytes;
         };
         let stream = self.streams.swap_remove(at);
+        if !stream.finished {
+            self.unfinished -= 1;
+        }
         let r = &stream.reader;
         answers.push(match end {
             Ok(()) if r.headed => Answer::Response {
@@ -222,6 +247,20 @@ impl H3Conn {
         self.streams.clear();
         self.uni.clear();
         self.control = false;
+        self.unfinished = 0;
         self.pumping = false;
     }
+}
+
+/// Writes what is left of `bytes` on stream `id` from `*written` on, as
+/// far as its credit goes, and finishes the stream once all is written:
+/// the bytes written now.
+fn write_rest(conn: &mut Connection, id: StreamId, bytes: &[u8], written: &mut usize) -> u64 {
+    let mut s = conn.send_stream(id);
+    let n = s.write(&bytes[*written..]).unwrap_or(0);
+    *written += n;
+    if *written == bytes.len() {
+        let _ = s.finish();
+    }
+    n as u64
 }

@@ -224,7 +224,7 @@ impl Worker<'_> {
                         let Some(slot) = conn.ring.take(key) else {
                             continue;
                         };
-                        let check = wires[usize::from(slot.path)].check;
+                        let wire = &wires[usize::from(slot.path)];
                         let response = h2::Response {
                             stream: 0,
                             template: usize::from(slot.path),
@@ -238,7 +238,7 @@ impl Worker<'_> {
                         reader.status = status;
                         reader.body_len = body_len;
                         reader.close = false;
-                        reader.verdict = verdict(check, &response);
+                        reader.verdict = verdict(wire.check, &response, wire.head);
                         self.settle(i, slot, now, 0);
                     }
                     Answer::Failed { key, failure } => {
@@ -304,6 +304,9 @@ impl Worker<'_> {
                     quic::count(&mut total, conn);
                 }
             }
+        }
+        if let Transport::Quic(quic) = &self.transport {
+            total.send_dropped = quic.send_dropped;
         }
         self.stats.quic = Some(total);
     }
