@@ -4,7 +4,8 @@
 //!
 //! A connection carries only its own protocol's state (`proto`, see
 //! `engine::proto`) and its own transport's: `tls`, `None` on plain TCP,
-//! or the socket's TLS session, through which every byte written and read
+//! or the socket's TLS session (QUIC's connection and socket are in
+//! `Proto::H3`, HTTP/3 being the only protocol over it), through which every byte written and read
 //! goes (`tls.rs`); the state machine is the same for all of them.
 
 use std::io::{self, Read, Write};
@@ -18,7 +19,6 @@ use super::framing::{Framing, Ring};
 use super::io::{Backend, TAG_MASK};
 use super::proto::h1::{Feed, ResponseReader};
 use super::proto::Proto;
-use super::quic::QuicConn;
 use super::tls::{self, Handshake, Session};
 use super::ws::{WsConn, WsPlan};
 use super::{Check, Clock};
@@ -68,9 +68,6 @@ pub(crate) struct Conn {
     pub out: Option<Box<Outbox>>,
     /// TLS: when the handshake began (the connect completed).
     pub handshake_ns: u64,
-    /// QUIC (`--h3`): the connection and its UDP socket, in place of
-    /// `stream` and `tls` (`engine::quic`).
-    pub quic: Option<Box<QuicConn>>,
 }
 
 /// What reading did.
@@ -149,7 +146,6 @@ impl Conn {
             tls: None,
             out,
             handshake_ns: 0,
-            quic: None,
         }
     }
 
@@ -241,7 +237,7 @@ impl Conn {
     /// A socket (TCP) or a QUIC connection is open.
     #[inline]
     pub(crate) fn is_open(&self) -> bool {
-        self.stream.is_some() || self.quic.is_some()
+        self.stream.is_some() || self.proto.quic().is_some()
     }
 
     /// The socket's descriptor (io_uring's operations name it).
@@ -458,11 +454,11 @@ impl Conn {
     /// and completions still to come for it are stale from here on.
     #[inline]
     pub(crate) fn close(&mut self, io: &mut Backend) {
-        if let Some(mut q) = self.quic.take() {
-            q.shut();
-            self.epoch = self.epoch.wrapping_add(1);
-            if let Some(h3) = self.proto.h3_mut() {
-                h3.close(Some(&q.conn));
+        if let Some(h3) = self.proto.h3_mut() {
+            if let Some(mut q) = h3.quic.take() {
+                q.shut();
+                h3.requests.close(Some(&q.conn));
+                self.epoch = self.epoch.wrapping_add(1);
             }
             return;
         }
@@ -653,5 +649,9 @@ mod tests {
         assert!(h2.out.is_some() && matches!(h2.proto, Proto::H2(_)));
         let tls = Conn::new(Framing::H1, 100, None, true);
         assert!(tls.out.is_some() && matches!(tls.proto, Proto::H1));
+        // QUIC's state is HTTP/3's, opened with its first request.
+        let h3 = Conn::new(Framing::H3(8), 100, None, true);
+        assert!(matches!(h3.proto, Proto::H3(_)) && h3.proto.quic().is_none());
+        assert!(!h3.is_open());
     }
 }

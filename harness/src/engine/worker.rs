@@ -410,7 +410,7 @@ impl<'s> Worker<'s> {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
-        if conn.quic.is_some() {
+        if conn.proto.quic().is_some() {
             self.h3_readable(i);
             return;
         }

@@ -14,6 +14,7 @@
 use quinn_proto::{Connection, Dir, ReadError, StreamId};
 
 use crate::engine::h3::{self, Malformed, ResponseReader};
+use crate::engine::quic::QuicConn;
 use crate::engine::Plan;
 use crate::stats::Failure;
 use crate::stats::QuicCounts;
@@ -31,10 +32,19 @@ struct Stream {
     reader: ResponseReader,
 }
 
-/// One connection's HTTP/3 state (kept across its QUIC connections:
-/// `close` empties it).
+/// One connection's HTTP/3 over QUIC: its QUIC connection, when one is
+/// open (the transport's state, kept here so that a connection of
+/// another protocol carries none of it), and its requests.
 #[derive(Default)]
 pub(crate) struct H3Conn {
+    pub quic: Option<Box<QuicConn>>,
+    pub requests: Requests,
+}
+
+/// Which request is on which stream (kept across QUIC connections:
+/// `close` empties it).
+#[derive(Default)]
+pub(crate) struct Requests {
     /// Requests started but not yet on a stream: (ring key, path).
     pub unsent: Vec<(u32, u16)>,
     streams: Vec<Stream>,
@@ -89,11 +99,7 @@ pub(crate) fn templates(plan: &Plan) -> Vec<Vec<u8>> {
         .collect()
 }
 
-impl H3Conn {
-    pub(crate) fn new() -> H3Conn {
-        H3Conn::default()
-    }
-
+impl Requests {
     /// Puts waiting requests on streams, as far as the server's credit
     /// goes (an established connection only): the bytes written.
     pub(crate) fn send(&mut self, conn: &mut Connection, templates: &[Vec<u8>]) -> u64 {

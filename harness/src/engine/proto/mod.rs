@@ -4,8 +4,8 @@
 //! [`Proto`] is the per-connection half: each connection carries only the
 //! state of its own protocol (plain HTTP/1.1 carries nothing beyond its
 //! response reader; HTTP/2 a boxed [`h2::H2Conn`]; WebSocket a boxed
-//! [`WsConn`]; HTTP/3 a boxed [`h3::H3Conn`], over the QUIC connection in
-//! `Conn::quic`, met by the worker in `worker/h3.rs` rather than at the
+//! [`WsConn`]; HTTP/3 a boxed [`h3::H3Conn`], with its QUIC connection
+//! (the transport's state, so no other connection carries it), met by the worker in `worker/h3.rs` rather than at the
 //! points below, since QUIC moves its own bytes). The plan-level half is [`Framing`] (capacity, buffered or
 //! not, the name in reports), checked once by `Plan::validate`; the worker
 //! makes each connection's `Proto` from it, so a WebSocket connection has
@@ -40,6 +40,7 @@ pub(crate) mod h2;
 pub(crate) mod h3;
 
 use super::framing::Framing;
+use super::quic::QuicConn;
 use super::ws::WsConn;
 
 /// A connection's protocol and its state.
@@ -65,7 +66,7 @@ impl Proto {
             (Framing::H2(n) | Framing::H2c(n), _) => {
                 Proto::H2(Box::new(h2::H2Conn::new(usize::from(n), request_max)))
             }
-            (Framing::H3(_), _) => Proto::H3(Box::new(h3::H3Conn::new())),
+            (Framing::H3(_), _) => Proto::H3(Box::default()),
             (Framing::Pipelined(_), _) => Proto::Pipelined,
             // `Plan::validate` pairs a WebSocket framing with its upgrade.
             _ => Proto::H1,
@@ -107,6 +108,23 @@ impl Proto {
     pub(crate) fn h3_mut(&mut self) -> Option<&mut h3::H3Conn> {
         match self {
             Proto::H3(h3) => Some(h3),
+            _ => None,
+        }
+    }
+
+    /// HTTP/3: the open QUIC connection.
+    #[inline]
+    pub(crate) fn quic(&self) -> Option<&QuicConn> {
+        match self {
+            Proto::H3(h3) => h3.quic.as_deref(),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn quic_mut(&mut self) -> Option<&mut QuicConn> {
+        match self {
+            Proto::H3(h3) => h3.quic.as_deref_mut(),
             _ => None,
         }
     }

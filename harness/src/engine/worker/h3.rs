@@ -29,9 +29,9 @@ impl Worker<'_> {
         let Some(h3) = conn.proto.h3_mut() else {
             return false;
         };
-        h3.unsent.push((newest.key, newest.path));
-        let pumping = h3.pumping;
-        if conn.quic.is_none() && !self.h3_open(i, now) {
+        h3.requests.unsent.push((newest.key, newest.path));
+        let pumping = h3.requests.pumping;
+        if h3.quic.is_none() && !self.h3_open(i, now) {
             return true; // failed (counted), retried
         }
         if !pumping {
@@ -50,7 +50,9 @@ impl Worker<'_> {
         conn.connect_ns = now;
         match quic.connect(self.shared.plan.addr, e.poll.registry(), i, now) {
             Ok(q) => {
-                conn.quic = Some(Box::new(q));
+                if let Some(h3) = conn.proto.h3_mut() {
+                    h3.quic = Some(Box::new(q));
+                }
                 conn.state = State::Connecting;
                 true
             }
@@ -66,8 +68,7 @@ impl Worker<'_> {
     pub(super) fn h3_readable(&mut self, i: usize) {
         let now = self.clock.now();
         let conn = &mut self.conns[i];
-        let (Transport::Quic(quic), Some(q)) = (&mut self.transport, conn.quic.as_deref_mut())
-        else {
+        let (Transport::Quic(quic), Some(q)) = (&mut self.transport, conn.proto.quic_mut()) else {
             return;
         };
         let bytes = quic.receive(q, now);
@@ -84,7 +85,7 @@ impl Worker<'_> {
         let mut next = u64::MAX;
         for i in 0..self.conns.len() {
             let conn = &mut self.conns[i];
-            let (Transport::Quic(quic), Some(q)) = (&mut self.transport, conn.quic.as_deref_mut())
+            let (Transport::Quic(quic), Some(q)) = (&mut self.transport, conn.proto.quic_mut())
             else {
                 continue;
             };
@@ -104,7 +105,7 @@ impl Worker<'_> {
                 quic.expire(q, now);
                 self.h3_pump(i, now);
                 let (Transport::Quic(quic), Some(q)) =
-                    (&mut self.transport, self.conns[i].quic.as_deref_mut())
+                    (&mut self.transport, self.conns[i].proto.quic_mut())
                 else {
                     continue;
                 };
@@ -113,7 +114,7 @@ impl Worker<'_> {
             if let Some(t) = due {
                 next = next.min(t);
             }
-            if let Some(q) = self.conns[i].quic.as_deref() {
+            if let Some(q) = self.conns[i].proto.quic() {
                 if !q.established {
                     next = next.min(q.started_ns + ns(HANDSHAKE_WAIT));
                 }
@@ -135,11 +136,11 @@ impl Worker<'_> {
                 !c.ring.is_empty() && c.ring.head().measured
             };
             let conn = &mut self.conns[i];
-            let (Transport::Quic(quic), Some(q), Proto::H3(h3)) = (
-                &mut self.transport,
-                conn.quic.as_deref_mut(),
-                &mut conn.proto,
-            ) else {
+            let (Transport::Quic(quic), Proto::H3(link)) = (&mut self.transport, &mut conn.proto)
+            else {
+                break;
+            };
+            let (Some(q), h3) = (link.quic.as_deref_mut(), &mut link.requests) else {
                 break;
             };
             h3.pumping = true;
@@ -254,7 +255,7 @@ impl Worker<'_> {
                 break;
             }
             if let Some(h3) = conn.proto.h3_mut() {
-                h3.pumping = false;
+                h3.requests.pumping = false;
             }
             // Answers started new requests: put them on streams now.
         }
@@ -296,12 +297,11 @@ impl Worker<'_> {
             return;
         }
         let mut total = QuicCounts::default();
-        for c in &mut self.conns {
-            let open = c.quic.as_deref().map(|q| &q.conn);
-            if let Proto::H3(h3) = &mut c.proto {
-                total += &h3.counts;
-                if let Some(conn) = open {
-                    quic::count(&mut total, conn);
+        for c in &self.conns {
+            if let Proto::H3(h3) = &c.proto {
+                total += &h3.requests.counts;
+                if let Some(q) = &h3.quic {
+                    quic::count(&mut total, &q.conn);
                 }
             }
         }
