@@ -5,10 +5,11 @@
 //! each handshake ended; counting handshakes and deciding when failed ones
 //! end the run are here.
 //!
-//! QUIC (`--h3`, `quic.rs`) is the third: its per-connection state is
-//! `Conn::quic` beside `Conn::tls`, its datagrams move in `quic.rs` (the
-//! worker's `worker/h3.rs` calls it where a socket is readable), and its
-//! earliest timer is in the loop's wait (`Worker::wait_ns`).
+//! QUIC (`--h3`, `quic.rs`) is the third: its per-connection state is in
+//! `Proto::H3` (the one protocol over it), not in `Conn`; its datagrams
+//! move in `quic.rs` (the worker's `worker/h3.rs` calls it where a socket
+//! is readable), and its earliest timer is in the loop's wait
+//! (`Worker::wait_ns`).
 
 use std::io;
 

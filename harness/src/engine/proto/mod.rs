@@ -53,7 +53,7 @@ pub(crate) enum Proto {
     H2(Box<h2::H2Conn>),
     /// A WebSocket echo or room member.
     Ws(Box<WsConn>),
-    /// HTTP/3 over the connection's QUIC connection (`Conn::quic`).
+    /// HTTP/3, with the QUIC connection it runs over.
     H3(Box<h3::H3Conn>),
 }
 
