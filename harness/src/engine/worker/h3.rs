@@ -78,9 +78,9 @@ impl Worker<'_> {
         self.h3_pump(i, now);
     }
 
-    /// Fires the QUIC timers that are due, fails handshakes that got no
-    /// answer within [`HANDSHAKE_WAIT`], and returns when the earliest
-    /// timer left is due.
+    /// Fires the QUIC timers that are due, ends the run when no handshake
+    /// got an answer within [`HANDSHAKE_WAIT`] and none ever completed,
+    /// and returns when the earliest timer left is due.
     pub(super) fn h3_timers(&mut self, now: u64) -> u64 {
         let mut next = u64::MAX;
         for i in 0..self.conns.len() {
@@ -89,14 +89,16 @@ impl Worker<'_> {
             else {
                 continue;
             };
-            if !q.established && now.saturating_sub(q.started_ns) >= ns(HANDSHAKE_WAIT) {
-                if quic.completed == 0 {
-                    self.shared.abort_with(format!(
-                        "no QUIC answer from {} within {} s (is an HTTP/3 server listening on that UDP port?)",
-                        self.shared.plan.addr,
-                        HANDSHAKE_WAIT.as_secs()
-                    ));
-                }
+            // Before any handshake completed, silence for 2 s means no
+            // server (QUIC has no refusal); after, a slow handshake is
+            // the server's load, timed out by --timeout like any request.
+            let waiting = !q.established && quic.completed == 0;
+            if waiting && now.saturating_sub(q.started_ns) >= ns(HANDSHAKE_WAIT) {
+                self.shared.abort_with(format!(
+                    "no QUIC answer from {} within {} s (is an HTTP/3 server listening on that UDP port?)",
+                    self.shared.plan.addr,
+                    HANDSHAKE_WAIT.as_secs()
+                ));
                 self.fail(i, Failure::Handshake, now, false);
                 continue;
             }
@@ -114,8 +116,9 @@ impl Worker<'_> {
             if let Some(t) = due {
                 next = next.min(t);
             }
+            let completed = matches!(&self.transport, Transport::Quic(q) if q.completed > 0);
             if let Some(q) = self.conns[i].proto.quic() {
-                if !q.established {
+                if !q.established && !completed {
                     next = next.min(q.started_ns + ns(HANDSHAKE_WAIT));
                 }
             }
