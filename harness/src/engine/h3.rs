@@ -148,6 +148,17 @@ fn get_string(b: &[u8], prefix: u32, scratch: &mut Vec<u8>) -> Result<usize, Mal
     Ok(end)
 }
 
+/// Skips a string literal (its H bit at bit `prefix` of the first byte)
+/// without decoding it: the length read.
+fn skip_string(b: &[u8], prefix: u32) -> Result<usize, Malformed> {
+    let (len, n) = get_prefixed(b, prefix)?;
+    let end = n.checked_add(len as usize).ok_or(Malformed)?;
+    if end > b.len() {
+        return Err(Malformed);
+    }
+    Ok(end)
+}
+
 /// The bytes of a frame: type, length, payload.
 fn put_frame(out: &mut Vec<u8>, kind: u64, payload: &[u8]) {
     put_varint(out, kind);
@@ -214,7 +225,7 @@ pub(crate) fn request(
 pub(crate) struct Malformed;
 
 /// A response as read so far from its request stream.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ResponseReader {
     /// Bytes of a frame header or a HEADERS payload not yet whole.
     pending: Vec<u8>,
@@ -228,15 +239,38 @@ pub(crate) struct ResponseReader {
     pub body_ok: bool,
     /// A final (non-1xx) HEADERS frame was read.
     pub headed: bool,
+    /// A decoded field name and value (kept: no allocation per response
+    /// once a reader is reused, see [`ResponseReader::reset`]).
     scratch: Vec<u8>,
+    value: Vec<u8>,
 }
 
 impl ResponseReader {
     pub(crate) fn new() -> ResponseReader {
         ResponseReader {
+            pending: Vec::new(),
+            data_left: 0,
+            skipping: false,
+            status: 0,
+            content_length: None,
+            body_len: 0,
             body_ok: true,
-            ..ResponseReader::default()
+            headed: false,
+            scratch: Vec::new(),
+            value: Vec::new(),
         }
+    }
+
+    /// Ready for the next response, its buffers kept.
+    pub(crate) fn reset(&mut self) {
+        self.pending.clear();
+        self.data_left = 0;
+        self.skipping = false;
+        self.status = 0;
+        self.content_length = None;
+        self.body_len = 0;
+        self.body_ok = true;
+        self.headed = false;
     }
 
     /// Reads `data`, the stream's next bytes; `expected`: the exact body
@@ -326,8 +360,10 @@ impl ResponseReader {
         let trailers = self.headed;
         let mut status = None;
         let mut content_length = None;
+        // Only `:status` and Content-Length are decoded; other values
+        // are skipped (Huffman decoding was a tenth of the client's CPU).
         let mut scratch = std::mem::take(&mut self.scratch);
-        let mut value = Vec::new();
+        let mut value = std::mem::take(&mut self.value);
         while let Some(&first) = b.first() {
             if first & 0x80 != 0 {
                 // Indexed field line; T (0x40) set: the static table.
@@ -346,22 +382,32 @@ impl ResponseReader {
                 }
                 let (index, n) = get_prefixed(b, 4)?;
                 b = &b[n..];
+                let is_status = STATIC_STATUS.iter().any(|(i, _)| *i == index);
+                if !is_status && index != STATIC_CONTENT_LENGTH {
+                    b = &b[skip_string(b, 7)?..];
+                    continue;
+                }
                 let n = get_string(b, 7, &mut value)?;
                 b = &b[n..];
-                if STATIC_STATUS.iter().any(|(i, _)| *i == index) || index == 24 {
+                if is_status {
                     status = Some(parse_number(&value)? as u16);
-                } else if index == STATIC_CONTENT_LENGTH {
+                } else {
                     content_length = Some(parse_number(&value)?);
                 }
             } else if first & 0x20 != 0 {
                 // Literal with a literal name (H at 0x08).
                 let n = get_string(b, 3, &mut scratch)?;
                 b = &b[n..];
+                let wanted = scratch == b":status" || scratch == b"content-length";
+                if !wanted {
+                    b = &b[skip_string(b, 7)?..];
+                    continue;
+                }
                 let n = get_string(b, 7, &mut value)?;
                 b = &b[n..];
                 if scratch == b":status" {
                     status = Some(parse_number(&value)? as u16);
-                } else if scratch == b"content-length" {
+                } else {
                     content_length = Some(parse_number(&value)?);
                 }
             } else {
@@ -370,6 +416,7 @@ impl ResponseReader {
             }
         }
         self.scratch = scratch;
+        self.value = value;
         if trailers {
             return Ok(());
         }
@@ -479,6 +526,21 @@ mod tests {
         let mut early = Vec::new();
         put_frame(&mut early, DATA, b"x");
         assert_eq!(ResponseReader::new().feed(&early, None), Err(Malformed));
+    }
+
+    #[test]
+    fn other_fields_are_skipped_and_a_reset_reader_reads_the_next_response() {
+        // content-type (static 44) with a value that is no valid Huffman
+        // code: skipped, never decoded.
+        let mut field = vec![0xc0 | 25];
+        put_prefixed(&mut field, 0x50, 4, STATIC_CONTENT_TYPE);
+        field.extend_from_slice(&[0x81, 0x00]);
+        let mut r = ResponseReader::new();
+        r.feed(&response(&field, b"ok"), Some(b"ok")).unwrap();
+        assert_eq!((r.status, r.body_len, r.body_ok), (200, 2, true));
+        r.reset();
+        r.feed(&response(&[0xc0 | 27], b"no"), Some(b"ok")).unwrap();
+        assert_eq!((r.status, r.body_len, r.body_ok), (404, 2, false));
     }
 
     #[test]

@@ -19,6 +19,10 @@ use crate::engine::Plan;
 use crate::stats::Failure;
 use crate::stats::QuicCounts;
 
+/// Readers kept for reuse per connection, at most (a connection has
+/// `--streams` in flight).
+const SPARE_READERS: usize = 1024;
+
 /// A request stream in flight.
 struct Stream {
     id: StreamId,
@@ -56,6 +60,9 @@ pub(crate) struct Requests {
     /// The server's unidirectional streams (control, QPACK), read and
     /// dropped.
     uni: Vec<StreamId>,
+    /// Readers of streams that ended, kept for the next ones (their
+    /// buffers with them).
+    spare: Vec<ResponseReader>,
     /// What this connection's closed QUIC connections counted.
     pub counts: QuicCounts,
     /// Answers are being applied: requests started meanwhile wait in
@@ -135,13 +142,17 @@ impl Requests {
             if !finished {
                 self.unfinished += 1;
             }
+            let reader = match self.spare.pop() {
+                Some(r) => r,
+                None => ResponseReader::new(),
+            };
             self.streams.push(Stream {
                 id,
                 written,
                 finished,
                 key,
                 path,
-                reader: ResponseReader::new(),
+                reader,
             });
             k += 1;
         }
@@ -212,7 +223,7 @@ impl Requests {
         let Some(end) = end else {
             return bytes;
         };
-        let stream = self.streams.swap_remove(at);
+        let mut stream = self.streams.swap_remove(at);
         if !stream.finished {
             self.unfinished -= 1;
         }
@@ -240,6 +251,10 @@ impl Requests {
                 }
             }
         });
+        if self.spare.len() < SPARE_READERS {
+            stream.reader.reset();
+            self.spare.push(stream.reader);
+        }
         bytes
     }
 
