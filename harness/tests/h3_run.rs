@@ -247,3 +247,35 @@ fn run_h3_echoes_a_mebibyte_and_answers_head() {
     let v: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["requests"]["ok"], 50, "{json}");
 }
+
+/// An open loop over h3 (`--rate`): each request leaves at its time on a
+/// connection's free stream, and every one is answered and verified.
+#[test]
+fn run_h3_paces_an_open_loop() {
+    let lab = LabCert::new().unwrap();
+    let server = event_loop_h3(&lab);
+    let url = format!("https://{}/hello", server.addr);
+    let ca = lab.ca_path();
+    let out = harness(&[
+        "run",
+        "--h3",
+        &url,
+        "--cacert",
+        ca.to_str().unwrap(),
+        "-c",
+        "4",
+        "--streams",
+        "4",
+        "--rate",
+        "1000",
+        "-n",
+        "500",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json = stdout(&out);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["requests"]["ok"], 500, "{json}");
+    assert_eq!(v["connections"]["opened"], 4, "{json}");
+}
