@@ -77,6 +77,10 @@ impl Quic {
                     .try_into()
                     .map_err(io::Error::other)?,
             ))
+            // A slow --rate leaves a connection idle between requests:
+            // a PING now and then keeps the server (quic-go and quinn idle
+            // out after 30 s) from closing it.
+            .keep_alive_interval(Some(Duration::from_secs(10)))
             // The server opens its control and QPACK streams: let it.
             .max_concurrent_uni_streams(16u32.into());
         let mut config = ClientConfig::new(Arc::new(crypto));
