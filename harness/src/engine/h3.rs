@@ -543,6 +543,30 @@ mod tests {
         assert_eq!((r.status, r.body_len, r.body_ok), (404, 2, false));
     }
 
+    /// Bytes from a peer are untrusted: whatever they are, in whatever
+    /// pieces, the reader answers or refuses, and never panics.
+    #[test]
+    fn arbitrary_bytes_never_panic_the_reader() {
+        let valid = response(&[0xc0 | 25], b"Hello, World!");
+        let mut rng = fastrand::Rng::with_seed(42);
+        for _ in 0..20_000 {
+            let mut bytes = valid.clone();
+            for _ in 0..rng.usize(1..4) {
+                let at = rng.usize(..bytes.len());
+                bytes[at] = rng.u8(..);
+            }
+            if rng.bool() {
+                bytes.truncate(rng.usize(..bytes.len()));
+            }
+            let mut r = ResponseReader::new();
+            for chunk in bytes.chunks(rng.usize(1..8)) {
+                if r.feed(chunk, Some(b"Hello, World!")).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_request_reads_back_as_its_fields() {
         let req = request("GET", "127.0.0.1:8443", "/hello", b"", None);
