@@ -455,10 +455,14 @@ impl Conn {
     #[inline]
     pub(crate) fn close(&mut self, io: &mut Backend) {
         if let Some(h3) = self.proto.h3_mut() {
-            if let Some(mut q) = h3.quic.take() {
-                q.shut();
-                h3.requests.close(Some(&q.conn));
-                self.epoch = self.epoch.wrapping_add(1);
+            // Requests queued for a connection that failed to open go too.
+            match h3.quic.take() {
+                Some(mut q) => {
+                    q.shut();
+                    h3.requests.close(Some(&q.conn));
+                    self.epoch = self.epoch.wrapping_add(1);
+                }
+                None => h3.requests.close(None),
             }
             return;
         }
