@@ -320,7 +320,7 @@ pub struct Settings {
     /// Requests in flight allowed per connection (`--pipeline`; 1 without).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<u64>,
-    /// HTTP/2 (`h2c`, `h2`): streams allowed in flight per connection
+    /// HTTP/2 (`h2c`, `h2`) and HTTP/3 (`h3`): streams allowed in flight per connection
     /// (`--streams`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams: Option<u64>,
