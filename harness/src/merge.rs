@@ -374,14 +374,14 @@ fn plan_of(docs: &[&Document], sources: &[Source]) -> anyhow::Result<Plan> {
     let mut plan = Plan::new(&d.target.url, addr, request, check);
     plan.connections = docs.iter().map(|d| d.settings.connections as usize).sum();
     plan.keepalive = d.settings.keepalive;
-    if let (Some(proto @ ("h2c" | "h2")), Some(n)) =
+    if let (Some(proto @ ("h2c" | "h2" | "h3")), Some(n)) =
         (d.settings.protocol.as_deref(), d.settings.streams)
     {
         let n = n.min(u64::from(u16::MAX)) as u16;
-        plan.framing = if proto == "h2" {
-            crate::engine::Framing::H2(n)
-        } else {
-            crate::engine::Framing::H2c(n)
+        plan.framing = match proto {
+            "h2" => crate::engine::Framing::H2(n),
+            "h3" => crate::engine::Framing::H3(n),
+            _ => crate::engine::Framing::H2c(n),
         };
     }
     if let (Some("http/1.1-pipelined"), Some(depth)) =

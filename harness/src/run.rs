@@ -109,6 +109,17 @@ the streams it left unprocessed fail (failures: goaway), the others finish
 and the next requests go on a new connection. -H headers and --chunked
 are not sent over HTTP/2 (refused).
 
+HTTP/3: --h3 (https:// URLs; QUIC over UDP to the URL's port, ALPN h3)
+keeps up to --streams N request streams in flight on each QUIC connection
+(a request waits, never fails, while the server's stream credit is
+spent). Responses are verified as over HTTP/2; a reset stream fails alone
+(failures: reset). The report adds the QUIC handshakes and the packets
+sent and declared lost (their frames resent). A server with no QUIC
+answer within 2 s ends the run; --cacert and --insecure work as for TLS.
+It runs on epoll (io_uring does not carry QUIC's datagrams yet), one UDP
+socket per connection, and sends -H headers and --chunked as HTTP/2 does
+(refused).
+
 WebSocket (ws:// and wss:// URLs): each connection sends the HTTP/1.1
 upgrade (its 101 and Sec-WebSocket-Accept are checked), then echo messages
 of --ws-size bytes (default 64; binary, or --ws-text), each masked with a
@@ -146,6 +157,7 @@ Examples:
   harness run http://127.0.0.1:8082/hello -c 16 -d 10s --pipeline 16
   harness run http://127.0.0.1:8082/hello -c 4 -d 10s --h2c --streams 100
   harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 4 -d 10s --h2
+  harness run https://127.0.0.1:8443/hello --cacert lab-ca.pem -c 4 -d 10s --h3 --streams 32
   harness run ws://127.0.0.1:8082/ws -c 50 -d 10s --pipeline 8 --ws-size 64
   harness run 'ws://127.0.0.1:8082/ws/room?name=lab' -c 50 --room --room-size 10 -d 10s
   harness run http://127.0.0.1:8082/work -c 100 -n 20000 --no-keepalive --format ab
@@ -205,8 +217,15 @@ pub struct RunArgs {
     #[arg(long)]
     pub h2: bool,
 
-    /// --h2c and --h2: streams in flight per connection (like h2load -m),
-    /// fewer if the server's SETTINGS_MAX_CONCURRENT_STREAMS is lower.
+    /// HTTP/3 over QUIC (an https:// URL; UDP to the URL's port), ALPN h3:
+    /// many requests in flight per connection as streams (--streams), each
+    /// response verified. Runs on epoll.
+    #[arg(long, conflicts_with_all = ["h2", "h2c"])]
+    pub h3: bool,
+
+    /// --h2c, --h2 and --h3: streams in flight per connection (like
+    /// h2load -m), fewer if the server's SETTINGS_MAX_CONCURRENT_STREAMS
+    /// (HTTP/2) or stream credit (HTTP/3) is lower.
     #[arg(long, default_value_t = 100, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::engine::MAX_PIPELINE)))]
     pub streams: u16,
@@ -463,8 +482,8 @@ pub fn parse_path(s: &str) -> Result<PathArg, String> {
 /// The plan for `args`.
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     if let Some(plan) = ws_plan(args)? {
-        if args.h2 || args.h2c {
-            bail!("--h2 and --h2c are for http:// and https:// URLs, not WebSocket");
+        if args.h2 || args.h2c || args.h3 {
+            bail!("--h2, --h2c and --h3 are for http:// and https:// URLs, not WebSocket");
         }
         return Ok(plan);
     }
@@ -707,6 +726,8 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
         if let Some(tls) = &mut plan.tls {
             tls.h2 = true;
         }
+    } else if args.h3 {
+        plan.framing = Framing::H3(args.streams);
     }
     plan.io = args.io;
     plan.gather = args.gather;
@@ -732,13 +753,27 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
 /// `--h2c` and `--h2`: the combinations that cannot work, each refused in
 /// one line.
 fn check_h2(args: &RunArgs, target: &Target) -> anyhow::Result<()> {
-    if !(args.h2c || args.h2) {
+    if !(args.h2c || args.h2 || args.h3) {
         if args.streams != 100 {
-            bail!("--streams is for HTTP/2: add --h2c (http://) or --h2 (https://)");
+            bail!(
+                "--streams is for HTTP/2 and HTTP/3: add --h2c (http://), --h2 or --h3 (https://)"
+            );
         }
         return Ok(());
     }
-    let flag = if args.h2c { "--h2c" } else { "--h2" };
+    let flag = if args.h2c {
+        "--h2c"
+    } else if args.h2 {
+        "--h2"
+    } else {
+        "--h3"
+    };
+    if args.h3 && !target.tls {
+        bail!("--h3 is HTTP/3 over QUIC, always encrypted: use an https:// URL");
+    }
+    if args.h3 && args.tls_version != TlsVersion::Tls13 {
+        bail!("--h3: QUIC carries TLS 1.3 only: drop --tls-version");
+    }
     if args.h2c && target.tls {
         bail!("--h2c is HTTP/2 over plaintext: use an http:// URL, or --h2 for https://");
     }
@@ -752,7 +787,7 @@ fn check_h2(args: &RunArgs, target: &Target) -> anyhow::Result<()> {
         bail!("{flag} keeps each connection for many streams: drop --no-keepalive");
     }
     if args.chunked {
-        bail!("{flag}: HTTP/2 has no chunked encoding (bodies go in DATA frames): drop --chunked");
+        bail!("{flag}: HTTP/2 and HTTP/3 have no chunked encoding (bodies go in DATA frames): drop --chunked");
     }
     if !args.headers.is_empty() {
         bail!("{flag} does not send -H headers yet: drop -H");
@@ -920,7 +955,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             // A run too short to stop early: the same one line.
             if let Some(why) = &s.tls_error {
                 eprintln!(
-                    "harness: {why} ({} connections, none established)",
+                    "harness: {why} ({} requests failed with their handshakes, none established)",
                     s.failures.handshake
                 );
             }

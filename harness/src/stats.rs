@@ -308,6 +308,8 @@ pub struct Stats {
     /// SETTINGS_MAX_CONCURRENT_STREAMS), over every SETTINGS received;
     /// `None` when no connection received one (no HTTP/2 was spoken).
     pub h2_streams: Option<u32>,
+    /// HTTP/3: what the QUIC connections counted (packets sent, lost).
+    pub quic: Option<QuicCounts>,
     /// Per path of the plan, in its order (one for a single-path run): the
     /// same requests as the totals above, split by path.
     pub paths: Vec<PathStats>,
@@ -377,6 +379,7 @@ impl Default for Stats {
             tls_error: None,
             document_length: None,
             h2_streams: None,
+            quic: None,
             paths: Vec::new(),
         }
     }
@@ -427,6 +430,9 @@ impl AddAssign<&Stats> for Stats {
         }
         if self.document_length.is_none() {
             self.document_length = o.document_length;
+        }
+        if let Some(q) = &o.quic {
+            *self.quic.get_or_insert_with(Default::default) += q;
         }
         self.h2_streams = match (self.h2_streams, o.h2_streams) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -505,6 +511,32 @@ pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
     }
     let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
     (mean, var.sqrt())
+}
+
+/// What a QUIC connection counted, summed over a thread's connections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuicCounts {
+    /// Packets sent, and those declared lost (each lost packet's frames
+    /// are retransmitted as QUIC retransmits: in new packets).
+    pub sent_packets: u64,
+    pub lost_packets: u64,
+    pub lost_bytes: u64,
+    pub congestion_events: u64,
+    /// Datagrams the generator itself dropped: its socket's send buffer
+    /// was full (QUIC resent what they carried).
+    #[serde(default)]
+    pub send_dropped: u64,
+}
+
+impl std::ops::AddAssign<&QuicCounts> for QuicCounts {
+    fn add_assign(&mut self, o: &QuicCounts) {
+        self.sent_packets += o.sent_packets;
+        self.lost_packets += o.lost_packets;
+        self.lost_bytes += o.lost_bytes;
+        self.congestion_events += o.congestion_events;
+        self.send_dropped += o.send_dropped;
+    }
 }
 
 #[cfg(test)]

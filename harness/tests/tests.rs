@@ -13,6 +13,7 @@ mod faults;
 mod h2_codec;
 mod h2_engine;
 mod h2_verify;
+mod h3_run;
 mod h3_verify;
 mod layers;
 mod mix;

@@ -48,6 +48,7 @@ pub fn name(f: Framing) -> String {
         Framing::H2c(n) => format!("h2c {n}"),
         Framing::H2(n) => format!("h2 {n}"),
         Framing::Ws(n) => format!("websocket {n}"),
+        Framing::H3(n) => format!("h3 {n}"),
     }
 }
 
@@ -197,6 +198,7 @@ pub fn record(r: &engine::RunResult) -> Result<RunFraming, String> {
         Framing::H1 => ("http/1.1", 1, None),
         Framing::Ws(n) => ("websocket", u32::from(n), None),
         Framing::Pipelined(n) => ("http/1.1-pipelined", u32::from(n), None),
+        Framing::H3(n) => ("h3", u32::from(n), Some(u32::from(n))),
         Framing::H2c(n) | Framing::H2(n) => {
             let Some(allowed) = r.stats.h2_streams else {
                 return Err(format!(

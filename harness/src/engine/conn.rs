@@ -4,7 +4,8 @@
 //!
 //! A connection carries only its own protocol's state (`proto`, see
 //! `engine::proto`) and its own transport's: `tls`, `None` on plain TCP,
-//! or the socket's TLS session, through which every byte written and read
+//! or the socket's TLS session (QUIC's connection and socket are in
+//! `Proto::H3`, HTTP/3 being the only protocol over it), through which every byte written and read
 //! goes (`tls.rs`); the state machine is the same for all of them.
 
 use std::io::{self, Read, Write};
@@ -233,6 +234,12 @@ impl Conn {
         Ok(())
     }
 
+    /// A socket (TCP) or a QUIC connection is open.
+    #[inline]
+    pub(crate) fn is_open(&self) -> bool {
+        self.stream.is_some() || self.proto.quic().is_some()
+    }
+
     /// The socket's descriptor (io_uring's operations name it).
     #[inline]
     pub(crate) fn fd(&self) -> Option<std::os::fd::RawFd> {
@@ -447,6 +454,18 @@ impl Conn {
     /// and completions still to come for it are stale from here on.
     #[inline]
     pub(crate) fn close(&mut self, io: &mut Backend) {
+        if let Some(h3) = self.proto.h3_mut() {
+            // Requests queued for a connection that failed to open go too.
+            match h3.quic.take() {
+                Some(mut q) => {
+                    q.shut();
+                    h3.requests.close(Some(&q.conn));
+                    self.epoch = self.epoch.wrapping_add(1);
+                }
+                None => h3.requests.close(None),
+            }
+            return;
+        }
         let Some(stream) = self.stream.take() else {
             return;
         };
@@ -634,5 +653,9 @@ mod tests {
         assert!(h2.out.is_some() && matches!(h2.proto, Proto::H2(_)));
         let tls = Conn::new(Framing::H1, 100, None, true);
         assert!(tls.out.is_some() && matches!(tls.proto, Proto::H1));
+        // QUIC's state is HTTP/3's, opened with its first request.
+        let h3 = Conn::new(Framing::H3(8), 100, None, true);
+        assert!(matches!(h3.proto, Proto::H3(_)) && h3.proto.quic().is_none());
+        assert!(!h3.is_open());
     }
 }

@@ -38,6 +38,10 @@ pub enum Framing {
     H2c(u16),
     /// HTTP/2 over TLS, chosen by ALPN (`--h2`).
     H2(u16),
+    /// HTTP/3 over QUIC (`--h3`): up to this many request streams in
+    /// flight per connection (`--streams`), fewer while the server's
+    /// stream credit says so.
+    H3(u16),
 }
 
 /// The deepest pipeline a run may ask for.
@@ -57,9 +61,11 @@ impl Framing {
     pub fn capacity(self) -> usize {
         match self {
             Framing::H1 => 1,
-            Framing::Pipelined(n) | Framing::Ws(n) | Framing::H2c(n) | Framing::H2(n) => {
-                usize::from(n)
-            }
+            Framing::Pipelined(n)
+            | Framing::Ws(n)
+            | Framing::H2c(n)
+            | Framing::H2(n)
+            | Framing::H3(n) => usize::from(n),
         }
     }
 
@@ -71,6 +77,7 @@ impl Framing {
             Framing::Ws(_) => "websocket",
             Framing::H2c(_) => "h2c",
             Framing::H2(_) => "h2",
+            Framing::H3(_) => "h3",
         }
     }
 
@@ -78,22 +85,28 @@ impl Framing {
     /// HTTP/2, whose depth is [`Framing::streams`]).
     pub fn depth(self) -> usize {
         match self {
-            Framing::H2c(_) | Framing::H2(_) => 1,
+            Framing::H2c(_) | Framing::H2(_) | Framing::H3(_) => 1,
             _ => self.capacity(),
         }
     }
 
-    /// HTTP/2: the streams allowed in flight per connection (`--streams`).
+    /// HTTP/2 and HTTP/3: the streams allowed in flight per connection
+    /// (`--streams`).
     pub fn streams(self) -> Option<usize> {
         match self {
-            Framing::H2c(n) | Framing::H2(n) => Some(usize::from(n)),
+            Framing::H2c(n) | Framing::H2(n) | Framing::H3(n) => Some(usize::from(n)),
             _ => None,
         }
     }
 
     /// HTTP/2 (either transport).
     pub fn is_h2(self) -> bool {
-        self.streams().is_some()
+        matches!(self, Framing::H2c(_) | Framing::H2(_))
+    }
+
+    /// HTTP/3 (over QUIC).
+    pub fn is_h3(self) -> bool {
+        matches!(self, Framing::H3(_))
     }
 
     /// Requests are encoded into the connection's own out buffer rather

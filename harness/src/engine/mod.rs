@@ -33,9 +33,11 @@ mod conn;
 pub mod framing;
 /// The HTTP/2 client codec (`Framing::H2c`, `Framing::H2`).
 pub mod h2;
+mod h3;
 mod huffman;
 mod io;
 mod proto;
+pub mod quic;
 mod schedule;
 mod timer;
 pub mod tls;
@@ -448,6 +450,12 @@ impl Plan {
             Framing::H2c(_) if self.tls.is_some() => {
                 return bad("h2c is HTTP/2 over plaintext: no TLS");
             }
+            Framing::H3(_) if self.tls.is_none() => {
+                return bad("h3 runs over QUIC, which is always encrypted: it needs TLS");
+            }
+            Framing::H3(_) if self.tls.as_ref().is_some_and(|t| t.h2) => {
+                return bad("h3 offers h3 by ALPN, not h2");
+            }
             _ => {}
         }
         if self.framing.capacity() > usize::from(MAX_PIPELINE) {
@@ -706,7 +714,13 @@ pub fn run(
     let routes = plan.routes();
     let cycle = plan.cycle()?;
     let threads = plan.effective_threads();
-    let (io, io_note, can_gather) = io::resolve(plan.io);
+    let (io, io_note, can_gather) = if plan.framing.is_h3() && plan.io == Io::Uring {
+        // QUIC's datagrams move through epoll only (`engine::quic`); the
+        // report names the backend, `run --help` says why.
+        (Io::Epoll, None, false)
+    } else {
+        io::resolve(plan.io)
+    };
     let gather = Some(plan.gather)
         .filter(|g| can_gather && !g.is_zero() && matches!(plan.pace, Pace::Closed));
     let clock = Clock::new();

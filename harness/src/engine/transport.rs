@@ -5,13 +5,15 @@
 //! each handshake ended; counting handshakes and deciding when failed ones
 //! end the run are here.
 //!
-//! A new transport (QUIC: datagrams, its own TLS and timers) is one more
-//! variant: its per-connection state beside `Conn::tls`, its reads and
-//! writes beside the TCP ones in `conn.rs` and the backends, and its
-//! earliest timer in the loop's wait (`Worker::wait_ns`).
+//! QUIC (`--h3`, `quic.rs`) is the third: its per-connection state is in
+//! `Proto::H3` (the one protocol over it), not in `Conn`; its datagrams
+//! move in `quic.rs` (the worker's `worker/h3.rs` calls it where a socket
+//! is readable), and its earliest timer is in the loop's wait
+//! (`Worker::wait_ns`).
 
 use std::io;
 
+use super::quic::Quic;
 use super::tls::{self, Handshake, Session, TlsPlan};
 use crate::stats::Stats;
 
@@ -23,6 +25,8 @@ pub(crate) const HANDSHAKE_FAIL_LIMIT: u32 = 10;
 pub(crate) enum Transport {
     Tcp,
     Tls(Tls),
+    /// QUIC (`--h3`): datagrams, TLS inside, timers of its own.
+    Quic(Box<Quic>),
 }
 
 /// TLS for one thread: its client (configuration, session cache) and its
@@ -47,8 +51,16 @@ pub(crate) enum Verdict {
 }
 
 impl Transport {
-    pub(crate) fn new(plan: Option<&TlsPlan>, h2: bool) -> io::Result<Transport> {
+    /// `h3`: over QUIC; `now_ns`: the engine's clock (QUIC's timers are
+    /// kept on it).
+    pub(crate) fn new(
+        plan: Option<&TlsPlan>,
+        h2: bool,
+        h3: bool,
+        now_ns: u64,
+    ) -> io::Result<Transport> {
         Ok(match plan {
+            Some(p) if h3 => Transport::Quic(Box::new(Quic::new(p, now_ns)?)),
             None => Transport::Tcp,
             Some(p) => Transport::Tls(Tls {
                 client: tls::Client::new(p)?,
@@ -64,7 +76,7 @@ impl Transport {
     #[inline]
     pub(crate) fn client(&self) -> Option<&tls::Client> {
         match self {
-            Transport::Tcp => None,
+            Transport::Tcp | Transport::Quic(_) => None,
             Transport::Tls(t) => Some(&t.client),
         }
     }

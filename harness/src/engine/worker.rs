@@ -39,6 +39,7 @@ use crate::stats::{Failure, PathStats, Stats};
 
 mod h1;
 mod h2;
+mod h3;
 mod settle;
 mod together;
 mod ws;
@@ -87,6 +88,12 @@ struct Worker<'s> {
     /// configuration (a connection's codec is made from them per socket).
     h2_templates: Vec<Template>,
     h2_config: H2Config,
+    /// HTTP/3: each path's request as it goes on a stream, encoded once;
+    /// the answers of one pump (reused); when the earliest QUIC timer
+    /// (or handshake's wait) ends.
+    h3_templates: Vec<Vec<u8>>,
+    h3_answers: Vec<proto::h3::Answer>,
+    h3_next_ns: u64,
     /// TLS, a buffered framing: the plaintext of one read.
     plain: Vec<u8>,
     /// A buffered framing: requests started while a read is handed out
@@ -130,6 +137,7 @@ pub(crate) fn run(shared: &Shared<'_>, share: Share) -> io::Result<Output> {
     let together = EndTogether::new(shared);
     let mut w = Worker::new(shared, &share)?;
     let end = w.run_loop();
+    w.h3_counts();
     let last_ns = w.clock.now();
     let next = w.interval.index() + 1;
     shared.sink.hand_in(w.thread, &mut w.interval, next);
@@ -213,7 +221,12 @@ impl<'s> Worker<'s> {
             .max()
             .unwrap_or(0);
         let io = Backend::new(shared.io, share.conns, paced, shared.gather, response_max)?;
-        let transport = Transport::new(plan.tls.as_ref(), plan.framing.is_h2())?;
+        let transport = Transport::new(
+            plan.tls.as_ref(),
+            plan.framing.is_h2(),
+            plan.framing.is_h3(),
+            shared.clock.now(),
+        )?;
         let room_size = plan.room().map_or(0, |r| r.size);
         let rooms = (0..share.conns.checked_div(room_size).unwrap_or(0))
             .map(|k| Room::new(k * room_size, room_size, plan.framing.capacity()))
@@ -232,6 +245,9 @@ impl<'s> Worker<'s> {
                 max_streams: plan.framing.streams().unwrap_or(1) as u32,
                 ..H2Config::default()
             },
+            h3_templates: proto::h3::templates(plan),
+            h3_answers: Vec::new(),
+            h3_next_ns: u64::MAX,
             plain: Vec::with_capacity(if plan.framing.buffered() && plan.tls.is_some() {
                 2 * READ_BUF
             } else {
@@ -284,6 +300,9 @@ impl<'s> Worker<'s> {
                 self.open_batch(now);
             }
             self.fire_due(now);
+            if self.framing.is_h3() {
+                self.h3_next_ns = self.h3_timers(now);
+            }
             if now >= self.next_sweep_ns {
                 self.sweep(now);
             }
@@ -367,9 +386,9 @@ impl<'s> Worker<'s> {
     }
 
     /// How long the poll may sleep: until the earliest of the wake-ups,
-    /// the sweep, the interval's end, the run's end and the drain's. A
-    /// transport with timers of its own (QUIC's loss recovery and idle
-    /// timeout) adds its earliest here; the loop needs nothing else.
+    /// the sweep, the interval's end, the run's end and the drain's, and
+    /// QUIC's earliest timer (loss recovery, acknowledgements, idle, the
+    /// handshake's wait: `h3_timers`); the loop needs nothing else.
     fn wait_ns(&self, now: u64) -> u64 {
         if self.opened < self.conns.len() {
             return 0; // more connections to open: reap, then open them
@@ -382,7 +401,8 @@ impl<'s> Worker<'s> {
             .min(self.next_sweep_ns)
             .min(self.next_interval_ns)
             .min(self.shared.end_ns)
-            .min(self.drain_until_ns);
+            .min(self.drain_until_ns)
+            .min(self.h3_next_ns);
         until.saturating_sub(now)
     }
 
@@ -390,6 +410,10 @@ impl<'s> Worker<'s> {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
+        if conn.proto.quic().is_some() {
+            self.h3_readable(i);
+            return;
+        }
         if conn.buffered() && matches!(conn.state, State::Reading | State::Writing) {
             if conn.state == State::Writing {
                 self.flush_out(i);
@@ -630,6 +654,9 @@ impl<'s> Worker<'s> {
     /// A buffered framing: the request goes into the connection's out
     /// buffer, written with the others started in the same turn.
     fn start_buffered(&mut self, i: usize, now: u64, path: u16, measured: bool) -> bool {
+        if self.framing.is_h3() {
+            return self.h3_start(i, now);
+        }
         let uring = matches!(self.io, Backend::Uring(_));
         let opcode = self.opcode();
         let bytes = self.wires[usize::from(path)].bytes;
@@ -663,6 +690,7 @@ impl<'s> Worker<'s> {
                     }
                 }
                 Proto::H1 | Proto::Pipelined => conn.queue(bytes, uring),
+                Proto::H3(_) => {} // `h3_start`
             }
             self.kick(i, now);
             return true;
@@ -694,6 +722,7 @@ impl<'s> Worker<'s> {
                 }
             }
             Proto::H1 | Proto::Pipelined => conn.queue(bytes, uring),
+            Proto::H3(_) => {} // `h3_start`
         }
         let conn = &mut self.conns[i];
         if conn.state == State::Idle {
@@ -1001,7 +1030,7 @@ impl<'s> Worker<'s> {
                     self.start(i, now, due)
                 }
             };
-            if !started || self.conns[i].stream.is_none() {
+            if !started || !self.conns[i].is_open() {
                 return; // no permit, stopping, or a failed connect (retried)
             }
         }
@@ -1157,6 +1186,7 @@ impl<'s> Worker<'s> {
             Proto::Ws(_) => self.dispatch_ws(i, data, now),
             Proto::H2(_) => self.dispatch_h2(i, data, now),
             Proto::H1 | Proto::Pipelined => self.dispatch_h1(i, data, now),
+            Proto::H3(_) => {} // its bytes come through QUIC (`worker/h3.rs`)
         }
     }
 

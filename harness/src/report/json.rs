@@ -71,6 +71,10 @@ pub struct Document {
     /// A WebSocket room run (`--room`): the requests are its deliveries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub room: Option<RoomDoc>,
+    /// An HTTP/3 run (`--h3`): what its QUIC connections counted, packets
+    /// sent and lost (absent for TCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<crate::stats::QuicCounts>,
     /// `--threshold`: each expression, PASS or FAIL, and what the run showed
     /// (absent without thresholds).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -125,8 +129,9 @@ impl TlsDoc {
             }
             .to_string(),
             version: n.map(|n| n.version.clone()),
-            cipher_suite: n.map(|n| n.cipher_suite.clone()),
-            key_exchange: n.map(|n| n.key_exchange.clone()),
+            // Empty where the stack does not say (QUIC's).
+            cipher_suite: n.map(|n| n.cipher_suite.clone()).filter(|c| !c.is_empty()),
+            key_exchange: n.map(|n| n.key_exchange.clone()).filter(|k| !k.is_empty()),
             alpn: n.and_then(|n| n.alpn.clone()),
             handshakes_full: s.handshakes_full,
             handshakes_resumed: s.handshakes_resumed,
@@ -315,7 +320,7 @@ pub struct Settings {
     /// Requests in flight allowed per connection (`--pipeline`; 1 without).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<u64>,
-    /// HTTP/2 (`h2c`, `h2`): streams allowed in flight per connection
+    /// HTTP/2 (`h2c`, `h2`) and HTTP/3 (`h3`): streams allowed in flight per connection
     /// (`--streams`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams: Option<u64>,
@@ -594,6 +599,7 @@ pub fn document(r: &RunResult) -> Document {
             })
             .collect(),
         tls: TlsDoc::of(r),
+        quic: s.quic,
         room: p.room().map(|room| RoomDoc {
             rooms: room.rooms as u64,
             members: room.size as u64,

@@ -305,6 +305,9 @@ pub fn describe_load(r: &RunResult) -> String {
             (true, crate::engine::Framing::H2(n)) => {
                 format!("HTTP/2 over TLS by ALPN (h2), up to {n} streams per connection")
             }
+            (true, crate::engine::Framing::H3(n)) => {
+                format!("HTTP/3 over QUIC (h3), up to {n} streams per connection")
+            }
             (true, crate::engine::Framing::Ws(_)) if p.ws.as_ref().is_some_and(|w| w.hold) => {
                 format!(
                     "WebSocket connections held, a ping every {:.1}s each (a request is a ping and its pong)",

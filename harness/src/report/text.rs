@@ -69,7 +69,9 @@ pub fn render(r: &RunResult) -> String {
     if !r.plan.keepalive {
         line(&mut out, "connect", &Percentiles::of(&s.connect_us));
     }
-    if let Some(t) = &r.plan.tls {
+    if let (Some(t), Some(q)) = (&r.plan.tls, &s.quic) {
+        quic(&mut out, r, t, q);
+    } else if let Some(t) = &r.plan.tls {
         let negotiated = match &s.tls {
             Some(n) => format!(
                 "{} {} {}, ALPN {}",
@@ -199,5 +201,45 @@ fn line(out: &mut String, name: &str, p: &Percentiles) {
     let _ = writeln!(
         out,
         "  {name:<10} p50 {p50}  p75 {p75}  p90 {p90}  p99 {p99}  p99.9 {p99_9}  max {max}  (mean {mean} ± {stdev})"
+    );
+}
+
+/// An HTTP/3 run: its QUIC handshakes (quinn-proto does not tell a
+/// resumed one from a full one) and the packets its connections sent and
+/// declared lost.
+fn quic(out: &mut String, r: &RunResult, t: &crate::engine::TlsPlan, q: &crate::stats::QuicCounts) {
+    let s = &r.stats;
+    let negotiated = match &s.tls {
+        Some(n) => format!(
+            "{} inside QUIC, ALPN {}",
+            n.version,
+            n.alpn.as_deref().unwrap_or("none")
+        ),
+        None => "no handshake completed".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "  quic       {negotiated}; {} handshakes, server name {}",
+        thousands(s.handshakes_full + s.handshakes_resumed),
+        t.server_name,
+    );
+    line(out, "handshake", &Percentiles::of(&s.handshake_us));
+    let _ = writeln!(
+        out,
+        "             per handshake: first Initial sent to handshake done"
+    );
+    let lost_share = if q.sent_packets == 0 {
+        0.0
+    } else {
+        100.0 * q.lost_packets as f64 / q.sent_packets as f64
+    };
+    let _ = writeln!(
+        out,
+        "  packets    {} sent, {} lost ({lost_share:.2}%, {} bytes; their frames resent), {} congestion events, {} dropped by the generator (its socket buffer full)",
+        thousands(q.sent_packets),
+        thousands(q.lost_packets),
+        thousands(q.lost_bytes),
+        thousands(q.congestion_events),
+        thousands(q.send_dropped),
     );
 }

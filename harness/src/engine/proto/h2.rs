@@ -130,10 +130,12 @@ pub(crate) fn answers(events: &[Event]) -> impl Iterator<Item = Answer> + '_ {
 
 /// A response's verdict by its path's check: status, Content-Length
 /// against the DATA received, the exact body.
-pub(crate) fn verdict(check: &Check, r: &Response) -> Option<Failure> {
+/// `head`: the request was a HEAD, whose Content-Length announces the
+/// body a GET would get (RFC 9110 §9.3.2), not the empty one it has.
+pub(crate) fn verdict(check: &Check, r: &Response, head: bool) -> Option<Failure> {
     if !check.status_ok(r.status) {
         Some(Failure::Status)
-    } else if r.content_length.is_some_and(|n| n != r.body_len) {
+    } else if !head && r.content_length.is_some_and(|n| n != r.body_len) {
         Some(Failure::Length)
     } else if !r.body_ok {
         Some(Failure::Body)
@@ -169,7 +171,7 @@ pub(crate) fn templates(plan: &Plan) -> Vec<Template> {
 
 /// An encoded HTTP/1.1 request's Content-Type value and body (not
 /// chunked: an HTTP/2 run refuses `--chunked`).
-fn split_body(request: &[u8]) -> (Option<&str>, &[u8]) {
+pub(crate) fn split_body(request: &[u8]) -> (Option<&str>, &[u8]) {
     let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
         return (None, &[]);
     };
@@ -234,17 +236,28 @@ mod tests {
     #[test]
     fn a_response_is_judged_by_status_then_length_then_body() {
         let check = Check::Status(200);
-        assert_eq!(verdict(&check, &response(1, 200, Some(5), true)), None);
         assert_eq!(
-            verdict(&check, &response(1, 404, Some(4), false)),
-            Some(Failure::Status)
+            verdict(&check, &response(1, 200, Some(5), true), false),
+            None
         );
+        // HEAD: 5 announced, none sent.
+        let mut head = response(1, 200, Some(5), true);
+        head.body_len = 0;
+        assert_eq!(verdict(&Check::Status(200), &head, true), None);
         assert_eq!(
-            verdict(&check, &response(1, 200, Some(4), false)),
+            verdict(&Check::Status(200), &head, false),
             Some(Failure::Length)
         );
         assert_eq!(
-            verdict(&check, &response(1, 200, None, false)),
+            verdict(&check, &response(1, 404, Some(4), false), false),
+            Some(Failure::Status)
+        );
+        assert_eq!(
+            verdict(&check, &response(1, 200, Some(4), false), false),
+            Some(Failure::Length)
+        );
+        assert_eq!(
+            verdict(&check, &response(1, 200, None, false), false),
             Some(Failure::Body)
         );
     }

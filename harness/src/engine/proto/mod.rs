@@ -4,7 +4,9 @@
 //! [`Proto`] is the per-connection half: each connection carries only the
 //! state of its own protocol (plain HTTP/1.1 carries nothing beyond its
 //! response reader; HTTP/2 a boxed [`h2::H2Conn`]; WebSocket a boxed
-//! [`WsConn`]). The plan-level half is [`Framing`] (capacity, buffered or
+//! [`WsConn`]; HTTP/3 a boxed [`h3::H3Conn`], with its QUIC connection
+//! (the transport's state, so no other connection carries it), met by the worker in `worker/h3.rs` rather than at the
+//! points below, since QUIC moves its own bytes). The plan-level half is [`Framing`] (capacity, buffered or
 //! not, the name in reports), checked once by `Plan::validate`; the worker
 //! makes each connection's `Proto` from it, so a WebSocket connection has
 //! no HTTP/2 state and HTTP/2 over TLS cannot lack its session.
@@ -35,8 +37,10 @@
 
 pub(crate) mod h1;
 pub(crate) mod h2;
+pub(crate) mod h3;
 
 use super::framing::Framing;
+use super::quic::QuicConn;
 use super::ws::WsConn;
 
 /// A connection's protocol and its state.
@@ -49,6 +53,8 @@ pub(crate) enum Proto {
     H2(Box<h2::H2Conn>),
     /// A WebSocket echo or room member.
     Ws(Box<WsConn>),
+    /// HTTP/3, with the QUIC connection it runs over.
+    H3(Box<h3::H3Conn>),
 }
 
 impl Proto {
@@ -60,6 +66,7 @@ impl Proto {
             (Framing::H2(n) | Framing::H2c(n), _) => {
                 Proto::H2(Box::new(h2::H2Conn::new(usize::from(n), request_max)))
             }
+            (Framing::H3(_), _) => Proto::H3(Box::default()),
             (Framing::Pipelined(_), _) => Proto::Pipelined,
             // `Plan::validate` pairs a WebSocket framing with its upgrade.
             _ => Proto::H1,
@@ -93,6 +100,31 @@ impl Proto {
     pub(crate) fn h2_mut(&mut self) -> Option<&mut h2::H2Conn> {
         match self {
             Proto::H2(h2) => Some(h2),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn h3_mut(&mut self) -> Option<&mut h3::H3Conn> {
+        match self {
+            Proto::H3(h3) => Some(h3),
+            _ => None,
+        }
+    }
+
+    /// HTTP/3: the open QUIC connection.
+    #[inline]
+    pub(crate) fn quic(&self) -> Option<&QuicConn> {
+        match self {
+            Proto::H3(h3) => h3.quic.as_deref(),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn quic_mut(&mut self) -> Option<&mut QuicConn> {
+        match self {
+            Proto::H3(h3) => h3.quic.as_deref_mut(),
             _ => None,
         }
     }

@@ -70,12 +70,12 @@ impl Worker<'_> {
                     let Some(slot) = conn.ring.take(r.stream) else {
                         continue;
                     };
-                    let check = self.wires[usize::from(slot.path)].check;
+                    let wire = &self.wires[usize::from(slot.path)];
                     let reader = &mut conn.reader;
                     reader.status = r.status;
                     reader.body_len = r.body_len;
                     reader.close = false;
-                    reader.verdict = verdict(check, &r);
+                    reader.verdict = verdict(wire.check, &r, wire.head);
                     self.settle(i, slot, now, 0);
                 }
                 Answer::Failed { stream, failure } => {
