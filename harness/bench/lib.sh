@@ -90,7 +90,8 @@ start_ref_server() {
     "$TARGET_DIR/release/$REF_SERVER" --addr 127.0.0.1:0 $SERVER_ARGS "$@" >"$out" 2>&1 &
     SERVER_PID=$!
     for _ in $(seq 1 100); do
-        ADDR=$(sed -n 's/^listening on //p' "$out")
+        # The server's redirect may not exist yet: not an error (set -e).
+        ADDR=$(sed -n 's/^listening on //p' "$out" 2>/dev/null || true)
         [ -n "$ADDR" ] && return 0
         sleep 0.05
     done

@@ -6,9 +6,15 @@
 # tool and rate, medians of the rounds: what was sent against what was
 # offered (k6's dropped iterations; our engine sends every request, late if
 # it must), p50 and p99 (ours from each request's intended send; k6's
-# http_req_duration, from its own send, after its scheduling), and the
+# http_req_duration, from its own send, after its scheduling; ours ends at
+# the answer's kernel receive time on io_uring, at its read on epoll), and the
 # generator's own CPU per request (user + system of its process,
 # /usr/bin/time), with the range of the rounds' ratios to k6's.
+#
+# "prompt" is ours with HARNESS_PROMPT_READS=1: each answer read the moment
+# it lands (a wake-up for the send and one for the answer), as the open loop
+# did before its receives carried the kernel's receive time: the A/B of the
+# one-wake-up loop (docs/ARCHITECTURE.md, "Where an open loop's CPU goes").
 #
 # Then, for ours, where that CPU goes: `perf stat` on one run per rate
 # (context switches and syscalls per request: the wake-ups an open loop pays
@@ -97,9 +103,11 @@ one() { # TOOL RATE ROUND
                        (.metrics.dropped_iterations.count // 0),
                        (.metrics.checks.fails // 0)] | @tsv' "$o.json" 2>/dev/null || true)
         ;;
-    ours)
+    ours | prompt)
+        [ "$tool" = prompt ] && export HARNESS_PROMPT_READS=1
         timed "$o" "$HARNESS" run "$URL" --rate "$rate" -c "$CONNS" -d "${DURATION}s" \
             --threads "$THREADS" --format json
+        unset HARNESS_PROMPT_READS
         line=$(jq -r '[.requests.ok, .latency_us.p50, .latency_us.p99, 0, .requests.failed] | @tsv' \
             "$o.out" 2>/dev/null || true)
         ;;
@@ -110,7 +118,7 @@ one() { # TOOL RATE ROUND
 
 for round in $(seq 1 "$ROUNDS"); do
     for rate in $RATES; do
-        for tool in $(echo k6 ours | tr ' ' '\n' | awk -v r="$round" '{a[NR]=$0} END {for (i = 0; i < NR; i++) print a[(i + r) % NR + 1]}'); do
+        for tool in $(echo k6 ours prompt | tr ' ' '\n' | awk -v r="$round" '{a[NR]=$0} END {for (i = 0; i < NR; i++) print a[(i + r) % NR + 1]}'); do
             one "$tool" "$rate" "$round"
         done
     done
@@ -132,7 +140,7 @@ def rng(xs, f="{:.2f}"):
 for rate in sorted({r for _, r in cells}):
     print(f"   {rate:,}/s offered")
     k6 = cells.get(("k6", rate), {})
-    for tool in ["k6", "ours"]:
+    for tool in ["k6", "ours", "prompt"]:
         v = cells.get((tool, rate))
         if not v:
             continue
@@ -140,7 +148,7 @@ for rate in sorted({r for _, r in cells}):
         same = [r for r in v if r in k6]
         ratio = "" if tool == "k6" or not same else \
             f"  CPU/req {rng([v[r]['us'] / k6[r]['us'] for r in same])}× k6's"
-        print(f"     {tool:<5} sent {rng([x['sent'] for x in xs], '{:,.0f}')}/s"
+        print(f"     {tool:<6} sent {rng([x['sent'] for x in xs], '{:,.0f}')}/s"
               f" (dropped {rng([x['dropped'] for x in xs], '{}')}, failed {rng([x['failed'] for x in xs], '{}')})"
               f"  p50 {rng([x['p50'] / 1000 for x in xs])} ms  p99 {rng([x['p99'] / 1000 for x in xs])} ms"
               f"  generator {rng([x['us'] for x in xs], '{:.1f}')} µs CPU/req{ratio}  ({len(xs)} rounds)")
@@ -176,6 +184,7 @@ PY
 }
 for rate in $RATES; do
     per_request "rate-$rate" --rate "$rate" -c "$CONNS"
+    HARNESS_PROMPT_READS=1 per_request "rate-$rate prompt" --rate "$rate" -c "$CONNS"
 done
 per_request "closed -c 1" -c 1
 per_request "closed -c $CONNS (saturation)" -c "$CONNS"

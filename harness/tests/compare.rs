@@ -112,6 +112,12 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
     let gathers = io == harness::engine::Io::Uring && can_gather;
     assert_eq!(results.settings.gather_us, gathers.then_some(200.0));
     assert!(stdout.contains("load: the engine on"), "{stdout}");
+    // The closed loop's latency is labelled for what it is.
+    assert!(
+        stdout.contains("the queue c connections build at saturation")
+            && stdout.contains("use --rate for latency at your load"),
+        "{stdout}"
+    );
     // Both pass every row of harness verify, run before loading.
     for s in &results.servers {
         let c = s.contract.as_ref().expect("a contract check");
@@ -164,6 +170,8 @@ fn compare_two_servers_on_hello_and_work_end_to_end() {
         md.contains("| worker-pool | worker-pool | harness | work | 10 |"),
         "{md}"
     );
+    assert!(md.contains("- closed loop: each of c connections"), "{md}");
+    assert!(html.contains("the queue c connections build at saturation"));
 
     // `harness report` re-renders from results.json alone.
     std::fs::remove_file(dir.join("report.html")).unwrap();

@@ -582,3 +582,66 @@ crate::on_both_backends!(
     progress_is_reported_while_running,
     a_burst_of_connections_does_not_hold_up_the_deadline,
 );
+
+/// `--rate` on io_uring sleeps from slot to slot and reaps answers there,
+/// but times each at its kernel receive time: at 4/s on one connection
+/// (250 ms between slots) an answer that takes 10 ms counts 10 ms and
+/// some, not the quarter second until it was reaped.
+#[test]
+fn a_rate_run_times_answers_when_they_land_not_when_they_are_reaped() {
+    let server = TestServer::start(Behaviour::Sleep);
+    let r = run(&plan_on(Io::Uring, &server.url("/sleep?ms=10"), |p| {
+        p.stop = Stop::Duration(Duration::from_secs(2));
+        p.connections = 1;
+        p.pace = Pace::Rate(4.0);
+    }));
+    assert_eq!(r.stats.failures.total(), 0, "{:?}", r.stats.failures);
+    assert!(r.stats.ok >= 6, "{} answered", r.stats.ok);
+    let p = Percentiles::of(&r.stats.latency_us);
+    // Never before the server could answer...
+    assert!(p.min >= 10_000, "min {} µs", p.min);
+    // ...nor at the next slot, 250 ms on.
+    assert!(p.p50 < 150_000, "p50 {} µs: timed when reaped?", p.p50);
+}
+
+/// The voluntary context switches of `harness run --rate 300 -c 4 -d 2s`
+/// (its whole process, from `wait4`), with `env` set.
+fn run_switches(url: &str, env: &[(&str, &str)]) -> i64 {
+    let mut cmd = Command::new(harness_bin());
+    cmd.args([
+        "run", url, "--rate", "300", "-c", "4", "-d", "2s", "--format", "json",
+    ])
+    .envs(env.iter().copied())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    // Reaped by `wait4` below, which also gives its rusage.
+    let pid = cmd.spawn().unwrap().id() as i32;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage to fill; waiting for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    usage.ru_nvcsw
+}
+
+/// One wake-up per request, not two: on io_uring a `--rate` run sleeps
+/// until the next send is due and reaps the answers that landed meanwhile
+/// there, where reading each as it lands (`HARNESS_PROMPT_READS=1`, the
+/// loop before) wakes for the send and again for the answer. Counted in
+/// voluntary context switches, 600 requests each.
+#[test]
+fn a_rate_run_on_io_uring_wakes_once_per_request_not_twice() {
+    let (io, _, _) = engine::resolve_io(Io::Uring);
+    if io != Io::Uring {
+        eprintln!("skipped: io_uring is unavailable here");
+        return;
+    }
+    let server = TestServer::start(Behaviour::Hello);
+    let url = server.url("/hello");
+    let slots = run_switches(&url, &[]);
+    let prompt = run_switches(&url, &[("HARNESS_PROMPT_READS", "1")]);
+    assert!(
+        prompt >= 900 && slots * 4 < prompt * 3,
+        "voluntary switches: {slots} reading at slots, {prompt} reading each answer as it lands"
+    );
+}

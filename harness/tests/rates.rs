@@ -121,8 +121,14 @@ fn a_worker_pool_far_above_its_bound_does_not_hold_and_its_slo_capacity_stays_un
         md.contains("## At fixed rates") && md.contains("## Capacity under SLO"),
         "{md}"
     );
+    // The closed-loop rows' latency is labelled as the queue at saturation,
+    // pointing at the fixed-rate tables, in the terminal and both reports.
+    let note = "the queue c connections build at saturation (p50 ≈ c ÷ RPS); \
+                latency at a held load is in the fixed-rate tables";
+    assert!(stdout.contains(note) && md.contains(note), "{stdout}\n{md}");
     let html = std::fs::read_to_string(results_dir.join("report.html")).unwrap();
     assert!(html.contains("At fixed rates") && html.contains("<svg"));
+    assert!(html.contains("the queue c connections build at saturation"));
     let svg = std::fs::read_to_string(results_dir.join("rate-latency-sleep_ms_20.svg")).unwrap();
     assert!(svg.contains("SLO 100 ms") && svg.contains("knee"), "{svg}");
     assert!(results_dir
@@ -296,4 +302,76 @@ fn fixed_rate_cells_run_over_websocket_and_over_tls() {
             "{extra:?}: {cell:?}"
         );
     }
+}
+
+#[test]
+fn fixed_rate_cells_run_per_protocol_each_at_its_own_closed_loop_share() {
+    let dir = tmp("rates-protocols");
+    let (code, stdout, stderr) = compare(
+        &[
+            "--servers",
+            "event-loop",
+            "--workloads",
+            "hello",
+            "--protocol",
+            "h1,h2c",
+            "--streams",
+            "4",
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--rate",
+            "200,25%",
+            "--rate-duration",
+            "1s",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, Some(0), "\n{stdout}\n{stderr}");
+    let results_dir = the_results_dir(dir.path());
+    let text = std::fs::read_to_string(results_dir.join("results.json")).unwrap();
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/results.schema.json")).unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("results.json does not match results.schema.json: {e}");
+    }
+    let results = Results::from_json(&text).unwrap();
+    let cells = &results.at_rate.cells;
+    // A cell per protocol and rate, HTTP/1.1's first, as the rows.
+    let got: Vec<(Option<&str>, &str)> = cells
+        .iter()
+        .map(|c| (c.protocol.as_deref(), c.asked.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (None, "200/s"),
+            (None, "25%"),
+            (Some("h2c 4"), "200/s"),
+            (Some("h2c 4"), "25%")
+        ],
+        "{cells:?}"
+    );
+    for c in cells {
+        assert!(c.error.is_none() && c.requests > 0, "{c:?}");
+        // 25% of the closed-loop RPS of the same protocol's row.
+        if c.asked == "25%" {
+            let row = results
+                .rows
+                .iter()
+                .find(|r| r.protocol == c.protocol)
+                .unwrap();
+            let rps = row.summary.as_ref().unwrap().rps_mean;
+            assert!((c.offered_per_s - rps / 4.0).abs() < 1e-6, "{c:?} {row:?}");
+        }
+    }
+    assert!(stdout.contains("hello h2c 4"), "{stdout}");
+    assert!(results_dir.join("rate-latency-hello.svg").exists());
+    assert!(results_dir.join("rate-latency-hello_h2c_4.svg").exists());
 }

@@ -248,7 +248,8 @@ pub struct CompareArgs {
     /// of the server's closed-loop RPS measured first in the same run (25%).
     /// Each cell says whether it held the rate (≥ 95% achieved, 0 failed),
     /// its p50…max, the server's CPU per request, cores and RSS, and the
-    /// generator's own CPU and lateness. HTTP workloads and ws-echo
+    /// generator's own CPU and lateness. HTTP workloads (a cell per
+    /// --protocol, 25% of that protocol's closed-loop RPS) and ws-echo
     /// (messages per second). The open loop sends on -c's largest level of
     /// connections, more where 50 ms of the rate needs them (up to 2,000).
     #[arg(long = "rate", value_delimiter = ',', value_name = "LIST",

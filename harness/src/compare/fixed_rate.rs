@@ -55,14 +55,25 @@ pub struct Asked<'a> {
     pub searches: u32,
 }
 
-/// The closed-loop RPS of `server` × `workload` at `c` in `rows`.
-fn closed_loop(rows: &[Row], server: &str, workload: &str, c: usize) -> Option<f64> {
+/// The closed-loop RPS of `server` × `workload` over `protocol` (`None`:
+/// HTTP/1.1) at `c` in `rows`, else at another c.
+fn closed_loop(
+    rows: &[Row],
+    server: &str,
+    workload: &str,
+    c: usize,
+    protocol: &Option<String>,
+) -> Option<f64> {
+    let mine = |r: &&Row| {
+        r.server == server
+            && r.workload == workload
+            && r.protocol == *protocol
+            && r.status != RowStatus::Failed
+    };
     rows.iter()
-        .filter(|r| r.server == server && r.workload == workload && r.protocol.is_none())
-        .filter(|r| r.status != RowStatus::Failed && r.connections == c as u64)
-        .chain(rows.iter().filter(|r| {
-            r.server == server && r.workload == workload && r.status != RowStatus::Failed
-        }))
+        .filter(mine)
+        .filter(|r| r.connections == c as u64)
+        .chain(rows.iter().filter(mine))
         .find_map(|r| r.summary.as_ref().map(|s| s.rps_mean))
         .filter(|&r| r > 0.0)
 }
@@ -76,7 +87,7 @@ pub fn run(
     asked: &Asked,
 ) -> Measured {
     let mut out = Measured::default();
-    let closed_c = ctx.args.connections.iter().copied().max().unwrap_or(1);
+    let framings = protocol::framings(ctx.args).len().max(1);
     let pairs = entries
         .iter()
         .flat_map(|e| workloads.iter().map(move |w| (e, w)))
@@ -86,7 +97,8 @@ pub fn run(
                     .iter()
                     .any(|r| r.server == e.name && r.workload == w.name)
         })
-        .count();
+        .map(|(_, w)| if w.kind.is_ws() { 1 } else { framings })
+        .sum::<usize>();
     let per_pair = asked.rates.len()
         + if asked.slo.is_empty() {
             0
@@ -96,7 +108,7 @@ pub fn run(
         };
     let eta = asked.length.as_secs_f64() * (pairs * per_pair) as f64;
     ctx.progress.line(&format!(
-        "\nfixed rates: {pairs} server × workload, {} rate(s){}, {:.0}s a run: about {}",
+        "\nfixed rates: {pairs} server × workload × protocol, {} rate(s){}, {:.0}s a run: about {}",
         asked.rates.len(),
         if asked.slo.is_empty() {
             String::new()
@@ -129,59 +141,129 @@ pub fn run(
             {
                 continue;
             }
-            let closed = closed_loop(rows, &entry.name, &w.name, closed_c);
-            server_rates(ctx, entry, w, closed, asked, &mut out);
+            server_rates(ctx, entry, w, rows, asked, &mut out);
         }
     }
     out
 }
 
-/// The rates and the search of one server × workload.
+/// The rates and the search of one server × workload, over each framing
+/// of the run (`--protocol`), on one start of the server.
 fn server_rates(
     ctx: &Ctx,
     entry: &Entry,
     w: &Workload,
+    rows: &[Row],
+    asked: &Asked,
+    out: &mut Measured,
+) {
+    let closed_c = ctx.args.connections.iter().copied().max().unwrap_or(1);
+    // WebSocket workloads have their own framing; the others one per protocol.
+    let framings = if w.kind.is_ws() {
+        vec![Framing::H1]
+    } else {
+        protocol::framings(ctx.args)
+    };
+    let of = |f: Framing| ForFraming {
+        protocol: (f != Framing::H1 && !w.kind.is_ws()).then(|| protocol::name(f)),
+        framing: f,
+    };
+    let mut running = match ctx.start(entry) {
+        Ok(r) => r,
+        Err(e) => {
+            for &f in &framings {
+                let p = of(f);
+                let closed = closed_loop(rows, &entry.name, &w.name, closed_c, &p.protocol);
+                unmeasured(
+                    entry,
+                    w,
+                    &p,
+                    closed,
+                    asked,
+                    out,
+                    format!("did not start: {e:#}"),
+                );
+            }
+            return;
+        }
+    };
+    for &f in &framings {
+        if ctx.lab.interrupted() {
+            break;
+        }
+        let p = of(f);
+        let closed = closed_loop(rows, &entry.name, &w.name, closed_c, &p.protocol);
+        framing_rates(ctx, &running, entry, w, &p, closed, asked, out);
+    }
+    for n in running.stop() {
+        ctx.progress.line(&format!("{}: {n}", entry.name));
+    }
+}
+
+/// One framing of a server × workload's fixed-rate phase.
+struct ForFraming {
+    framing: Framing,
+    /// As the cells name it (`None`: plain HTTP/1.1).
+    protocol: Option<String>,
+}
+
+/// Neither rates nor a search: each asked-for cell and the SLO row say why.
+fn unmeasured(
+    entry: &Entry,
+    w: &Workload,
+    p: &ForFraming,
+    closed: Option<f64>,
+    asked: &Asked,
+    out: &mut Measured,
+    why: String,
+) {
+    for &spec in asked.rates {
+        out.cells.push(RateCell {
+            error: Some(why.clone()),
+            protocol: p.protocol.clone(),
+            ..empty_cell(&entry.name, &w.name, spec.label(), asked.connections, 0.0)
+        });
+    }
+    if !asked.slo.is_empty() {
+        out.capacity.push(CapacityRow {
+            server: entry.name.clone(),
+            workload: w.name.clone(),
+            protocol: p.protocol.clone(),
+            capacity_per_s: None,
+            failed_at_per_s: None,
+            closed_loop_rps: closed,
+            searches_capacity_per_s: Vec::new(),
+            range_per_s: None,
+            at_half: None,
+            steps: Vec::new(),
+            note: Some(why),
+        });
+    }
+}
+
+/// The rates and the search of one server × workload over one framing.
+#[allow(clippy::too_many_arguments)]
+fn framing_rates(
+    ctx: &Ctx,
+    running: &Running,
+    entry: &Entry,
+    w: &Workload,
+    p: &ForFraming,
     closed: Option<f64>,
     asked: &Asked,
     out: &mut Measured,
 ) {
-    let framing = protocol::framings(ctx.args)
-        .first()
-        .copied()
-        .unwrap_or(Framing::H1);
+    let framing = p.framing;
     let blank = |asked_as: String, error: String| RateCell {
         error: Some(error),
+        protocol: p.protocol.clone(),
         ..empty_cell(&entry.name, &w.name, asked_as, asked.connections, 0.0)
-    };
-    // Neither rates nor a search: each asked-for cell and the SLO row say why.
-    let unmeasured = |out: &mut Measured, why: String| {
-        for &spec in asked.rates {
-            out.cells.push(blank(spec.label(), why.clone()));
-        }
-        if !asked.slo.is_empty() {
-            out.capacity.push(CapacityRow {
-                server: entry.name.clone(),
-                workload: w.name.clone(),
-                capacity_per_s: None,
-                failed_at_per_s: None,
-                closed_loop_rps: closed,
-                searches_capacity_per_s: Vec::new(),
-                range_per_s: None,
-                at_half: None,
-                steps: Vec::new(),
-                note: Some(why),
-            });
-        }
-    };
-    let mut running = match ctx.start(entry) {
-        Ok(r) => r,
-        Err(e) => return unmeasured(out, format!("did not start: {e:#}")),
     };
     let at = if w.kind.is_ws() {
         Ok(running.addr)
     } else {
         protocol::served(
-            &running,
+            running,
             framing,
             matches!(
                 ctx.placed.environment,
@@ -189,31 +271,21 @@ fn server_rates(
             ),
         )
         .and_then(|addr| {
-            runner::preflight(&running, &w.path)?;
+            runner::preflight(running, &w.path)?;
             Ok(addr)
         })
     };
     let at = match at {
         Ok(a) => a,
-        Err(why) => {
-            unmeasured(out, why);
-            running.stop();
-            return;
-        }
+        Err(why) => return unmeasured(entry, w, p, closed, asked, out, why),
     };
     let step = |running: &Running, rate: f64, asked_as: String| -> Option<RateCell> {
         if ctx.lab.interrupted() {
             return None;
         }
-        Some(one_rate(
-            ctx,
-            running,
-            w,
-            (framing, at),
-            rate,
-            asked_as,
-            asked,
-        ))
+        let mut cell = one_rate(ctx, running, w, (framing, at), rate, asked_as, asked);
+        cell.protocol = p.protocol.clone();
+        Some(cell)
     };
     for &spec in asked.rates {
         let rate = match (spec, closed) {
@@ -227,7 +299,7 @@ fn server_rates(
                 continue;
             }
         };
-        match step(&running, rate, spec.label()) {
+        match step(running, rate, spec.label()) {
             Some(cell) => out.cells.push(cell),
             None => break,
         }
@@ -249,7 +321,7 @@ fn server_rates(
                 "slo step".to_string()
             };
             searches.push(capacity::search(start, ceiling, |rate| {
-                let cell = step(&running, rate, label.clone())?;
+                let cell = step(running, rate, label.clone())?;
                 let within = cell.held && cell.within_slo == Some(true);
                 steps.push(cell);
                 Some(within)
@@ -263,7 +335,7 @@ fn server_rates(
             .filter_map(|s| s.failed_at_per_s)
             .filter(|&f| capacity_per_s.is_none_or(|c| f > c))
             .reduce(f64::min);
-        let at_half = capacity_per_s.and_then(|c| step(&running, c / 2.0, "half capacity".into()));
+        let at_half = capacity_per_s.and_then(|c| step(running, c / 2.0, "half capacity".into()));
         let note = if searches.iter().any(|s| s.interrupted) || searches.is_empty() {
             Some("interrupted: the capacity is the highest rate held so far".to_string())
         } else if capacity_per_s.is_none() {
@@ -285,6 +357,7 @@ fn server_rates(
         out.capacity.push(CapacityRow {
             server: entry.name.clone(),
             workload: w.name.clone(),
+            protocol: p.protocol.clone(),
             capacity_per_s,
             failed_at_per_s,
             closed_loop_rps: closed,
@@ -294,9 +367,6 @@ fn server_rates(
             steps,
             note,
         });
-    }
-    for n in running.stop() {
-        ctx.progress.line(&format!("{}: {n}", entry.name));
     }
 }
 
@@ -326,6 +396,7 @@ fn empty_cell(
     RateCell {
         server: server.to_string(),
         workload: workload.to_string(),
+        protocol: None,
         asked,
         connections: connections as u64,
         offered_per_s,

@@ -57,7 +57,7 @@ impl AtRate {
                 out.push(format!(
                     "{} {} at {:.0}/s ({}): FAIL {} ({})",
                     c.server,
-                    c.workload,
+                    c.workload_label(),
                     c.offered_per_s,
                     c.asked,
                     v.threshold,
@@ -105,6 +105,10 @@ pub struct RateLatency {
 pub struct RateCell {
     pub server: String,
     pub workload: String,
+    /// The framing asked for when it is not plain HTTP/1.1 (`--protocol`,
+    /// as a closed-loop row's): `h2c 100`, `h1-pipelined 16`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
     /// How it was asked for (`25%`, `1000/s`, `slo step`, `half capacity`).
     pub asked: String,
     /// Connections the open loop sends on.
@@ -155,6 +159,9 @@ pub struct RateCell {
 pub struct CapacityRow {
     pub server: String,
     pub workload: String,
+    /// As [`RateCell::protocol`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
     /// The highest offered rate held within the SLO (the median over the
     /// searches, with `--runs` > 1); `None`: none held.
     pub capacity_per_s: Option<f64>,
@@ -178,6 +185,29 @@ pub struct CapacityRow {
     /// Why the search could not run, or how it ended unusually.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// A workload as the fixed-rate tables and charts name it: with its
+/// protocol where it is not plain HTTP/1.1 (`hello h2c 100`).
+pub fn workload_label(workload: &str, protocol: Option<&str>) -> String {
+    match protocol {
+        Some(p) => format!("{workload} {p}"),
+        None => workload.to_string(),
+    }
+}
+
+impl RateCell {
+    /// [`workload_label`] of this cell.
+    pub fn workload_label(&self) -> String {
+        workload_label(&self.workload, self.protocol.as_deref())
+    }
+}
+
+impl CapacityRow {
+    /// [`workload_label`] of this row.
+    pub fn workload_label(&self) -> String {
+        workload_label(&self.workload, self.protocol.as_deref())
+    }
 }
 
 /// One point of a latency distribution (HdrHistogram's percentile

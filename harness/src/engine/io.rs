@@ -11,7 +11,11 @@
 //!   operation goes to the kernel in the loop turn's one `io_uring_enter`,
 //!   which also waits (to the nanosecond: the `--rate` schedule needs no
 //!   timer). Closing a socket is queued too (`shutdown` hard-linked to
-//!   `close`: the armed receive holds the socket until it ends).
+//!   `close`: the armed receive holds the socket until it ends). A
+//!   `--rate` run of plain HTTP/1.1 *stamps* its receives (`recvmsg` with
+//!   `SO_TIMESTAMPNS`) and sleeps from slot to slot, reaping answers at
+//!   the next slot, timed at their kernel receive time
+//!   ([`Uring::wait_for_slot`]): one wake-up per request, not two.
 //!
 //! [`Io::Uring`] falls back to epoll, with the reason, where io_uring is
 //! unavailable or refused (`kernel.io_uring_disabled`, a seccomp filter as
@@ -82,13 +86,16 @@ pub(crate) enum Ev {
     Sent { conn: usize, tag: u32, res: i32 },
     /// io_uring: the receive delivered bytes into buffer `bid` (`res` of
     /// them), the end of file (0) or `-errno`; `more`: it stays armed.
-    /// `tag`: the connection's epoch it was armed under.
+    /// `tag`: the connection's epoch it was armed under. `stamp`: when
+    /// the kernel received the bytes (`CLOCK_REALTIME`, ns; 0: not
+    /// stamped), on a ring made `stamped` (see [`Uring::wait_for_slot`]).
     Received {
         conn: usize,
         tag: u32,
         res: i32,
         bid: Option<u16>,
         more: bool,
+        stamp: u64,
     },
 }
 
@@ -107,17 +114,27 @@ impl Backend {
     /// completions (see [`Uring::wait`]), if it gathers: `Some` only where
     /// [`resolve`] found `min_wait` and the run is a closed loop;
     /// `response_max`: the largest response the run expects, in bytes (0:
-    /// unknown), which sizes io_uring's receive buffers.
+    /// unknown), which sizes io_uring's receive buffers; `stamped`:
+    /// io_uring receives carry the kernel's receive time (see
+    /// [`Uring::wait_for_slot`]).
     pub(crate) fn new(
         io: Io,
         conns: usize,
         paced: bool,
         gather: Option<Duration>,
         response_max: usize,
+        stamped: bool,
     ) -> io::Result<Backend> {
         Ok(match io {
             Io::Epoll => Backend::Epoll(Epoll::new(paced)?),
-            Io::Uring => Backend::Uring(Uring::new(conns, gather, buf_size(response_max))?),
+            Io::Uring => {
+                let header = if stamped { STAMPED_AT } else { 0 };
+                let mut u = Uring::new(conns, gather, buf_size(response_max + header))?;
+                if stamped {
+                    u.stamp_receives();
+                }
+                Backend::Uring(u)
+            }
         })
     }
 
@@ -126,7 +143,10 @@ impl Backend {
     /// the `--rate` schedule's next slot) for something to happen; what did
     /// goes to `evs` (emptied first). `in_flight`: the requests awaiting a
     /// response; `awaiting`: the connections they are on, which a gathering
-    /// wait asks half of (see [`gather_want`]).
+    /// wait asks half of (see [`gather_want`]). `for_slot`: a stamped
+    /// ring sleeps the whole `wait_ns`, answers or not, and reaps after
+    /// ([`Uring::wait_for_slot`]; epoll waits as ever).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn wait(
         &mut self,
         now_ns: u64,
@@ -134,11 +154,13 @@ impl Backend {
         due_ns: Option<u64>,
         in_flight: usize,
         awaiting: usize,
+        for_slot: bool,
         evs: &mut Vec<Ev>,
     ) -> io::Result<()> {
         evs.clear();
         match self {
             Backend::Epoll(e) => e.wait(now_ns, wait_ns, due_ns, evs),
+            Backend::Uring(u) if for_slot && u.stamped.is_some() => u.wait_for_slot(wait_ns, evs),
             Backend::Uring(u) => u.wait(wait_ns, in_flight, awaiting, evs),
         }
     }
@@ -196,6 +218,15 @@ impl Epoll {
 
 /// The provided-buffer group of every receive.
 const BGID: u16 = 0;
+/// The deferred completions the kernel runs per enter, at most, unless the
+/// enter asks for more (`IO_LOCAL_TW_DEFAULT_MAX`).
+const TASK_WORK_BATCH: usize = 20;
+/// A stamped receive's control data: one `SCM_TIMESTAMPNS` (a `cmsghdr`,
+/// 16 bytes on 64-bit Linux, and a `timespec`, 16).
+const STAMP_CONTROL: usize = 32;
+/// Where a stamped receive's bytes begin in its buffer: after the kernel's
+/// `io_uring_recvmsg_out` (16 bytes), no name, the control data.
+const STAMPED_AT: usize = 16 + STAMP_CONTROL;
 /// One provided buffer: a small response in one completion, a large one in
 /// several. 1 KiB, not 2: every buffer is touched as the ring turns, so
 /// their size is a share of each held connection's RSS.
@@ -237,6 +268,11 @@ pub(crate) struct Uring {
     gather_us: Option<u32>,
     /// Closes queued and not yet completed.
     closing: usize,
+    /// Stamped receives (`recvmsg` with `SO_TIMESTAMPNS`): the header they
+    /// are armed with, which the kernel reads while they stay armed.
+    stamped: Option<Box<libc::msghdr>>,
+    /// Where a receive's bytes begin in its buffer (0, or [`STAMPED_AT`]).
+    payload_at: usize,
 }
 
 /// A gathering wait asks for the connections awaiting answers divided by
@@ -304,7 +340,20 @@ impl Uring {
             bufs,
             gather_us,
             closing: 0,
+            stamped: None,
+            payload_at: 0,
         })
+    }
+
+    /// From here on, receives are `recvmsg`s on sockets with
+    /// `SO_TIMESTAMPNS`: each completion says when the kernel received its
+    /// bytes, so they can be reaped late without their latency growing.
+    fn stamp_receives(&mut self) {
+        // SAFETY: a zeroed msghdr is a valid empty one.
+        let mut h: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        h.msg_controllen = STAMP_CONTROL as _;
+        self.stamped = Some(h);
+        self.payload_at = STAMPED_AT;
     }
 
     fn push(&mut self, sqe: &squeue::Entry) {
@@ -322,10 +371,25 @@ impl Uring {
 
     /// Arms the multishot receive of connection `conn` (socket `fd`).
     pub(crate) fn recv(&mut self, conn: usize, epoch: u32, fd: RawFd) {
-        let sqe = opcode::RecvMulti::new(Fd(fd), BGID)
-            .build()
-            .user_data(user_data(conn, KIND_RECV, epoch));
-        self.push(&sqe);
+        let sqe = match &self.stamped {
+            Some(h) => {
+                let on: libc::c_int = 1;
+                // SAFETY: a plain setsockopt on a socket we hold. If it
+                // fails, receives carry no stamp and are timed when reaped.
+                unsafe {
+                    libc::setsockopt(
+                        fd,
+                        libc::SOL_SOCKET,
+                        libc::SO_TIMESTAMPNS,
+                        (&on as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    );
+                }
+                opcode::RecvMsgMulti::new(Fd(fd), &**h as *const libc::msghdr, BGID).build()
+            }
+            None => opcode::RecvMulti::new(Fd(fd), BGID).build(),
+        };
+        self.push(&sqe.user_data(user_data(conn, KIND_RECV, epoch)));
     }
 
     /// Queues a send of `bytes` (which live as long as the run's plan).
@@ -365,10 +429,11 @@ impl Uring {
         self.push(&close);
     }
 
-    /// The bytes a receive put in buffer `bid`.
+    /// The bytes a receive put in buffer `bid` (`len` of them, as its
+    /// [`Ev::Received`] says).
     #[inline]
     pub(crate) fn buf(&self, bid: u16, len: usize) -> &[u8] {
-        self.bufs.get(bid, len)
+        self.bufs.get(bid, self.payload_at, len)
     }
 
     /// Gives buffer `bid` back to the kernel.
@@ -433,27 +498,161 @@ impl Uring {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
-        let room = evs.capacity().max(1);
+        self.reap(evs);
+        Ok(())
+    }
+
+    /// A stamped ring's wait for the `--rate` schedule's next slot: one
+    /// enter submits what is queued (the sends leave now) and takes in
+    /// what landed since the last (its deferred task work run); if that
+    /// brought nothing, the thread sleeps `wait_ns` whatever arrives (a
+    /// plain `clock_nanosleep`: with `DEFER_TASKRUN` an answer landing
+    /// meanwhile queues task work but wakes nobody, as no one waits in the
+    /// ring), and the next turn's enter takes it in with that turn's sends.
+    /// One wake-up and two syscalls per slot, not a wake-up for the send
+    /// and one for its answer; each answer's latency ends at its kernel
+    /// receive time ([`Ev::Received`]'s `stamp`), not when it was reaped.
+    ///
+    /// The kernel runs at most [`TASK_WORK_BATCH`] deferred completions
+    /// per enter and keeps the rest for a later one, without flagging them
+    /// pending, and an enter that does not wait skips them (it looks only
+    /// for new work): left there, a backlog after a stall (a busy machine)
+    /// was taken in a few at a time per answer arriving, and a 5,000/s run
+    /// fell to 1,700/s for good. So the enter asks for completions with a
+    /// zero timeout (it runs what is pending without sleeping), and while
+    /// one brings a full batch, another asks for the next.
+    fn wait_for_slot(&mut self, wait_ns: u64, evs: &mut Vec<Ev>) -> io::Result<()> {
+        let zero = Timespec::new();
+        let args = SubmitArgs::new().timespec(&zero);
+        let mut want = 1;
+        loop {
+            let pending = self.ring.submission().taskrun();
+            if pending || want > 1 {
+                match self.ring.submitter().submit_with_args(want, &args) {
+                    Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
+                    r => ok_or_transient(r)?,
+                }
+            } else if !self.ring.submission().is_empty() {
+                ok_or_transient(self.ring.submit())?;
+            }
+            let got = self.reap(evs);
+            if got < TASK_WORK_BATCH || evs.len() >= evs.capacity() {
+                break;
+            }
+            want = TASK_WORK_BATCH;
+        }
+        if evs.is_empty() && wait_ns > 0 {
+            sleep_ns(wait_ns);
+        }
+        Ok(())
+    }
+
+    /// Hands the completions in the ring to `evs`, as many as it has room
+    /// for; how many.
+    fn reap(&mut self, evs: &mut Vec<Ev>) -> usize {
+        let room = evs.capacity().saturating_sub(evs.len()).max(1);
+        let (payload_at, size) = (self.payload_at, self.bufs.size);
+        let before = evs.len();
         for cqe in self.ring.completion().take(room) {
             let ud = cqe.user_data();
             let conn = (ud & 0xffff_ffff) as usize;
             let tag = (ud >> 40) as u32;
-            let res = cqe.result();
+            let mut res = cqe.result();
             match (ud >> 32) & 0xff {
                 KIND_SEND => evs.push(Ev::Sent { conn, tag, res }),
-                KIND_RECV => evs.push(Ev::Received {
-                    conn,
-                    tag,
-                    res,
-                    bid: cqueue::buffer_select(cqe.flags()),
-                    more: cqueue::more(cqe.flags()),
-                }),
+                KIND_RECV => {
+                    let mut bid = cqueue::buffer_select(cqe.flags());
+                    let mut stamp = 0;
+                    if let (Some(b), true) = (bid, payload_at > 0 && res > 0) {
+                        let raw = self.bufs.get(b, 0, res as usize);
+                        let (len, at) = stamped(raw);
+                        res = len.min(size - payload_at) as i32;
+                        stamp = at;
+                        if res == 0 {
+                            // The end of file: a header and no bytes.
+                            self.bufs.put(b);
+                            bid = None;
+                        }
+                    }
+                    evs.push(Ev::Received {
+                        conn,
+                        tag,
+                        res,
+                        bid,
+                        more: cqueue::more(cqe.flags()),
+                        stamp,
+                    });
+                }
                 KIND_CLOSE => self.closing = self.closing.saturating_sub(1),
                 _ => {}
             }
         }
-        Ok(())
+        evs.len() - before
     }
+}
+
+/// A stamped receive's buffer (`io_uring_recvmsg_out`, then
+/// [`STAMP_CONTROL`] bytes of control data, then the bytes): how many
+/// bytes it holds, and the kernel's receive time in ns (`CLOCK_REALTIME`;
+/// 0 if it carries none).
+fn stamped(raw: &[u8]) -> (usize, u64) {
+    let word = |at: usize| {
+        raw.get(at..at + 4)
+            .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let long = |at: usize| {
+        raw.get(at..at + 8).map_or(0, |b| {
+            i64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+        })
+    };
+    let (controllen, payloadlen) = (word(4) as usize, word(8) as usize);
+    // The cmsghdr: cmsg_len (8 bytes), level, type; then the timespec.
+    let c = 16;
+    let stamp = if controllen >= STAMP_CONTROL
+        && word(c + 8) as i32 == libc::SOL_SOCKET
+        && word(c + 12) as i32 == libc::SCM_TIMESTAMPNS
+    {
+        let (sec, nsec) = (long(c + 16), long(c + 24));
+        u64::try_from(sec).map_or(0, |s| s * 1_000_000_000 + nsec as u64)
+    } else {
+        0
+    };
+    (payloadlen, stamp)
+}
+
+/// An enter's result, where an interrupted or busy one is no failure.
+fn ok_or_transient(r: io::Result<usize>) -> io::Result<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sleeps `ns` on the monotonic clock (a signal may end it early).
+fn sleep_ns(ns: u64) {
+    let t = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: plain syscall with a valid timespec; the remainder is unused.
+    unsafe {
+        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &t, std::ptr::null_mut());
+    }
+}
+
+/// The real-time clock in ns: what a receive's stamp is read against.
+pub(crate) fn realtime_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill (vDSO, no syscall).
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut t);
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 impl Drop for Uring {
@@ -530,10 +729,12 @@ impl BufRing {
         Ok(b)
     }
 
+    /// `len` bytes of buffer `bid` from `from` on (within the buffer).
     #[inline]
-    fn get(&self, bid: u16, len: usize) -> &[u8] {
-        let at = usize::from(bid) * self.size;
-        &self.data[at..at + len.min(self.size)]
+    fn get(&self, bid: u16, from: usize, len: usize) -> &[u8] {
+        let at = usize::from(bid) * self.size + from.min(self.size);
+        let end = usize::from(bid) * self.size + self.size;
+        &self.data[at..(at + len).min(end)]
     }
 
     #[inline]
@@ -573,6 +774,26 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
     use std::time::Instant;
+
+    /// A stamped receive's buffer: the header's lengths, the timestamp in
+    /// its `SCM_TIMESTAMPNS`; none where the control data is another's.
+    #[test]
+    fn a_stamped_buffer_gives_its_length_and_its_receive_time() {
+        let mut raw = vec![0u8; STAMPED_AT + 11];
+        raw[4..8].copy_from_slice(&(STAMP_CONTROL as u32).to_ne_bytes());
+        raw[8..12].copy_from_slice(&11u32.to_ne_bytes());
+        raw[16..24].copy_from_slice(&32u64.to_ne_bytes());
+        raw[24..28].copy_from_slice(&libc::SOL_SOCKET.to_ne_bytes());
+        raw[28..32].copy_from_slice(&libc::SCM_TIMESTAMPNS.to_ne_bytes());
+        raw[32..40].copy_from_slice(&1_700_000_000i64.to_ne_bytes());
+        raw[40..48].copy_from_slice(&123i64.to_ne_bytes());
+        raw[STAMPED_AT..].copy_from_slice(b"Hello World");
+        assert_eq!(stamped(&raw), (11, 1_700_000_000_000_000_123));
+        raw[28..32].copy_from_slice(&libc::SCM_RIGHTS.to_ne_bytes());
+        assert_eq!(stamped(&raw), (11, 0));
+        raw[4..8].copy_from_slice(&0u32.to_ne_bytes());
+        assert_eq!(stamped(&raw[..16]), (11, 0));
+    }
 
     /// A gathering wait asks for half the connections awaiting answers,
     /// never for more completions than they can make: 4 connections

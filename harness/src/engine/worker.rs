@@ -53,6 +53,10 @@ const CONNECT_RETRY_NS: u64 = 10_000_000;
 /// This many refused connects in a row, with no response in between: the
 /// server is gone and the run ends.
 const REFUSED_LIMIT: u32 = 10;
+/// A stamped `--rate` run waits promptly for completions this long after
+/// it starts a connect (the connect's completion, and the first request's
+/// send behind it, must not wait for the next slot).
+const PROMPT_AFTER_CONNECT_NS: u64 = 20_000_000;
 /// The thread's read buffer, shared by its connections.
 const READ_BUF: usize = 64 * 1024;
 /// What one loop turn handles at most (the rest waits for the next turn).
@@ -130,6 +134,18 @@ struct Worker<'s> {
     sweep_every_ns: u64,
     next_sweep_ns: u64,
     refused: u32,
+    /// `--rate` on io_uring, plain HTTP/1.1 kept alive: receives carry the
+    /// kernel's receive time, so the loop sleeps from slot to slot and
+    /// reaps answers there (`Uring::wait_for_slot`) rather than waking
+    /// once for each send and once for each answer.
+    stamped: bool,
+    /// Stamped: until then, waits are prompt (a connect was started).
+    prompt_until_ns: u64,
+    /// Stamped: the real-time clock minus the run's, sampled each turn.
+    realtime_offset_ns: u64,
+    /// Stamped: when the kernel received the answer being handled, on the
+    /// run's clock: its latency ends there, not when it was reaped.
+    answered_ns: Option<u64>,
 }
 
 /// Runs one thread's share of the plan to its end.
@@ -220,7 +236,22 @@ impl<'s> Worker<'s> {
             .map(|b| b.len() + 512)
             .max()
             .unwrap_or(0);
-        let io = Backend::new(shared.io, share.conns, paced, shared.gather, response_max)?;
+        let stamped = paced
+            && !prompt_reads_asked()
+            && plan.tls.is_none()
+            && !plan.framing.buffered()
+            && !plan.framing.is_h3()
+            && plan.keepalive
+            && plan.ws.is_none();
+        let io = Backend::new(
+            shared.io,
+            share.conns,
+            paced,
+            shared.gather,
+            response_max,
+            stamped,
+        )?;
+        let stamped = stamped && matches!(io, Backend::Uring(_));
         let transport = Transport::new(
             plan.tls.as_ref(),
             plan.framing.is_h2(),
@@ -278,6 +309,10 @@ impl<'s> Worker<'s> {
             sweep_every_ns: (timeout_ns / 10).clamp(1_000_000, MAX_WAIT_NS),
             next_sweep_ns: 0,
             refused: 0,
+            stamped,
+            prompt_until_ns: 0,
+            realtime_offset_ns: 0,
+            answered_ns: None,
         })
     }
 
@@ -344,9 +379,10 @@ impl<'s> Worker<'s> {
             // A gathering wait counts completions, one receive per
             // connection however many of its requests are answered in it.
             let awaiting = self.in_flight.min(self.conns.len());
-            if let Err(e) = self
-                .io
-                .wait(now, wait, due, self.in_flight, awaiting, &mut evs)
+            let for_slot = self.stamped && self.slot_to_slot(now, due);
+            if let Err(e) =
+                self.io
+                    .wait(now, wait, due, self.in_flight, awaiting, for_slot, &mut evs)
             {
                 if e.kind() != io::ErrorKind::Interrupted {
                     // The poller itself failed: nothing more can be measured.
@@ -354,6 +390,9 @@ impl<'s> Worker<'s> {
                         .abort_with(format!("the event loop failed: {e}"));
                 }
                 continue;
+            }
+            if self.stamped {
+                self.realtime_offset_ns = super::io::realtime_ns().wrapping_sub(self.clock.now());
             }
             for ev in &evs {
                 match *ev {
@@ -365,10 +404,26 @@ impl<'s> Worker<'s> {
                         res,
                         bid,
                         more,
-                    } => self.on_received(conn, tag, res, bid, more),
+                        stamp,
+                    } => self.on_received(conn, tag, res, bid, more, stamp),
                 }
             }
         }
+    }
+
+    /// Stamped: whether this turn sleeps to the next slot `due` (answers
+    /// reaped there) rather than waking for the first answer. Not for a
+    /// while after a connect, nor at the end (a spent -n, a drain: the last
+    /// answers are waited for promptly), nor when the next slot is more
+    /// than two slots' spacing away: then connections whose slot passed
+    /// while their answer was out are missing from the wake-up queue, and
+    /// only their answers let them send. Slept through, a burst after a
+    /// stall made the next one, and a 10,000/s run fell seconds behind.
+    fn slot_to_slot(&self, now: u64, due: Option<u64>) -> bool {
+        let spacing = self.interval_ns / self.conns.len().max(1) as u64;
+        now >= self.prompt_until_ns
+            && self.can_send()
+            && due.is_some_and(|t| t.saturating_sub(now) <= 2 * spacing)
     }
 
     /// Closed loop: starts the first request of the next [`OPEN_PER_TURN`]
@@ -488,8 +543,17 @@ impl<'s> Worker<'s> {
     }
 
     /// io_uring: connection `i`'s receive delivered bytes, the end of file
-    /// or an error.
-    fn on_received(&mut self, i: usize, tag: u32, res: i32, bid: Option<u16>, more: bool) {
+    /// or an error; `stamp`: when the kernel received them (real time, ns;
+    /// 0: unknown).
+    fn on_received(
+        &mut self,
+        i: usize,
+        tag: u32,
+        res: i32,
+        bid: Option<u16>,
+        more: bool,
+        stamp: u64,
+    ) {
         let Backend::Uring(u) = &mut self.io else {
             return;
         };
@@ -545,7 +609,14 @@ impl<'s> Worker<'s> {
                 // The handshake's next flight (with the request sealed in it).
                 self.send_out(i);
             }
+            if stamp != 0 {
+                // Reaped at a slot, maybe long after it landed.
+                let at = stamp.wrapping_sub(self.realtime_offset_ns).min(r.now);
+                r.first_byte_ns = r.first_byte_ns.map(|t| t.min(at));
+                self.answered_ns = Some(at);
+            }
             self.received(i, r);
+            self.answered_ns = None;
         } else {
             rearm = false;
             let mut r = Received::new();
@@ -743,6 +814,9 @@ impl<'s> Worker<'s> {
 
     /// Starts connection `i`'s connect; false if it failed (counted).
     fn open_socket(&mut self, i: usize, now: u64) -> bool {
+        if self.stamped {
+            self.prompt_until_ns = now + PROMPT_AFTER_CONNECT_NS;
+        }
         let conn = &mut self.conns[i];
         conn.connect_ns = now;
         let tls = self.transport.client();
@@ -1234,6 +1308,13 @@ fn no_h2(shared: &Shared<'_>) -> String {
         "the server at {} did not pick h2 by ALPN (it serves no HTTP/2 over TLS): drop --h2",
         shared.plan.addr
     )
+}
+
+/// `HARNESS_PROMPT_READS=1`: a `--rate` run reads each answer the moment
+/// it lands (a wake-up for each send and one for each answer), as before
+/// stamped receives; for A/B benches (`harness/bench/rate-vs-k6.sh`).
+fn prompt_reads_asked() -> bool {
+    std::env::var_os("HARNESS_PROMPT_READS").is_some_and(|v| v == "1")
 }
 
 fn refused(e: &io::Error) -> bool {

@@ -82,7 +82,7 @@ fn cell_row(c: &RateCell) -> Vec<String> {
     }
     vec![
         c.server.clone(),
-        c.workload.clone(),
+        c.workload_label(),
         c.asked.clone(),
         format!("{:.0}", c.offered_per_s),
         format!("{:.0}", c.achieved_per_s),
@@ -117,7 +117,7 @@ fn capacity_row(r: &CapacityRow) -> Vec<String> {
     };
     vec![
         r.server.clone(),
-        r.workload.clone(),
+        r.workload_label(),
         match (r.capacity_per_s, r.range_per_s) {
             (None, _) => "none held".into(),
             (Some(c), Some([lo, hi])) => format!("{c:.0} ({lo:.0}–{hi:.0})"),
@@ -259,19 +259,27 @@ pub fn write_svgs(dir: &Path, results: &Results) -> anyhow::Result<()> {
 /// Every chart with its file name.
 fn charts(results: &Results) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let mut workloads: Vec<&str> = Vec::new();
+    // Per workload and protocol (`hello`, `hello h2c 100`).
+    let mut workloads: Vec<String> = Vec::new();
     for c in all_cells(results) {
-        if !workloads.contains(&c.workload.as_str()) {
-            workloads.push(&c.workload);
+        let label = c.workload_label();
+        if !workloads.contains(&label) {
+            workloads.push(label);
         }
     }
-    for w in workloads {
+    for w in &workloads {
+        let w = w.as_str();
         let file = safe(w);
         if let Some(chart) = latency_vs_rate(results, w) {
             out.push((format!("rate-latency-{file}.svg"), chart));
         }
         let mut asked: Vec<&str> = Vec::new();
-        for c in results.at_rate.cells.iter().filter(|c| c.workload == w) {
+        for c in results
+            .at_rate
+            .cells
+            .iter()
+            .filter(|c| c.workload_label() == w)
+        {
             if !asked.contains(&c.asked.as_str()) {
                 asked.push(&c.asked);
             }
@@ -317,12 +325,12 @@ fn knee(results: &Results, server: &str, workload: &str) -> Option<f64> {
     let a = &results.at_rate;
     a.capacity
         .iter()
-        .find(|r| r.server == server && r.workload == workload)
+        .find(|r| r.server == server && r.workload_label() == workload)
         .and_then(|r| r.capacity_per_s)
         .or_else(|| {
             a.cells
                 .iter()
-                .filter(|c| c.server == server && c.workload == workload && c.held)
+                .filter(|c| c.server == server && c.workload_label() == workload && c.held)
                 .map(|c| c.offered_per_s)
                 .reduce(f64::max)
         })
@@ -332,7 +340,8 @@ fn knee(results: &Results, server: &str, workload: &str) -> Option<f64> {
 fn latency_vs_rate(results: &Results, workload: &str) -> Option<String> {
     let mut servers: Vec<&str> = Vec::new();
     let mut points: Vec<(&str, f64, f64, f64)> = Vec::new();
-    for c in all_cells(results).filter(|c| c.workload == workload && c.requests > c.failed) {
+    for c in all_cells(results).filter(|c| c.workload_label() == workload && c.requests > c.failed)
+    {
         if !servers.contains(&c.server.as_str()) {
             servers.push(&c.server);
         }
@@ -428,7 +437,7 @@ fn percentile_curves(results: &Results, workload: &str, asked: &str) -> Option<S
         .at_rate
         .cells
         .iter()
-        .filter(|c| c.workload == workload && c.asked == asked)
+        .filter(|c| c.workload_label() == workload && c.asked == asked)
         .map(|c| PercentileLine {
             server: &c.server,
             label: format!("{} ({:.0}/s)", c.server, c.offered_per_s),

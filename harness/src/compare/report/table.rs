@@ -156,6 +156,22 @@ fn baseline_note(results: &Results) -> String {
     }
 }
 
+/// What the closed-loop rows' latency is: c connections each sending the
+/// moment its last answer arrives keep the server saturated, so p50 is
+/// about c ÷ RPS, the queue they build, not what a user sees at a load the
+/// server keeps up with.
+pub fn closed_loop_note(results: &Results) -> String {
+    let then = if results.at_rate.cells.is_empty() && results.at_rate.capacity.is_empty() {
+        "use --rate for latency at your load"
+    } else {
+        "latency at a held load is in the fixed-rate tables (--rate, --slo)"
+    };
+    format!(
+        "closed loop: each of c connections sends when its last answer arrives, so p50/p99/max \
+         are the queue c connections build at saturation (p50 ≈ c ÷ RPS); {then}"
+    )
+}
+
 pub use crate::lab::meter::CONTAMINATED_PCT;
 
 /// The notes under the table.
@@ -176,6 +192,7 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
         results.settings.warmup_s,
         baseline_note(results)
     ));
+    line(&closed_loop_note(results));
     if let Some(io) = results.settings.io_phrase() {
         line(&format!("load: {io}"));
     }

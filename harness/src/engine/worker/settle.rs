@@ -121,6 +121,11 @@ impl Worker<'_> {
                 None => {
                     s.ok += 1;
                     path.ok += 1;
+                    // Stamped (`--rate` on io_uring): the kernel's receive
+                    // time, never before the send nor after now.
+                    let now = self
+                        .answered_ns
+                        .map_or(now, |t| t.max(slot.sent_ns).min(now));
                     let latency = us(now.saturating_sub(slot.origin_ns));
                     // The run's histogram is the sum of the intervals'.
                     self.interval.ok(latency);
