@@ -5,34 +5,14 @@
 //! Caddy (`caddy-static`: quic-go). Bad input, each one line: `--h3` with
 //! http://, a port with no QUIC listener, a certificate not trusted.
 
-use harness::catalog::{self, Availability};
 use harness::engine::{Framing, Io, TlsPlan};
 use labcert::LabCert;
 use serde_json::Value;
 
-use crate::util::{harness, run, sibling_binary, skip_without, stdout, two_path_plan};
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// The event loop over TLS with `--h3` (QUIC on the TCP port's number).
-fn event_loop_h3(lab: &LabCert) -> testkit::ServerProcess {
-    let bin = sibling_binary("event-loop");
-    let (c, k) = (lab.cert_path(), lab.key_path());
-    testkit::ServerProcess::start(
-        bin.to_str().unwrap(),
-        &[
-            "--mysql-url",
-            "mysql://bench:bench@127.0.0.1:1/bench",
-            "--tls-cert",
-            c.to_str().unwrap(),
-            "--tls-key",
-            k.to_str().unwrap(),
-            "--h3",
-        ],
-    )
-}
+use crate::util::{
+    caddy_static_over_tls, event_loop_h3, harness, run, sibling_binary, stderr_of as stderr,
+    stdout, two_path_plan,
+};
 
 #[test]
 fn h3_on_the_event_loop_verifies_every_stream_of_a_mix() {
@@ -151,28 +131,9 @@ fn run_h3_refuses_bad_input_in_one_line() {
 /// h3 answered and verified, by quic-go.
 #[test]
 fn run_h3_loads_caddy_static() {
-    let entry = catalog::catalog()
-        .into_iter()
-        .find(|e| e.name == "caddy-static")
-        .expect("caddy-static is in the catalog");
-    let env = catalog::Env::discover(None);
-    if let Availability::Missing { reason, fix } = entry.availability(&env) {
-        if skip_without(&format!("caddy-static: {reason} ({fix})")) {
-            return;
-        }
-    }
-    let lab = LabCert::new().unwrap();
-    let tls = catalog::tls::ServerTls::new(&lab, harness::engine::TlsVersion::Tls13).unwrap();
-    let interrupt = std::sync::atomic::AtomicBool::new(false);
-    let ctx = catalog::StartCtx {
-        env: &env,
-        db: None,
-        interrupt: &interrupt,
-        php_jit: Default::default(),
-        tls: Some(&tls),
-        h2c: false,
+    let Some((mut running, tls, _lab)) = caddy_static_over_tls() else {
+        return;
     };
-    let mut running = entry.start(&ctx).expect("caddy-static starts");
     let url = format!("https://{}/hello", running.addr);
     let out = harness(&[
         "run",

@@ -7,32 +7,14 @@
 
 use harness::catalog::{self, Availability};
 
-use crate::util::{harness, skip_without};
+use crate::util::{
+    caddy_static_over_tls, event_loop_h3, harness, skip_without, stderr_of as stderr,
+};
 
 /// What a verify printed, whatever its exit (the /db rows fail here, and
 /// caddy-static serves only /hello).
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// The event loop with `--tls-cert` and `--h3`, and the lab's CA.
-fn event_loop_h3(lab: &labcert::LabCert) -> testkit::process::ServerProcess {
-    let bin = crate::util::sibling_binary("event-loop");
-    let (c, k) = (lab.cert_path(), lab.key_path());
-    testkit::process::ServerProcess::start(
-        bin.to_str().unwrap(),
-        &[
-            "--tls-cert",
-            c.to_str().unwrap(),
-            "--tls-key",
-            k.to_str().unwrap(),
-            "--h3",
-        ],
-    )
 }
 
 #[test]
@@ -109,28 +91,9 @@ fn verify_h3_refuses_bad_input_in_one_line() {
 /// `/hello` over HTTP/1.1, h2 and h3, its `/config` naming the UDP port.
 #[test]
 fn caddy_static_answers_hello_over_h1_h2_and_h3() {
-    let entry = catalog::catalog()
-        .into_iter()
-        .find(|e| e.name == "caddy-static")
-        .expect("caddy-static is in the catalog");
-    let env = catalog::Env::discover(None);
-    if let Availability::Missing { reason, fix } = entry.availability(&env) {
-        if skip_without(&format!("caddy-static: {reason} ({fix})")) {
-            return;
-        }
-    }
-    let lab = labcert::LabCert::new().unwrap();
-    let tls = catalog::tls::ServerTls::new(&lab, harness::engine::TlsVersion::Tls13).unwrap();
-    let interrupt = std::sync::atomic::AtomicBool::new(false);
-    let ctx = catalog::StartCtx {
-        env: &env,
-        db: None,
-        interrupt: &interrupt,
-        php_jit: Default::default(),
-        tls: Some(&tls),
-        h2c: false,
+    let Some((mut running, tls, _lab)) = caddy_static_over_tls() else {
+        return;
     };
-    let mut running = entry.start(&ctx).expect("caddy-static starts");
     let url = format!("https://{}", running.addr);
     let ca = tls.ca.to_str().unwrap();
     let h1 = stdout(&harness(&["verify", &url, "--cacert", ca]));

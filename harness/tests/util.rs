@@ -561,3 +561,62 @@ impl StderrLines {
         self.log.join("\n")
     }
 }
+
+/// What a command printed on stderr, whatever its exit.
+pub fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The event loop over TLS with `--h3` (QUIC on the TCP port's number),
+/// with the lab's certificate; its database unreachable (no /db rows).
+pub fn event_loop_h3(lab: &labcert::LabCert) -> testkit::ServerProcess {
+    let bin = sibling_binary("event-loop");
+    let (c, k) = (lab.cert_path(), lab.key_path());
+    testkit::ServerProcess::start(
+        bin.to_str().unwrap(),
+        &[
+            "--mysql-url",
+            "mysql://bench:bench@127.0.0.1:1/bench",
+            "--tls-cert",
+            c.to_str().unwrap(),
+            "--tls-key",
+            k.to_str().unwrap(),
+            "--h3",
+        ],
+    )
+}
+
+/// caddy-static from the catalog over TLS 1.3 with a fresh lab
+/// certificate, started, with the certificate's files (`tls.ca` for the
+/// client; they live as long as the `LabCert`); `None` where Caddy is
+/// missing (said as a skip).
+pub fn caddy_static_over_tls() -> Option<(
+    harness::catalog::Running,
+    harness::catalog::tls::ServerTls,
+    labcert::LabCert,
+)> {
+    use harness::catalog::{self, Availability};
+    let entry = catalog::catalog()
+        .into_iter()
+        .find(|e| e.name == "caddy-static")
+        .expect("caddy-static is in the catalog");
+    let env = catalog::Env::discover(None);
+    if let Availability::Missing { reason, fix } = entry.availability(&env) {
+        if skip_without(&format!("caddy-static: {reason} ({fix})")) {
+            return None;
+        }
+    }
+    let lab = labcert::LabCert::new().unwrap();
+    let tls = catalog::tls::ServerTls::new(&lab, harness::engine::TlsVersion::Tls13).unwrap();
+    let interrupt = AtomicBool::new(false);
+    let ctx = catalog::StartCtx {
+        env: &env,
+        db: None,
+        interrupt: &interrupt,
+        php_jit: Default::default(),
+        tls: Some(&tls),
+        h2c: false,
+    };
+    let running = entry.start(&ctx).expect("caddy-static starts");
+    Some((running, tls, lab))
+}
