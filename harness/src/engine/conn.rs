@@ -14,12 +14,12 @@ use std::os::fd::{AsRawFd, IntoRawFd};
 use mio::net::TcpStream;
 use mio::{Interest, Token};
 
-use super::framing::{Framing, Ring};
+use super::framing::Ring;
 use super::io::{Backend, TAG_MASK};
 use super::proto::h1::{Feed, ResponseReader};
 use super::proto::Proto;
 use super::tls::{self, Handshake, Session};
-use super::ws::{WsConn, WsPlan};
+use super::ws::WsPlan;
 use super::{Check, Clock};
 use crate::stats::Failure;
 
@@ -107,17 +107,13 @@ impl Received {
 }
 
 impl Conn {
-    /// A connection of `framing`, whose requests are at most `request_max`
-    /// bytes: its ring and out buffers are allocated here, once (io_uring's
-    /// `staged` at its first use). `ws`: a WebSocket framing's state;
+    /// A connection of protocol `proto` with up to `capacity` requests in
+    /// flight, each at most `request_max` bytes: its ring and out buffers
+    /// are allocated here, once (io_uring's `staged` at its first use).
     /// `tls`: its bytes go through TLS.
-    pub(crate) fn new(framing: Framing, request_max: usize, ws: Option<WsConn>, tls: bool) -> Conn {
-        let buffered = framing.buffered();
-        let room = if buffered {
-            framing.capacity() * request_max
-        } else {
-            0
-        };
+    pub(crate) fn new(proto: Proto, capacity: usize, request_max: usize, tls: bool) -> Conn {
+        let buffered = proto.buffered();
+        let room = if buffered { capacity * request_max } else { 0 };
         let out = (buffered || tls).then(|| {
             Box::new(Outbox {
                 bytes: Vec::with_capacity(room),
@@ -133,11 +129,11 @@ impl Conn {
             state: State::Idle,
             written: 0,
             connect_ns: 0,
-            ring: Ring::new(framing.capacity()),
+            ring: Ring::new(capacity),
             first_byte: false,
             due_ns: 0,
             wake_pending: false,
-            proto: Proto::new(framing, request_max, ws),
+            proto,
             cursor: 0,
             reader: ResponseReader::new(),
             epoch: 0,
@@ -609,13 +605,15 @@ pub(crate) fn feed_chunk(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::ws::WsConn;
+    use crate::engine::ProtoPlan;
 
     /// A held connection's memory is mostly its `Conn` (19,800 of them
     /// held from one process, `harness/bench/engine-vs-wrk.sh`): a plain
     /// HTTP/1.1 one carries no other protocol's or transport's state.
     #[test]
     fn a_plain_connection_carries_only_its_own_state() {
-        let plain = Conn::new(Framing::H1, 100, None, false);
+        let plain = Conn::new(Proto::H1, 1, 100, false);
         assert!(plain.out.is_none() && plain.tls.is_none());
         assert!(matches!(plain.proto, Proto::H1));
         let size = std::mem::size_of::<Conn>();
@@ -630,9 +628,14 @@ mod tests {
         assert!(size <= 224, "a Conn grew to {size} bytes (224 before)");
         let ws = std::mem::size_of::<WsConn>();
         assert!(ws <= 264, "a WsConn grew to {ws} bytes (264 before)");
-        let h2 = Conn::new(Framing::H2c(8), 100, None, false);
+        let h2 = Conn::new(
+            Proto::new(&ProtoPlan::H2 { streams: 8 }, 100, |_| unreachable!()),
+            8,
+            100,
+            false,
+        );
         assert!(h2.out.is_some() && matches!(h2.proto, Proto::H2(_)));
-        let tls = Conn::new(Framing::H1, 100, None, true);
+        let tls = Conn::new(Proto::H1, 1, 100, true);
         assert!(tls.out.is_some() && matches!(tls.proto, Proto::H1));
     }
 }

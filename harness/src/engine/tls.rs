@@ -90,7 +90,9 @@ pub struct TlsPlan {
     /// handshake is a full one.
     pub resume: bool,
     pub trust: Trust,
-    /// Offer only `h2` by ALPN (`--h2`) rather than `http/1.1`.
+    /// Offer only `h2` by ALPN rather than `http/1.1` (a handshake made
+    /// with this plan alone, as the lab's checks make; an engine run
+    /// offers what its protocol speaks, see `ProtoPlan::H2`).
     pub h2: bool,
 }
 

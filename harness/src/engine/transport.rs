@@ -13,6 +13,7 @@
 use std::io;
 
 use super::tls::{self, Handshake, Session, TlsPlan};
+use super::{ProtoPlan, TransportPlan};
 use crate::stats::Stats;
 
 /// This many failed handshakes in a row, none ever completed: the server
@@ -47,16 +48,23 @@ pub(crate) enum Verdict {
 }
 
 impl Transport {
-    pub(crate) fn new(plan: Option<&TlsPlan>, h2: bool) -> io::Result<Transport> {
+    /// The transport of `plan` for connections speaking `proto`: over TLS,
+    /// HTTP/2 offers `h2` alone by ALPN, every other protocol `http/1.1`
+    /// (whatever the plan's `TlsPlan::h2` says: the protocol decides).
+    pub(crate) fn new(plan: &TransportPlan, proto: &ProtoPlan) -> io::Result<Transport> {
         Ok(match plan {
-            None => Transport::Tcp,
-            Some(p) => Transport::Tls(Tls {
-                client: tls::Client::new(p)?,
-                server_name: p.server_name.clone(),
-                h2,
-                fails: 0,
-                completed: 0,
-            }),
+            TransportPlan::Tcp => Transport::Tcp,
+            TransportPlan::Tls(p) => {
+                let h2 = matches!(proto, ProtoPlan::H2 { .. });
+                let offer = TlsPlan { h2, ..p.clone() };
+                Transport::Tls(Tls {
+                    client: tls::Client::new(&offer)?,
+                    server_name: p.server_name.clone(),
+                    h2,
+                    fails: 0,
+                    completed: 0,
+                })
+            }
         })
     }
 

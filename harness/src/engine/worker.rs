@@ -171,14 +171,15 @@ impl<'s> Worker<'s> {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
+        let framing = plan.framing();
         let mut conns: Vec<Conn> = (0..share.conns)
             .map(|j| {
-                let ws = plan.ws.as_ref().map(|ws| {
+                let proto = Proto::new(&plan.proto, request_max, |ws| {
                     let conn_seed =
                         seed ^ ((share.first_conn + j) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                     let mut w = WsConn::new(request_max, conn_seed);
-                    w.pongs_answer = ws.hold;
-                    if let Some(room) = &ws.room {
+                    w.pongs_answer = ws.hold();
+                    if let Some(room) = ws.room() {
                         let k = (share.first_conn + j) / room.size;
                         w.member = Some(Box::new(Member {
                             target: ws_room::target(&ws.target, k, room.rooms),
@@ -187,7 +188,7 @@ impl<'s> Worker<'s> {
                     }
                     w
                 });
-                Conn::new(plan.framing, request_max, ws, plan.tls.is_some())
+                Conn::new(proto, framing.capacity(), request_max, plan.tls().is_some())
             })
             .collect();
         if let Pace::Rate(r) = plan.pace {
@@ -213,10 +214,10 @@ impl<'s> Worker<'s> {
             .max()
             .unwrap_or(0);
         let io = Backend::new(shared.io, share.conns, paced, shared.gather, response_max)?;
-        let transport = Transport::new(plan.tls.as_ref(), plan.framing.is_h2())?;
+        let transport = Transport::new(&plan.transport, &plan.proto)?;
         let room_size = plan.room().map_or(0, |r| r.size);
         let rooms = (0..share.conns.checked_div(room_size).unwrap_or(0))
-            .map(|k| Room::new(k * room_size, room_size, plan.framing.capacity()))
+            .map(|k| Room::new(k * room_size, room_size, framing.capacity()))
             .collect();
         Ok(Worker {
             shared,
@@ -226,13 +227,13 @@ impl<'s> Worker<'s> {
             transport,
             conns,
             buf: vec![0u8; READ_BUF].into_boxed_slice(),
-            framing: plan.framing,
+            framing,
             h2_templates: proto::h2::templates(plan),
             h2_config: H2Config {
-                max_streams: plan.framing.streams().unwrap_or(1) as u32,
+                max_streams: framing.streams().unwrap_or(1) as u32,
                 ..H2Config::default()
             },
-            plain: Vec::with_capacity(if plan.framing.buffered() && plan.tls.is_some() {
+            plain: Vec::with_capacity(if framing.buffered() && plan.tls().is_some() {
                 2 * READ_BUF
             } else {
                 0
@@ -242,7 +243,7 @@ impl<'s> Worker<'s> {
             room_size,
             wires: &shared.wires,
             cycle: &shared.cycle,
-            keepalive: plan.keepalive,
+            keepalive: plan.keepalive(),
             pace: plan.pace,
             stats: Stats {
                 paths: shared.wires.iter().map(|_| PathStats::default()).collect(),
@@ -649,7 +650,7 @@ impl<'s> Worker<'s> {
             match &mut conn.proto {
                 Proto::Ws(_) => {
                     // Messages wait for the upgrade (`upgraded`).
-                    if let Some(plan) = &self.shared.plan.ws {
+                    if let Some(plan) = self.shared.plan.ws() {
                         conn.queue_opening(plan, uring);
                     }
                 }

@@ -25,11 +25,37 @@ pub struct WsPlan {
     pub host: String,
     /// Binary messages (opcode 2) or text (opcode 1).
     pub binary: bool,
+    /// What each connection does once upgraded.
+    pub mode: WsMode,
+}
+
+/// What a WebSocket run's connections do: one of three runs, never two at
+/// once (a held connection is in no room).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum WsMode {
+    /// Each message is echoed back and compared with what was sent.
+    #[default]
+    Echo,
     /// `--hold`: each "message" is a ping, its "echo" the pong (RFC 6455
     /// §5.5.3: the same payload), paced once per interval per connection.
-    pub hold: bool,
+    Hold,
     /// `--room`: room fan-out rather than echo (`ws_room`).
-    pub room: Option<super::ws_room::RoomPlan>,
+    Room(super::ws_room::RoomPlan),
+}
+
+impl WsPlan {
+    /// `--hold`: pings and their pongs.
+    pub fn hold(&self) -> bool {
+        self.mode == WsMode::Hold
+    }
+
+    /// `--room`: the rooms.
+    pub fn room(&self) -> Option<&super::ws_room::RoomPlan> {
+        match &self.mode {
+            WsMode::Room(room) => Some(room),
+            _ => None,
+        }
+    }
 }
 
 /// The default message size (`--ws-size`).
@@ -505,8 +531,7 @@ mod tests {
             target: "/ws".into(),
             host: "h".into(),
             binary: true,
-            hold: false,
-            room: None,
+            mode: WsMode::Echo,
         };
         let mut ws = WsConn::new(64, 3);
         let req = ws.opening(&plan);

@@ -4,10 +4,11 @@
 //! [`Proto`] is the per-connection half: each connection carries only the
 //! state of its own protocol (plain HTTP/1.1 carries nothing beyond its
 //! response reader; HTTP/2 a boxed [`h2::H2Conn`]; WebSocket a boxed
-//! [`WsConn`]). The plan-level half is [`Framing`] (capacity, buffered or
-//! not, the name in reports), checked once by `Plan::validate`; the worker
-//! makes each connection's `Proto` from it, so a WebSocket connection has
-//! no HTTP/2 state and HTTP/2 over TLS cannot lack its session.
+//! [`WsConn`]). The plan-level half is [`ProtoPlan`], one variant per
+//! protocol with only its own settings (a WebSocket's upgrade, HTTP/2's
+//! streams), beside the plan's `TransportPlan`: no plan can pair two
+//! protocols' settings, and `Proto::new` makes each connection's state
+//! from it without checking anything.
 //!
 //! The loop (`worker`) meets a protocol at these points, each a `match` on
 //! `Proto`:
@@ -36,8 +37,8 @@
 pub(crate) mod h1;
 pub(crate) mod h2;
 
-use super::framing::Framing;
-use super::ws::WsConn;
+use super::ws::{WsConn, WsPlan};
+use super::ProtoPlan;
 
 /// A connection's protocol and its state.
 pub(crate) enum Proto {
@@ -52,17 +53,22 @@ pub(crate) enum Proto {
 }
 
 impl Proto {
-    /// A connection's protocol state for `framing`; `ws` is its WebSocket
-    /// (a WebSocket framing's, made by the worker, which knows its room).
-    pub(crate) fn new(framing: Framing, request_max: usize, ws: Option<WsConn>) -> Proto {
-        match (framing, ws) {
-            (Framing::Ws(_), Some(ws)) => Proto::Ws(Box::new(ws)),
-            (Framing::H2(n) | Framing::H2c(n), _) => {
-                Proto::H2(Box::new(h2::H2Conn::new(usize::from(n), request_max)))
-            }
-            (Framing::Pipelined(_), _) => Proto::Pipelined,
-            // `Plan::validate` pairs a WebSocket framing with its upgrade.
-            _ => Proto::H1,
+    /// A connection's protocol state for the plan's protocol: the
+    /// WebSocket's made by `ws` from its upgrade (the worker knows its
+    /// room), HTTP/2's codec for requests of at most `request_max` bytes.
+    pub(crate) fn new(
+        plan: &ProtoPlan,
+        request_max: usize,
+        ws: impl FnOnce(&WsPlan) -> WsConn,
+    ) -> Proto {
+        match plan {
+            ProtoPlan::H1 { .. } => Proto::H1,
+            ProtoPlan::Pipelined { .. } => Proto::Pipelined,
+            ProtoPlan::H2 { streams } => Proto::H2(Box::new(h2::H2Conn::new(
+                usize::from(*streams),
+                request_max,
+            ))),
+            ProtoPlan::Ws { ws: plan, .. } => Proto::Ws(Box::new(ws(plan))),
         }
     }
 

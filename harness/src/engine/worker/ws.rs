@@ -17,8 +17,8 @@ use crate::stats::Failure;
 impl Worker<'_> {
     /// The opcode of a WebSocket run's messages: binary or text.
     pub(super) fn opcode(&self) -> u8 {
-        match &self.shared.plan.ws {
-            Some(w) if w.hold => 9,
+        match self.shared.plan.ws() {
+            Some(w) if w.hold() => 9,
             Some(w) if !w.binary => 1,
             _ => 2,
         }
