@@ -109,14 +109,16 @@ impl Received {
 impl Conn {
     /// A connection of protocol `proto` with up to `capacity` requests in
     /// flight, each at most `request_max` bytes: its ring and out buffers
-    /// are allocated here, once (io_uring's `staged` at its first use).
+    /// are allocated here, once (io_uring's `staged` at its first use; a
+    /// WebSocket's out buffer at its first upgrade, `queue_opening`).
     /// `tls`: its bytes go through TLS.
     pub(crate) fn new(proto: Proto, capacity: usize, request_max: usize, tls: bool) -> Conn {
         let buffered = proto.buffered();
         let room = if buffered { capacity * request_max } else { 0 };
+        let opens = matches!(proto, Proto::Ws(_));
         let out = (buffered || tls).then(|| {
             Box::new(Outbox {
-                bytes: Vec::with_capacity(room),
+                bytes: Vec::with_capacity(if opens { 0 } else { room }),
                 at: 0,
                 busy: false,
                 epoch: 0,
@@ -163,27 +165,20 @@ impl Conn {
     }
 
     /// A WebSocket framing: queues a frame of `payload` (masked; see
-    /// `ws.rs`), built in the connection's scratch buffer.
+    /// `ws.rs`), built in `frame`, the thread's buffer for it.
     #[inline]
-    pub(crate) fn queue_frame(&mut self, opcode: u8, payload: &[u8], uring: bool) {
+    pub(crate) fn queue_frame(
+        &mut self,
+        frame: &mut Vec<u8>,
+        opcode: u8,
+        payload: &[u8],
+        uring: bool,
+    ) {
         let Some(ws) = self.proto.ws_mut() else {
             return;
         };
-        ws.frame(opcode, payload);
-        self.queue_scratch(uring);
-    }
-
-    /// A WebSocket framing: queues the frame built in the scratch buffer.
-    #[inline]
-    pub(crate) fn queue_scratch(&mut self, uring: bool) {
-        let Some(ws) = self.proto.ws_mut() else {
-            return;
-        };
-        let scratch = std::mem::take(&mut ws.scratch);
-        self.queue(&scratch, uring);
-        if let Some(ws) = self.proto.ws_mut() {
-            ws.scratch = scratch;
-        }
+        ws.frame(frame, opcode, payload);
+        self.queue(frame, uring);
     }
 
     /// A WebSocket framing, a new socket: queues the upgrade request.
@@ -191,8 +186,14 @@ impl Conn {
         let Some(ws) = self.proto.ws_mut() else {
             return;
         };
-        // Not through `scratch`, which stays the size of a message's frame.
         let opening = ws.opening(plan);
+        // Sized once for the larger of the upgrade and a ring of messages:
+        // sized for the messages alone, it would grow for the upgrade and
+        // leave the smaller buffer behind as a hole in the heap, per
+        // connection (19,000 held: megabytes).
+        if let Some(out) = self.out.as_deref_mut().filter(|o| o.bytes.capacity() == 0) {
+            out.bytes.reserve_exact(out.room.max(opening.len()));
+        }
         self.queue(opening.as_bytes(), uring);
     }
 

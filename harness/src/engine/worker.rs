@@ -87,6 +87,9 @@ struct Worker<'s> {
     /// configuration (a connection's codec is made from them per socket).
     h2_templates: Vec<Template>,
     h2_config: H2Config,
+    /// WebSocket: a frame is built here before it is queued (one per
+    /// thread, the largest message's size; empty for other protocols).
+    frame: Vec<u8>,
     /// TLS, a buffered framing: the plaintext of one read.
     plain: Vec<u8>,
     /// A buffered framing: requests started while a read is handed out
@@ -177,7 +180,7 @@ impl<'s> Worker<'s> {
                 let proto = Proto::new(&plan.proto, request_max, |ws| {
                     let conn_seed =
                         seed ^ ((share.first_conn + j) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                    let mut w = WsConn::new(request_max, conn_seed);
+                    let mut w = WsConn::new(conn_seed);
                     w.pongs_answer = ws.hold();
                     if let Some(room) = ws.room() {
                         let k = (share.first_conn + j) / room.size;
@@ -233,6 +236,11 @@ impl<'s> Worker<'s> {
                 max_streams: framing.streams().unwrap_or(1) as u32,
                 ..H2Config::default()
             },
+            frame: Vec::with_capacity(if plan.ws().is_some() {
+                request_max + 14
+            } else {
+                0
+            }),
             plain: Vec::with_capacity(if framing.buffered() && plan.tls().is_some() {
                 2 * READ_BUF
             } else {
@@ -679,6 +687,7 @@ impl<'s> Worker<'s> {
                 let key = conn.ring.nth(newest).key;
                 Self::queue_room_frame(
                     conn,
+                    &mut self.frame,
                     opcode,
                     bytes,
                     i % self.room_size,
@@ -687,7 +696,7 @@ impl<'s> Worker<'s> {
                     uring,
                 );
             }
-            Proto::Ws(_) => conn.queue_frame(opcode, bytes, uring),
+            Proto::Ws(_) => conn.queue_frame(&mut self.frame, opcode, bytes, uring),
             Proto::H2(h2) => {
                 h2.out.clear();
                 if !self.h2_encode(i, path, measured, uring) {

@@ -7,10 +7,11 @@
 //! so a connection's messages are answered oldest first like pipelined
 //! HTTP/1.1 (`framing::Ring::pop`).
 //!
-//! Nothing here allocates per message: a frame is built in the
-//! connection's scratch buffer (allocated with it) and the reader keeps a
-//! few integers of state. The handshake's key and expected accept are made
-//! once per connection.
+//! Nothing here allocates per message: a frame is built in a buffer the
+//! caller lends (one per thread: a held connection carries none), and the
+//! reader keeps a few integers of state, comparing a pong's payload with
+//! the ping's as it streams past as it does an echo's. The handshake's key
+//! and expected accept are made once per socket.
 
 use std::mem::MaybeUninit;
 
@@ -76,18 +77,15 @@ pub(crate) struct WsConn {
     /// The `Sec-WebSocket-Accept` the server must answer (base64 of a
     /// SHA-1: 28 bytes, kept inline rather than in a heap string).
     accept: [u8; 28],
-    /// A response head split across reads.
+    /// A response head split across reads; once upgraded, the payload of
+    /// a ping from the server, to be answered (both rare: empty, no heap).
     head: Vec<u8>,
     /// The frame being read.
     frame: Frame,
-    /// A ping's payload, in `control`, is to be answered by a pong.
+    /// A ping's payload, in `head`, is to be answered by a pong.
     ping: bool,
-    /// A control frame's payload so far (a ping's until it is taken).
-    control: ([u8; 125], usize),
     /// `--hold`: pongs are the answers judged.
     pub pongs_answer: bool,
-    /// Frames are built here before they are queued.
-    pub scratch: Vec<u8>,
     /// The masking keys' generator (xorshift64*).
     rng: u64,
     /// A room member's own state (`None` outside a room run: an echo or
@@ -144,9 +142,8 @@ pub(crate) enum WsFeed {
 }
 
 impl WsConn {
-    /// A connection's WebSocket state, with a scratch buffer for frames of
-    /// up to `message_max` bytes; `seed` makes its keys its own.
-    pub(crate) fn new(message_max: usize, seed: u64) -> WsConn {
+    /// A connection's WebSocket state; `seed` makes its keys its own.
+    pub(crate) fn new(seed: u64) -> WsConn {
         WsConn {
             upgraded: false,
             answered: 0,
@@ -154,9 +151,7 @@ impl WsConn {
             head: Vec::new(),
             frame: FRESH,
             ping: false,
-            control: ([0; 125], 0),
             pongs_answer: false,
-            scratch: Vec::with_capacity(message_max + 14),
             rng: seed | 1,
             member: None,
         }
@@ -200,23 +195,23 @@ impl WsConn {
         if !std::mem::take(&mut self.ping) {
             return None;
         }
-        let n = self.control.1;
+        let n = self.head.len().min(125);
         let mut payload = [0; 125];
-        payload[..n].copy_from_slice(&self.control.0[..n]);
+        payload[..n].copy_from_slice(&self.head[..n]);
+        self.head.clear();
         Some((payload, n))
     }
 
-    /// A client frame of `payload` in `scratch`: FIN, `opcode`, masked with
-    /// a key of its own (RFC 6455 §5.3).
-    pub(crate) fn frame(&mut self, opcode: u8, payload: &[u8]) {
-        self.frame_parts(opcode, &[], payload);
+    /// A client frame of `payload` in `s` (cleared first): FIN, `opcode`,
+    /// masked with a key of its own (RFC 6455 §5.3).
+    pub(crate) fn frame(&mut self, s: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
+        self.frame_parts(s, opcode, &[], payload);
     }
 
-    /// A client frame whose payload is `head` then `rest` (a room
+    /// A client frame in `s` whose payload is `head` then `rest` (a room
     /// message: its header, then the plan's message after it).
-    pub(crate) fn frame_parts(&mut self, opcode: u8, head: &[u8], rest: &[u8]) {
+    pub(crate) fn frame_parts(&mut self, s: &mut Vec<u8>, opcode: u8, head: &[u8], rest: &[u8]) {
         let key = self.next_u32().to_le_bytes();
-        let s = &mut self.scratch;
         s.clear();
         s.push(0x80 | opcode);
         let len = head.len() + rest.len();
@@ -380,27 +375,41 @@ impl WsConn {
                     got,
                 } => {
                     let take = (*remaining - *got).min(data.len() - at);
-                    let (op, start) = (*opcode, *got);
-                    self.control.0[start..start + take].copy_from_slice(&data[at..at + take]);
-                    self.control.1 = start + take;
+                    let (op, start, len) = (*opcode, *got, *remaining);
+                    let chunk = &data[at..at + take];
+                    match op {
+                        // A ping's payload is kept for its pong.
+                        9 => {
+                            if start == 0 {
+                                self.head.clear();
+                            }
+                            self.head.extend_from_slice(chunk);
+                        }
+                        // A pong judged: compared with the ping's payload
+                        // as it streams past.
+                        10 if self.pongs_answer => {
+                            if let (None, Some(w)) = (*verdict, want) {
+                                if w.len() != len || w[start..start + take] != *chunk {
+                                    *verdict = Some(Failure::Body);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
                     *got += take;
                     at += take;
                     if *got < *remaining {
                         return WsFeed::More;
                     }
                     self.frame = FRESH;
-                    let payload = &self.control.0[..self.control.1];
                     match op {
                         8 => return WsFeed::Closed,
                         9 => self.ping = true,
                         10 if self.pongs_answer => {
-                            if want.is_some_and(|w| payload != w) {
-                                *verdict = Some(Failure::Body);
-                            }
                             return WsFeed::Message {
                                 used: at,
                                 verdict: *verdict,
-                                len: payload.len() as u64,
+                                len: len as u64,
                             };
                         }
                         _ => {}
@@ -450,15 +459,48 @@ mod tests {
 
     #[test]
     fn client_frames_are_masked_with_a_key_each() {
-        let mut ws = WsConn::new(300, 7);
+        let mut ws = WsConn::new(7);
         let msg = message(200);
-        ws.frame(2, &msg);
-        let first = ws.scratch.clone();
+        let mut out = Vec::new();
+        ws.frame(&mut out, 2, &msg);
+        let first = out.clone();
         assert_eq!(first[0], 0x82);
         assert_eq!(unmask(&first), msg);
-        ws.frame(2, &msg);
-        assert_ne!(first[4..8], ws.scratch[4..8], "a new key per frame");
-        assert_eq!(unmask(&ws.scratch), msg);
+        ws.frame(&mut out, 2, &msg);
+        assert_ne!(first[4..8], out[4..8], "a new key per frame");
+        assert_eq!(unmask(&out), msg);
+    }
+
+    /// `--hold`: a pong is judged against the ping's payload as it
+    /// streams past, however it is split, with no buffer of its own.
+    #[test]
+    fn pongs_are_judged_against_the_ping_however_they_are_split() {
+        let ping = message(100);
+        let mut wrong = ping.clone();
+        wrong[60] ^= 1;
+        let cases: [(&[u8], Option<Failure>); 3] = [
+            (&ping, None),
+            (&wrong, Some(Failure::Body)),
+            (&ping[..99], Some(Failure::Body)),
+        ];
+        for (pong, expected) in cases {
+            let wire = server_frame(10, true, pong);
+            for split in [1, 2, 5, wire.len()] {
+                let mut ws = WsConn::new(1);
+                ws.upgraded = true;
+                ws.pongs_answer = true;
+                let (mut seen, mut verdict, mut got) = (0, None, None);
+                for piece in wire.chunks(split) {
+                    match ws.feed(piece, Some(&ping), &mut seen, &mut verdict) {
+                        WsFeed::More => {}
+                        WsFeed::Message { verdict, len, .. } => got = Some((verdict, len)),
+                        other => panic!("{other:?}"),
+                    }
+                }
+                assert_eq!(got, Some((expected, pong.len() as u64)), "split {split}");
+                assert!(ws.take_ping().is_none(), "a pong is not a ping");
+            }
+        }
     }
 
     fn server_frame(opcode: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
@@ -480,7 +522,7 @@ mod tests {
         wire.extend(server_frame(2, false, &msg[..100]));
         wire.extend(server_frame(0, true, &msg[100..]));
         for split in [1, 3, 7, wire.len()] {
-            let mut ws = WsConn::new(300, 1);
+            let mut ws = WsConn::new(1);
             ws.upgraded = true;
             let (mut seen, mut verdict, mut got) = (0, None, None);
             for piece in wire.chunks(split) {
@@ -503,7 +545,7 @@ mod tests {
                 Some(b"hi".to_vec())
             );
         }
-        let mut ws = WsConn::new(300, 1);
+        let mut ws = WsConn::new(1);
         let mut wrong = msg.clone();
         wrong[150] ^= 1;
         let (mut seen, mut verdict) = (0, None);
@@ -533,7 +575,7 @@ mod tests {
             binary: true,
             mode: WsMode::Echo,
         };
-        let mut ws = WsConn::new(64, 3);
+        let mut ws = WsConn::new(3);
         let req = ws.opening(&plan);
         let key = req
             .lines()
@@ -548,10 +590,10 @@ mod tests {
         assert_eq!(ws.handshake(a), Ok(None));
         assert_eq!(ws.handshake(b), Ok(Some(b.len() - 3)));
         assert!(ws.upgraded);
-        let mut other = WsConn::new(64, 4);
+        let mut other = WsConn::new(4);
         other.opening(&plan);
         assert_eq!(other.handshake(head.as_bytes()), Err(Failure::Handshake));
-        let mut refused = WsConn::new(64, 5);
+        let mut refused = WsConn::new(5);
         refused.opening(&plan);
         let r = refused.handshake(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(r, Err(Failure::Status));

@@ -26,8 +26,10 @@ impl Worker<'_> {
 
     /// A room message: its header (member, sequence, epoch), then the
     /// plan's message after the header's bytes, framed and queued.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn queue_room_frame(
         conn: &mut Conn,
+        frame: &mut Vec<u8>,
         opcode: u8,
         message: &[u8],
         member: usize,
@@ -40,8 +42,8 @@ impl Worker<'_> {
         };
         let header = ws_room::header(member as u32, seq, epoch);
         let rest = message.get(ws_room::HEADER..).unwrap_or(&[]);
-        ws.frame_parts(opcode, &header, rest);
-        conn.queue_scratch(uring);
+        ws.frame_parts(frame, opcode, &header, rest);
+        conn.queue(frame, uring);
     }
 
     /// WebSocket: connection `i`'s upgrade completed at `now`: the
@@ -73,7 +75,12 @@ impl Worker<'_> {
                 slot.origin_ns = now;
             }
             let path = slot.path;
-            conn.queue_frame(opcode, self.wires[usize::from(path)].bytes, uring);
+            conn.queue_frame(
+                &mut self.frame,
+                opcode,
+                self.wires[usize::from(path)].bytes,
+                uring,
+            );
         }
     }
 
@@ -123,7 +130,7 @@ impl Worker<'_> {
                 }
                 let (path, key) = (slot.path, slot.key);
                 let bytes = self.wires[usize::from(path)].bytes;
-                Self::queue_room_frame(conn, opcode, bytes, m, key, epoch, uring);
+                Self::queue_room_frame(conn, &mut self.frame, opcode, bytes, m, key, epoch, uring);
             }
             if j != i {
                 self.flush_out(j);
@@ -342,7 +349,7 @@ impl Worker<'_> {
                     WsFeed::Control { used } => {
                         at += used;
                         if let Some((payload, n)) = ws.take_ping() {
-                            conn.queue_frame(10, &payload[..n], uring);
+                            conn.queue_frame(&mut self.frame, 10, &payload[..n], uring);
                         }
                     }
                     WsFeed::Message { used, verdict, len } => {
@@ -389,7 +396,7 @@ impl Worker<'_> {
                 WsFeed::Control { used } => {
                     at += used;
                     if let Some((payload, n)) = ws.take_ping() {
-                        conn.queue_frame(10, &payload[..n], uring);
+                        conn.queue_frame(&mut self.frame, 10, &payload[..n], uring);
                     }
                 }
                 WsFeed::Message { used, .. } => {
