@@ -65,8 +65,6 @@ pub(crate) struct Conn {
     /// framing; `None` for plain HTTP/1.1, whose requests go out from the
     /// plan's bytes).
     pub out: Option<Box<Outbox>>,
-    /// TLS: when the handshake began (the connect completed).
-    pub handshake_ns: u64,
 }
 
 /// What reading did.
@@ -123,7 +121,7 @@ impl Conn {
                 busy: false,
                 epoch: 0,
                 staged: Vec::new(),
-                room,
+                room: room as u32,
             })
         });
         Conn {
@@ -142,7 +140,6 @@ impl Conn {
             seq: 0,
             tls: None,
             out,
-            handshake_ns: 0,
         }
     }
 
@@ -192,7 +189,8 @@ impl Conn {
         // leave the smaller buffer behind as a hole in the heap, per
         // connection (19,000 held: megabytes).
         if let Some(out) = self.out.as_deref_mut().filter(|o| o.bytes.capacity() == 0) {
-            out.bytes.reserve_exact(out.room.max(opening.len()));
+            out.bytes
+                .reserve_exact((out.room as usize).max(opening.len()));
         }
         self.queue(opening.as_bytes(), uring);
     }
@@ -470,7 +468,9 @@ impl Conn {
 /// socket's) holds the next socket's first bytes back until it completes.
 pub(crate) struct Outbox {
     pub bytes: Vec<u8>,
-    pub at: usize,
+    /// u32 (and `room`): an out buffer is at most a ring of requests, and
+    /// the box stays in jemalloc's 64-byte size class.
+    pub at: u32,
     pub busy: bool,
     pub epoch: u32,
     /// io_uring: requests started while a send of `bytes` is out.
@@ -479,12 +479,12 @@ pub(crate) struct Outbox {
     staged: Vec<u8>,
     /// A buffered framing: what `staged` and `bytes` hold at most (every
     /// slot's request).
-    room: usize,
+    room: u32,
 }
 
 impl Outbox {
     pub(crate) fn pending(&self) -> &[u8] {
-        &self.bytes[self.at..]
+        &self.bytes[self.at as usize..]
     }
 
     /// Appends a request's bytes; io_uring (`uring`), while a send is out,
@@ -493,7 +493,7 @@ impl Outbox {
     fn queue(&mut self, bytes: &[u8], uring: bool) {
         if uring && self.busy {
             if self.staged.capacity() == 0 {
-                self.staged.reserve(self.room);
+                self.staged.reserve(self.room as usize);
             }
             self.staged.extend_from_slice(bytes);
         } else {
@@ -523,8 +523,8 @@ impl Outbox {
 
     /// `n` more bytes went out.
     pub(crate) fn advance(&mut self, n: usize) {
-        self.at = (self.at + n).min(self.bytes.len());
-        if self.at == self.bytes.len() {
+        self.at = (self.at as usize + n).min(self.bytes.len()) as u32;
+        if self.at as usize == self.bytes.len() {
             self.bytes.clear();
             self.at = 0;
         }
@@ -626,9 +626,14 @@ mod tests {
             std::mem::size_of::<Outbox>(),
             std::mem::size_of::<WsConn>()
         );
-        assert!(size <= 224, "a Conn grew to {size} bytes (224 before)");
+        assert!(size <= 192, "a Conn grew to {size} bytes (192 before)");
         let ws = std::mem::size_of::<WsConn>();
-        assert!(ws <= 264, "a WsConn grew to {ws} bytes (264 before)");
+        assert!(ws <= 96, "a WsConn grew to {ws} bytes (96 before)");
+        // A slot a jemalloc size class of 32 bytes, the ring inline 32.
+        assert!(std::mem::size_of::<crate::engine::framing::Slot>() <= 32);
+        assert!(std::mem::size_of::<Ring>() <= 32);
+        // The boxed out buffer in jemalloc's 64-byte class.
+        assert!(std::mem::size_of::<Outbox>() <= 64);
         let h2 = Conn::new(
             Proto::new(&ProtoPlan::H2 { streams: 8 }, 100, |_| unreachable!()),
             8,

@@ -227,6 +227,9 @@ pub(crate) struct Session {
     conn: ClientConnection,
     /// The current request's plaintext has been handed to rustls.
     pub queued: bool,
+    /// When the handshake began (the connect completed), on the run's
+    /// clock: kept here, not in every connection.
+    pub began_ns: u64,
 }
 
 impl Session {
@@ -243,6 +246,7 @@ impl Session {
         Ok(Session {
             conn,
             queued: false,
+            began_ns: 0,
         })
     }
 

@@ -607,7 +607,8 @@ impl<'s> Worker<'s> {
         }
         let first = conn.ring.is_empty();
         conn.ring.push(Slot {
-            path,
+            // Below `schedule::MAX_PATHS` (256): `schedule::cycle` refuses more.
+            path: path as u8,
             origin_ns: origin,
             sent_ns: now,
             deadline_ns: now.saturating_add(self.timeout_ns),
@@ -818,7 +819,9 @@ impl<'s> Worker<'s> {
         match conn.write(request) {
             Ok(false) if conn.written == 0 => return,
             Ok(done) => {
-                conn.handshake_ns = now;
+                if let Some(session) = &mut conn.tls {
+                    session.began_ns = now;
+                }
                 if conn.ring.head().measured {
                     self.stats.connections += 1;
                     self.stats
@@ -954,7 +957,9 @@ impl<'s> Worker<'s> {
         if connecting {
             // The ClientHello left: the connect is done, the handshake begins.
             self.refused = 0;
-            conn.handshake_ns = now;
+            if let Some(session) = &mut conn.tls {
+                session.began_ns = now;
+            }
             conn.state = State::Reading;
             if conn.ring.head().measured {
                 self.stats.connections += 1;

@@ -105,14 +105,15 @@ pub(crate) struct Member {
 #[derive(Clone, Copy, Debug)]
 enum Frame {
     /// Reading the 2 to 10 bytes of a frame header.
-    Header { got: usize, bytes: [u8; 10] },
+    Header { got: u8, bytes: [u8; 10] },
     /// Reading a data frame's payload: `remaining` bytes; `last`: FIN.
     Data { remaining: u64, last: bool },
     /// Reading a control frame's payload.
     Control {
         opcode: u8,
-        remaining: usize,
-        got: usize,
+        // Bytes (a control frame carries at most 125): a frame of 16 bytes.
+        remaining: u8,
+        got: u8,
     },
 }
 
@@ -296,11 +297,11 @@ impl WsConn {
         loop {
             match &mut self.frame {
                 Frame::Header { got, bytes } => {
-                    while *got < 2 || *got < header_len(bytes) {
+                    while *got < 2 || usize::from(*got) < header_len(bytes) {
                         let Some(&b) = data.get(at) else {
                             return WsFeed::More;
                         };
-                        bytes[*got] = b;
+                        bytes[usize::from(*got)] = b;
                         *got += 1;
                         at += 1;
                     }
@@ -317,7 +318,7 @@ impl WsConn {
                         },
                         8..=10 if len <= 125 => Frame::Control {
                             opcode,
-                            remaining: len as usize,
+                            remaining: len as u8,
                             got: 0,
                         },
                         _ => return WsFeed::Fail(Failure::Exception),
@@ -374,8 +375,8 @@ impl WsConn {
                     remaining,
                     got,
                 } => {
-                    let take = (*remaining - *got).min(data.len() - at);
-                    let (op, start, len) = (*opcode, *got, *remaining);
+                    let (op, start, len) = (*opcode, usize::from(*got), usize::from(*remaining));
+                    let take = (len - start).min(data.len() - at);
                     let chunk = &data[at..at + take];
                     match op {
                         // A ping's payload is kept for its pong.
@@ -396,7 +397,7 @@ impl WsConn {
                         }
                         _ => {}
                     }
-                    *got += take;
+                    *got += take as u8;
                     at += take;
                     if *got < *remaining {
                         return WsFeed::More;

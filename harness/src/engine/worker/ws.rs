@@ -184,7 +184,8 @@ impl Worker<'_> {
             self.stats.aborted += 1;
             return;
         }
-        self.count_delivery(slot.path, slot.origin_ns, slot.sent_ns, verdict, now);
+        let path = u16::from(slot.path);
+        self.count_delivery(path, slot.origin_ns, slot.sent_ns, verdict, now);
     }
 
     pub(super) fn count_delivery(
