@@ -20,7 +20,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
 
-use crate::engine::{self, Check, End, Pace, Plan, Request, RunResult, Stop};
+use crate::engine::{
+    self, Check, End, Pace, Plan, ProtoPlan, Request, RunResult, Stop, TlsPlan, TlsVersion,
+    TransportPlan, Trust,
+};
 use crate::intervals::{self, Interval};
 use crate::report::json::Document;
 use crate::report::{self, hlog, Format};
@@ -373,21 +376,28 @@ fn plan_of(docs: &[&Document], sources: &[Source]) -> anyhow::Result<Plan> {
     };
     let mut plan = Plan::new(&d.target.url, addr, request, check);
     plan.connections = docs.iter().map(|d| d.settings.connections as usize).sum();
-    plan.keepalive = d.settings.keepalive;
+    plan.proto = ProtoPlan::H1 {
+        keepalive: d.settings.keepalive,
+    };
+    // The agents' TLS as asked (h2 and h3 run over it).
+    plan.transport = TransportPlan::from_tls(d.tls.as_ref().map(tls_asked));
     if let (Some(proto @ ("h2c" | "h2" | "h3")), Some(n)) =
         (d.settings.protocol.as_deref(), d.settings.streams)
     {
-        let n = n.min(u64::from(u16::MAX)) as u16;
-        plan.framing = match proto {
-            "h2" => crate::engine::Framing::H2(n),
-            "h3" => crate::engine::Framing::H3(n),
-            _ => crate::engine::Framing::H2c(n),
+        let streams = n.min(u64::from(u16::MAX)) as u16;
+        plan.proto = if proto == "h3" {
+            ProtoPlan::H3 { streams }
+        } else {
+            ProtoPlan::H2 { streams }
         };
+        if proto != "h2c" && plan.tls().is_none() {
+            plan.transport = TransportPlan::Tls(TlsPlan::new(&addr.ip().to_string()));
+        }
     }
     if let (Some("http/1.1-pipelined"), Some(depth)) =
         (d.settings.protocol.as_deref(), d.settings.pipeline)
     {
-        plan.framing = crate::engine::Framing::pipelined(depth.min(u64::from(u16::MAX)) as u16);
+        plan.proto = ProtoPlan::http1(depth.min(u64::from(u16::MAX)) as u16, true);
     }
     plan.timeout = Duration::from_secs_f64(d.settings.timeout_s.max(0.0));
     plan.warmup = Duration::from_secs_f64(d.settings.warmup_s.max(0.0));
@@ -396,6 +406,24 @@ fn plan_of(docs: &[&Document], sources: &[Source]) -> anyhow::Result<Plan> {
         plan.pace = Pace::Rate(rates.iter().sum());
     }
     Ok(plan)
+}
+
+/// The TLS settings a document's agent asked for (its CAs are not in the
+/// document: only that it trusted its own).
+fn tls_asked(t: &crate::report::json::TlsDoc) -> TlsPlan {
+    let mut tls = TlsPlan::new(&t.server_name);
+    tls.version = if t.version_asked == "1.2" {
+        TlsVersion::Tls12
+    } else {
+        TlsVersion::Tls13
+    };
+    tls.resume = t.resumption;
+    tls.trust = match t.trust.as_str() {
+        "any" => Trust::Any,
+        "cacert" => Trust::Cas(Vec::new()),
+        _ => Trust::Public,
+    };
+    tls
 }
 
 /// merge's reader of one input file, for the fuzz targets (fuzz/): each

@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::engine::{
-    self, Body, Check, Control, End, Framing, Io, Pace, Plan, Request, Route, Snapshot, Stop,
-    TlsPlan, TlsVersion, Trust,
+    self, Body, Check, Control, End, Io, Pace, Plan, ProtoPlan, Request, Route, Snapshot, Stop,
+    TlsPlan, TlsVersion, TransportPlan, Trust, WsMode,
 };
 use crate::report::{self, Format};
 use crate::target::Target;
@@ -685,17 +685,22 @@ fn ws_plan(args: &RunArgs) -> anyhow::Result<Option<Plan>> {
             body: Arc::from(payload),
         }
     };
-    let mut plan = Plan::new(&args.url, target.addr, request, check);
-    plan.framing = Framing::Ws(args.pipeline);
-    plan.ws = Some(engine::ws::WsPlan {
-        target: target.path.clone(),
-        host: target.authority.clone(),
-        binary: !args.ws_text,
-        hold: args.hold.is_some(),
-        room,
-    });
+    let plan = Plan::new(&args.url, target.addr, request, check);
     let mut plan = settings(args, &target, plan)?;
-    plan.framing = Framing::Ws(args.pipeline);
+    let mode = match (room, args.hold) {
+        (Some(room), _) => WsMode::Room(room),
+        (None, Some(_)) => WsMode::Hold,
+        (None, None) => WsMode::Echo,
+    };
+    plan.proto = ProtoPlan::Ws {
+        depth: args.pipeline,
+        ws: engine::ws::WsPlan {
+            target: target.path.clone(),
+            host: target.authority.clone(),
+            binary: !args.ws_text,
+            mode,
+        },
+    };
     if let Some(every) = args.hold {
         plan.pace = Pace::Rate(plan.connections as f64 / every.as_secs_f64());
     }
@@ -712,23 +717,24 @@ fn settings(args: &RunArgs, target: &Target, mut plan: Plan) -> anyhow::Result<P
         }
         plan.threads = t;
     }
-    plan.keepalive = keepalive;
     if args.pipeline > 1 && !keepalive {
         bail!("--pipeline needs kept-alive connections: drop --no-keepalive");
     }
-    plan.framing = Framing::pipelined(args.pipeline);
-    plan.tls = tls_plan(args, target)?;
-    plan.authority.clone_from(&target.authority);
-    if args.h2c {
-        plan.framing = Framing::H2c(args.streams);
-    } else if args.h2 {
-        plan.framing = Framing::H2(args.streams);
-        if let Some(tls) = &mut plan.tls {
-            tls.h2 = true;
+    // `check_h2` refused h2c over TLS and h2 without it; the transport
+    // (the URL's scheme) says which of the two HTTP/2 is.
+    plan.proto = if args.h2c || args.h2 {
+        ProtoPlan::H2 {
+            streams: args.streams,
         }
     } else if args.h3 {
-        plan.framing = Framing::H3(args.streams);
-    }
+        ProtoPlan::H3 {
+            streams: args.streams,
+        }
+    } else {
+        ProtoPlan::http1(args.pipeline, keepalive)
+    };
+    plan.transport = TransportPlan::from_tls(tls_plan(args, target)?);
+    plan.authority.clone_from(&target.authority);
     plan.io = args.io;
     plan.gather = args.gather;
     plan.timeout = args.timeout;

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[path = "util.rs"]
 mod util;
 
-use harness::engine::{Body, Check, Framing, Io, Request, Route, Stop};
+use harness::engine::{
+    Body, Check, Framing, Io, ProtoPlan, Request, Route, Stop, TransportPlan, WsMode,
+};
 use util::{plan_on, run, sibling_binary, Behaviour, TestServer};
 
 struct Counting;
@@ -84,8 +86,10 @@ fn engine_allocations_framed(
     let p = plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(requests);
         p.connections = 8;
-        p.keepalive = keepalive;
-        p.framing = framing;
+        p.proto = match framing {
+            Framing::H1 => ProtoPlan::H1 { keepalive },
+            _ => ProtoPlan::from_framing(framing).unwrap(),
+        };
         if mixed {
             p.mix = vec![
                 Route::get("/hello", &authority, 3, keepalive),
@@ -149,7 +153,7 @@ fn tls_allocations(io: Io, addr: std::net::SocketAddr, ca: &std::path::Path, req
         p.connections = 8;
         let mut t = harness::engine::TlsPlan::new("127.0.0.1");
         t.trust = harness::engine::TlsPlan::cas_from_file(ca).unwrap();
-        p.tls = Some(t);
+        p.transport = TransportPlan::Tls(t);
     });
     let before = ENGINE_ALLOCS.load(Ordering::Relaxed);
     let r = run(&p);
@@ -267,18 +271,22 @@ fn ws_allocations_in(
             status: 101,
             body: std::sync::Arc::from(payload),
         };
-        p.framing = Framing::Ws(8);
-        p.ws = Some(harness::engine::ws::WsPlan {
-            target: target.into(),
-            host: authority.clone(),
-            binary: true,
-            hold: false,
-            room: room.map(|(rooms, size)| harness::engine::ws_room::RoomPlan { size, rooms }),
-        });
-        if let Some((rooms, size)) = room {
-            p.connections = rooms * size;
-            p.framing = Framing::Ws(2);
-        }
+        let mode = match room {
+            Some((rooms, size)) => {
+                p.connections = rooms * size;
+                WsMode::Room(harness::engine::ws_room::RoomPlan { size, rooms })
+            }
+            None => WsMode::Echo,
+        };
+        p.proto = ProtoPlan::Ws {
+            depth: if room.is_some() { 2 } else { 8 },
+            ws: harness::engine::ws::WsPlan {
+                target: target.into(),
+                host: authority.clone(),
+                binary: true,
+                mode,
+            },
+        };
     });
     let before = ENGINE_ALLOCS.load(Ordering::Relaxed);
     let r = run(&p);
@@ -336,7 +344,7 @@ fn h2c_allocations(server: &testkit::ServerProcess, io: Io, requests: u64) -> u6
     let p = plan_on(io, &format!("http://{authority}/hello"), |p| {
         p.stop = Stop::Count(requests);
         p.connections = 4;
-        p.framing = Framing::H2c(50);
+        p.proto = ProtoPlan::H2 { streams: 50 };
         p.authority.clone_from(&authority);
     });
     let before = ENGINE_ALLOCS.load(Ordering::Relaxed);

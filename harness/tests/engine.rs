@@ -42,7 +42,7 @@ fn count_is_exact_with_a_connection_per_request(io: Io) {
     let p = plan_on(io, &server.url("/hello"), |p| {
         p.stop = Stop::Count(1_000);
         p.connections = 10;
-        p.keepalive = false;
+        p.proto = harness::engine::ProtoPlan::H1 { keepalive: false };
     });
     let r = run(&p);
     assert_eq!(r.stats.ok, 1_000, "{:?}", r.stats.failures);

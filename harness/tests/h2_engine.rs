@@ -46,8 +46,8 @@ fn h2_over_tls_verifies_every_stream(io: harness::engine::Io) {
     let mut p = two_path_plan(io, &url, Framing::H2(50), 3_000);
     let mut t = TlsPlan::new("127.0.0.1");
     t.trust = TlsPlan::cas_from_file(&lab.ca_path()).unwrap();
-    t.h2 = true;
-    p.tls = Some(t);
+    // No `t.h2`: the engine offers h2 by ALPN because the protocol is HTTP/2.
+    p.transport = harness::engine::TransportPlan::Tls(t);
     let r = run(&p);
     assert_eq!(r.stats.ok, 3_000, "{:?} {:?}", r.stats.failures, r.message);
     assert_eq!(r.stats.failures.total(), 0);

@@ -23,7 +23,7 @@ fn h3_on_the_event_loop_verifies_every_stream_of_a_mix() {
         let mut p = two_path_plan(Io::Epoll, &url, Framing::H3(streams), 3_000);
         let mut t = TlsPlan::new("127.0.0.1");
         t.trust = TlsPlan::cas_from_file(&lab.ca_path()).unwrap();
-        p.tls = Some(t);
+        p.transport = harness::engine::TransportPlan::Tls(t);
         p.threads = 2;
         let r = run(&p);
         let s = &r.stats;

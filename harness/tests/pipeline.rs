@@ -44,7 +44,7 @@ fn pipelining_over_tls_is_verified(io: harness::engine::Io) {
     let mut p = two_path_plan(io, &url, Framing::pipelined(8), 2_000);
     let mut t = TlsPlan::new("127.0.0.1");
     t.trust = TlsPlan::cas_from_file(&lab.ca_path()).unwrap();
-    p.tls = Some(t);
+    p.transport = harness::engine::TransportPlan::Tls(t);
     let r = run(&p);
     assert_eq!(
         r.stats.ok, 2_000,
@@ -227,7 +227,7 @@ fn tiny_plan(io: harness::engine::Io, tiny: &Tiny, depth: u16, n: u64) -> Plan {
     };
     plan_on(io, &format!("http://{authority}"), |p| {
         p.mix = vec![route("/a"), route("/b")];
-        p.framing = Framing::pipelined(depth);
+        p.proto = harness::engine::ProtoPlan::http1(depth, true);
         p.connections = 2;
         p.stop = Stop::Count(n);
         p.timeout = Duration::from_secs(5);

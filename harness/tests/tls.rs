@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use harness::engine::{Io, Plan, RunResult, Stop, TlsPlan, TlsVersion};
+use harness::engine::{Io, Plan, ProtoPlan, RunResult, Stop, TlsPlan, TlsVersion, TransportPlan};
 use labcert::LabCert;
 use testkit::ServerProcess;
 
@@ -88,7 +88,7 @@ fn tls_plan(io: Io, addr: SocketAddr, ca: &Path, tune: impl FnOnce(&mut Plan)) -
     plan_on(io, &format!("https://{addr}/hello"), |p| {
         let mut t = TlsPlan::new(&addr.ip().to_string());
         t.trust = TlsPlan::cas_from_file(ca).unwrap();
-        p.tls = Some(t);
+        p.transport = TransportPlan::Tls(t);
         tune(p);
     })
 }
@@ -122,7 +122,7 @@ fn no_keepalive_resumes_after_the_first_handshake(io: Io) {
     let (lab, addr) = server();
     let r = run(&tls_plan(io, *addr, &lab.ca_path(), |p| {
         p.connections = 1;
-        p.keepalive = false;
+        p.proto = ProtoPlan::H1 { keepalive: false };
         p.stop = Stop::Count(50);
     }));
     assert_eq!(
@@ -143,10 +143,12 @@ fn no_resume_makes_every_handshake_full(io: Io) {
     let (lab, addr) = server();
     let r = run(&tls_plan(io, *addr, &lab.ca_path(), |p| {
         p.connections = 2;
-        p.keepalive = false;
+        p.proto = ProtoPlan::H1 { keepalive: false };
         p.stop = Stop::Count(40);
-        p.tls.as_mut().unwrap().resume = false;
-        p.tls.as_mut().unwrap().version = TlsVersion::Tls12;
+        if let TransportPlan::Tls(t) = &mut p.transport {
+            t.resume = false;
+            t.version = TlsVersion::Tls12;
+        }
     }));
     assert_eq!(
         r.stats.ok, 40,
@@ -164,7 +166,7 @@ fn a_refused_certificate_is_a_counted_failure(io: Io) {
     let (_, addr) = server();
     // The public CAs only: the lab's certificate is refused.
     let r = run(&plan_on(io, &format!("https://{addr}/hello"), |p| {
-        p.tls = Some(TlsPlan::new("127.0.0.1"));
+        p.transport = TransportPlan::Tls(TlsPlan::new("127.0.0.1"));
         p.connections = 2;
         p.stop = Stop::Count(6);
     }));
@@ -184,7 +186,7 @@ fn the_coroutine_and_worker_pool_servers_serve_tls_with_and_without_keepalive(io
         for keepalive in [true, false] {
             let r = run(&tls_plan(io, *addr, &lab.ca_path(), |p| {
                 p.connections = 2;
-                p.keepalive = keepalive;
+                p.proto = ProtoPlan::H1 { keepalive };
                 p.stop = Stop::Count(100);
             }));
             let what = format!("{name}, keepalive {keepalive}");
@@ -211,7 +213,7 @@ fn rate_with_a_handshake_per_request_keeps_the_schedule(io: Io) {
     let (lab, addr) = server();
     let r = run(&tls_plan(io, *addr, &lab.ca_path(), |p| {
         p.connections = 10;
-        p.keepalive = false;
+        p.proto = ProtoPlan::H1 { keepalive: false };
         p.pace = harness::engine::Pace::Rate(200.0);
         p.stop = Stop::Count(100);
     }));

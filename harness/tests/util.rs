@@ -275,7 +275,8 @@ pub fn two_path_plan(
             harness::engine::Route::get("/hello", &target.authority, 1, true),
             harness::engine::Route::get("/cpu?n=10", &target.authority, 1, true),
         ];
-        p.framing = framing;
+        p.proto =
+            harness::engine::ProtoPlan::from_framing(framing).expect("not a WebSocket framing");
         p.connections = 4;
         p.stop = Stop::Count(n);
         // HTTP/2's :authority (HTTP/1.1 carries it in the encoded Host).
@@ -315,7 +316,7 @@ pub fn plan_on(io: harness::engine::Io, url: &str, tune: impl FnOnce(&mut Plan))
     p.timeout = Duration::from_secs(5);
     p.io = io;
     tune(&mut p);
-    if !p.keepalive {
+    if !p.keepalive() {
         p.request = Request::encode("GET", &target.path, &target.authority, &[], false);
     }
     p

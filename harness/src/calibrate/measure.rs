@@ -13,7 +13,7 @@ use super::report::{
 };
 use super::{facts, floors, CalibrateArgs, DB_CONNECTIONS, QUIET_CV_PCT};
 use crate::catalog::{Entry, Running};
-use crate::engine::{self, Control, Pace};
+use crate::engine::{self, Control, Pace, TransportPlan};
 use crate::env::{Environment, Setup};
 use crate::lab::driver::Placed;
 use crate::lab::meter::CONTAMINATED_PCT;
@@ -248,7 +248,7 @@ impl Ctx<'_> {
         };
         let mut plan = load::plan(running, path, &shape, length);
         plan.pace = pace;
-        if let Some(tls) = plan.tls.as_mut() {
+        if let TransportPlan::Tls(tls) = &mut plan.transport {
             tls.resume = conn != Conn::NewFull;
         }
         let control = Control {

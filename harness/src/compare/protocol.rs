@@ -13,7 +13,7 @@ use workloads::h2rows;
 use super::args::{CompareArgs, Protocol};
 use super::results::RunFraming;
 use crate::catalog::Running;
-use crate::engine::{self, Framing, Plan};
+use crate::engine::{self, Framing, Plan, ProtoPlan, TransportPlan};
 
 /// Every framing the rows run with, in the order asked: one per protocol,
 /// one per `--pipeline` depth or `--streams` count for those that take one.
@@ -178,14 +178,18 @@ pub fn check_rows(running: &Running, addr: SocketAddr, has_db: bool) -> (String,
 /// Points `plan` (built for `running`'s HTTP/1.1 port) at `addr` and frames
 /// it as `f`; over TLS, h2 is offered alone by ALPN.
 pub fn apply(plan: &mut Plan, running: &Running, f: Framing, addr: SocketAddr, path: &str) {
-    plan.framing = f;
+    // h2c runs over the server's plaintext port: the transport follows.
+    if matches!(f, Framing::H2c(_)) {
+        plan.transport = TransportPlan::Tcp;
+    }
+    // Every framing the rows sweep is one that needs no other settings.
+    if let Some(proto) = ProtoPlan::from_framing(f) {
+        plan.proto = proto;
+    }
     if addr != running.addr {
         plan.addr = addr;
         plan.authority = addr.to_string();
         plan.url = format!("http://{addr}{path}");
-    }
-    if let (Framing::H2(_), Some(tls)) = (f, plan.tls.as_mut()) {
-        tls.h2 = true;
     }
 }
 
@@ -194,7 +198,7 @@ pub fn apply(plan: &mut Plan, running: &Running, f: Framing, addr: SocketAddr, p
 /// streams it allowed; `Err` why not, for a run asked to speak HTTP/2.
 pub fn record(r: &engine::RunResult) -> Result<RunFraming, String> {
     let alpn = r.stats.tls.as_ref().and_then(|t| t.alpn.clone());
-    let (protocol, in_flight, streams_asked) = match r.plan.framing {
+    let (protocol, in_flight, streams_asked) = match r.plan.framing() {
         Framing::H1 => ("http/1.1", 1, None),
         Framing::Ws(n) => ("websocket", u32::from(n), None),
         Framing::Pipelined(n) => ("http/1.1-pipelined", u32::from(n), None),
@@ -209,7 +213,7 @@ pub fn record(r: &engine::RunResult) -> Result<RunFraming, String> {
                         .map_or(String::new(), |e| format!(" ({e})"))
                 ));
             };
-            let h2 = matches!(r.plan.framing, Framing::H2(_));
+            let h2 = matches!(r.plan.framing(), Framing::H2(_));
             if h2 && alpn.as_deref() != Some("h2") {
                 return Err(format!(
                     "no h2 was spoken: ALPN picked {}",

@@ -599,7 +599,7 @@ fn cpu_fields(sample: Option<Sample>) -> CpuFields {
 fn engine_doc(r: &engine::RunResult, sample: Option<Sample>) -> RunDoc {
     let p = Percentiles::of(&r.stats.latency_us);
     let cpu = cpu_fields(sample);
-    let tls = r.plan.tls.as_ref().map(|_| RunTls {
+    let tls = r.plan.tls().map(|_| RunTls {
         handshakes_full: r.stats.handshakes_full,
         handshakes_resumed: r.stats.handshakes_resumed,
         handshake_p50_us: r.stats.handshake_us.value_at_quantile(0.5),

@@ -15,12 +15,12 @@ use std::os::fd::{AsRawFd, IntoRawFd};
 use mio::net::TcpStream;
 use mio::{Interest, Token};
 
-use super::framing::{Framing, Ring};
+use super::framing::Ring;
 use super::io::{Backend, TAG_MASK};
 use super::proto::h1::{Feed, ResponseReader};
 use super::proto::Proto;
 use super::tls::{self, Handshake, Session};
-use super::ws::{WsConn, WsPlan};
+use super::ws::WsPlan;
 use super::{Check, Clock};
 use crate::stats::Failure;
 
@@ -66,8 +66,6 @@ pub(crate) struct Conn {
     /// framing; `None` for plain HTTP/1.1, whose requests go out from the
     /// plan's bytes).
     pub out: Option<Box<Outbox>>,
-    /// TLS: when the handshake began (the connect completed).
-    pub handshake_ns: u64,
 }
 
 /// What reading did.
@@ -108,25 +106,23 @@ impl Received {
 }
 
 impl Conn {
-    /// A connection of `framing`, whose requests are at most `request_max`
-    /// bytes: its ring and out buffers are allocated here, once (io_uring's
-    /// `staged` at its first use). `ws`: a WebSocket framing's state;
+    /// A connection of protocol `proto` with up to `capacity` requests in
+    /// flight, each at most `request_max` bytes: its ring and out buffers
+    /// are allocated here, once (io_uring's `staged` at its first use; a
+    /// WebSocket's out buffer at its first upgrade, `queue_opening`).
     /// `tls`: its bytes go through TLS.
-    pub(crate) fn new(framing: Framing, request_max: usize, ws: Option<WsConn>, tls: bool) -> Conn {
-        let buffered = framing.buffered();
-        let room = if buffered {
-            framing.capacity() * request_max
-        } else {
-            0
-        };
+    pub(crate) fn new(proto: Proto, capacity: usize, request_max: usize, tls: bool) -> Conn {
+        let buffered = proto.buffered();
+        let room = if buffered { capacity * request_max } else { 0 };
+        let opens = matches!(proto, Proto::Ws(_));
         let out = (buffered || tls).then(|| {
             Box::new(Outbox {
-                bytes: Vec::with_capacity(room),
+                bytes: Vec::with_capacity(if opens { 0 } else { room }),
                 at: 0,
                 busy: false,
                 epoch: 0,
                 staged: Vec::new(),
-                room,
+                room: room as u32,
             })
         });
         Conn {
@@ -134,18 +130,17 @@ impl Conn {
             state: State::Idle,
             written: 0,
             connect_ns: 0,
-            ring: Ring::new(framing.capacity()),
+            ring: Ring::new(capacity),
             first_byte: false,
             due_ns: 0,
             wake_pending: false,
-            proto: Proto::new(framing, request_max, ws),
+            proto,
             cursor: 0,
             reader: ResponseReader::new(),
             epoch: 0,
             seq: 0,
             tls: None,
             out,
-            handshake_ns: 0,
         }
     }
 
@@ -168,27 +163,20 @@ impl Conn {
     }
 
     /// A WebSocket framing: queues a frame of `payload` (masked; see
-    /// `ws.rs`), built in the connection's scratch buffer.
+    /// `ws.rs`), built in `frame`, the thread's buffer for it.
     #[inline]
-    pub(crate) fn queue_frame(&mut self, opcode: u8, payload: &[u8], uring: bool) {
+    pub(crate) fn queue_frame(
+        &mut self,
+        frame: &mut Vec<u8>,
+        opcode: u8,
+        payload: &[u8],
+        uring: bool,
+    ) {
         let Some(ws) = self.proto.ws_mut() else {
             return;
         };
-        ws.frame(opcode, payload);
-        self.queue_scratch(uring);
-    }
-
-    /// A WebSocket framing: queues the frame built in the scratch buffer.
-    #[inline]
-    pub(crate) fn queue_scratch(&mut self, uring: bool) {
-        let Some(ws) = self.proto.ws_mut() else {
-            return;
-        };
-        let scratch = std::mem::take(&mut ws.scratch);
-        self.queue(&scratch, uring);
-        if let Some(ws) = self.proto.ws_mut() {
-            ws.scratch = scratch;
-        }
+        ws.frame(frame, opcode, payload);
+        self.queue(frame, uring);
     }
 
     /// A WebSocket framing, a new socket: queues the upgrade request.
@@ -196,8 +184,15 @@ impl Conn {
         let Some(ws) = self.proto.ws_mut() else {
             return;
         };
-        // Not through `scratch`, which stays the size of a message's frame.
         let opening = ws.opening(plan);
+        // Sized once for the larger of the upgrade and a ring of messages:
+        // sized for the messages alone, it would grow for the upgrade and
+        // leave the smaller buffer behind as a hole in the heap, per
+        // connection (19,000 held: megabytes).
+        if let Some(out) = self.out.as_deref_mut().filter(|o| o.bytes.capacity() == 0) {
+            out.bytes
+                .reserve_exact((out.room as usize).max(opening.len()));
+        }
         self.queue(opening.as_bytes(), uring);
     }
 
@@ -492,7 +487,9 @@ impl Conn {
 /// socket's) holds the next socket's first bytes back until it completes.
 pub(crate) struct Outbox {
     pub bytes: Vec<u8>,
-    pub at: usize,
+    /// u32 (and `room`): an out buffer is at most a ring of requests, and
+    /// the box stays in jemalloc's 64-byte size class.
+    pub at: u32,
     pub busy: bool,
     pub epoch: u32,
     /// io_uring: requests started while a send of `bytes` is out.
@@ -501,12 +498,12 @@ pub(crate) struct Outbox {
     staged: Vec<u8>,
     /// A buffered framing: what `staged` and `bytes` hold at most (every
     /// slot's request).
-    room: usize,
+    room: u32,
 }
 
 impl Outbox {
     pub(crate) fn pending(&self) -> &[u8] {
-        &self.bytes[self.at..]
+        &self.bytes[self.at as usize..]
     }
 
     /// Appends a request's bytes; io_uring (`uring`), while a send is out,
@@ -515,7 +512,7 @@ impl Outbox {
     fn queue(&mut self, bytes: &[u8], uring: bool) {
         if uring && self.busy {
             if self.staged.capacity() == 0 {
-                self.staged.reserve(self.room);
+                self.staged.reserve(self.room as usize);
             }
             self.staged.extend_from_slice(bytes);
         } else {
@@ -545,8 +542,8 @@ impl Outbox {
 
     /// `n` more bytes went out.
     pub(crate) fn advance(&mut self, n: usize) {
-        self.at = (self.at + n).min(self.bytes.len());
-        if self.at == self.bytes.len() {
+        self.at = (self.at as usize + n).min(self.bytes.len()) as u32;
+        if self.at as usize == self.bytes.len() {
             self.bytes.clear();
             self.at = 0;
         }
@@ -628,13 +625,15 @@ pub(crate) fn feed_chunk(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::ws::WsConn;
+    use crate::engine::ProtoPlan;
 
     /// A held connection's memory is mostly its `Conn` (19,800 of them
     /// held from one process, `harness/bench/engine-vs-wrk.sh`): a plain
     /// HTTP/1.1 one carries no other protocol's or transport's state.
     #[test]
     fn a_plain_connection_carries_only_its_own_state() {
-        let plain = Conn::new(Framing::H1, 100, None, false);
+        let plain = Conn::new(Proto::H1, 1, 100, false);
         assert!(plain.out.is_none() && plain.tls.is_none());
         assert!(matches!(plain.proto, Proto::H1));
         let size = std::mem::size_of::<Conn>();
@@ -646,15 +645,30 @@ mod tests {
             std::mem::size_of::<Outbox>(),
             std::mem::size_of::<WsConn>()
         );
-        assert!(size <= 224, "a Conn grew to {size} bytes (224 before)");
+        assert!(size <= 192, "a Conn grew to {size} bytes (192 before)");
         let ws = std::mem::size_of::<WsConn>();
-        assert!(ws <= 264, "a WsConn grew to {ws} bytes (264 before)");
-        let h2 = Conn::new(Framing::H2c(8), 100, None, false);
+        assert!(ws <= 96, "a WsConn grew to {ws} bytes (96 before)");
+        // A slot a jemalloc size class of 32 bytes, the ring inline 32.
+        assert!(std::mem::size_of::<crate::engine::framing::Slot>() <= 32);
+        assert!(std::mem::size_of::<Ring>() <= 32);
+        // The boxed out buffer in jemalloc's 64-byte class.
+        assert!(std::mem::size_of::<Outbox>() <= 64);
+        let h2 = Conn::new(
+            Proto::new(&ProtoPlan::H2 { streams: 8 }, 100, |_| unreachable!()),
+            8,
+            100,
+            false,
+        );
         assert!(h2.out.is_some() && matches!(h2.proto, Proto::H2(_)));
-        let tls = Conn::new(Framing::H1, 100, None, true);
+        let tls = Conn::new(Proto::H1, 1, 100, true);
         assert!(tls.out.is_some() && matches!(tls.proto, Proto::H1));
         // QUIC's state is HTTP/3's, opened with its first request.
-        let h3 = Conn::new(Framing::H3(8), 100, None, true);
+        let h3 = Conn::new(
+            Proto::new(&ProtoPlan::H3 { streams: 8 }, 100, |_| unreachable!()),
+            8,
+            100,
+            true,
+        );
         assert!(matches!(h3.proto, Proto::H3(_)) && h3.proto.quic().is_none());
         assert!(!h3.is_open());
     }

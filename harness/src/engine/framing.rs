@@ -119,8 +119,10 @@ impl Framing {
 /// One request in flight: what the loop needs to time and judge it.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Slot {
-    /// The path (an index into the plan's paths; names its check).
-    pub path: u16,
+    /// The path (an index into the plan's paths, at most
+    /// `schedule::MAX_PATHS` of them; names its check). A byte, so that a
+    /// slot is 32 bytes: every held connection carries at least one.
+    pub path: u8,
     /// Where its latency counts from: its intended send time (`--rate`),
     /// its connect (a fresh connection per request) or its write.
     pub origin_ns: u64,
@@ -140,10 +142,12 @@ pub(crate) struct Slot {
 #[derive(Debug)]
 pub(crate) struct Ring {
     slots: Box<[Slot]>,
-    head: usize,
-    len: usize,
+    // u32 rather than usize: a ring is at most 65,535 slots (HTTP/2's
+    // streams), and every held connection carries one (32 bytes, not 48).
+    head: u32,
+    len: u32,
     /// At most this many in flight (≤ the ring's size).
-    limit: usize,
+    limit: u32,
     next_key: u32,
 }
 
@@ -154,14 +158,14 @@ impl Ring {
             slots: vec![Slot::default(); capacity].into_boxed_slice(),
             head: 0,
             len: 0,
-            limit: capacity,
+            limit: capacity as u32,
             next_key: 0,
         }
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     #[inline]
@@ -177,17 +181,17 @@ impl Ring {
     /// Lowers (or restores, up to the ring's size) how many may be in
     /// flight: HTTP/2's `SETTINGS_MAX_CONCURRENT_STREAMS`.
     pub(crate) fn set_limit(&mut self, limit: usize) {
-        self.limit = limit.clamp(1, self.slots.len());
+        self.limit = limit.clamp(1, self.slots.len()) as u32;
     }
 
     /// Adds a request; its `key` is set to the order of sending. The caller
     /// checks [`Ring::is_full`] first.
     #[inline]
     pub(crate) fn push(&mut self, mut slot: Slot) -> &mut Slot {
-        debug_assert!(self.len < self.slots.len());
+        debug_assert!((self.len as usize) < self.slots.len());
         slot.key = self.next_key;
         self.next_key = self.next_key.wrapping_add(1);
-        let at = (self.head + self.len) % self.slots.len();
+        let at = self.at(self.len as usize);
         self.len += 1;
         self.slots[at] = slot;
         &mut self.slots[at]
@@ -197,18 +201,24 @@ impl Ring {
     /// an empty ring, the last one that was (its fields stay readable).
     #[inline]
     pub(crate) fn head(&self) -> &Slot {
-        &self.slots[self.head]
+        &self.slots[self.head as usize]
     }
 
     #[inline]
     pub(crate) fn head_mut(&mut self) -> &mut Slot {
-        &mut self.slots[self.head]
+        &mut self.slots[self.head as usize]
+    }
+
+    /// Where the `k`th oldest request is.
+    #[inline]
+    fn at(&self, k: usize) -> usize {
+        (self.head as usize + k) % self.slots.len()
     }
 
     /// The `k`th oldest request in flight (`k` < [`Ring::len`]).
     #[inline]
     pub(crate) fn nth_mut(&mut self, k: usize) -> &mut Slot {
-        let at = (self.head + k) % self.slots.len();
+        let at = self.at(k);
         &mut self.slots[at]
     }
 
@@ -221,7 +231,7 @@ impl Ring {
     /// The `k`th oldest request in flight (`k` < [`Ring::len`]).
     #[inline]
     pub(crate) fn nth(&self, k: usize) -> &Slot {
-        &self.slots[(self.head + k) % self.slots.len()]
+        &self.slots[self.at(k)]
     }
 
     /// Removes the oldest request (answered in order).
@@ -230,8 +240,8 @@ impl Ring {
         if self.len == 0 {
             return None;
         }
-        let slot = self.slots[self.head];
-        self.head = (self.head + 1) % self.slots.len();
+        let slot = self.slots[self.head as usize];
+        self.head = self.at(1) as u32;
         self.len -= 1;
         Some(slot)
     }
@@ -239,11 +249,12 @@ impl Ring {
     /// Removes the request with `key` wherever it is (answered by stream
     /// id); the ones after it move up one place.
     pub(crate) fn take(&mut self, key: u32) -> Option<Slot> {
-        let n = self.slots.len();
-        let pos = (0..self.len).find(|&k| self.slots[(self.head + k) % n].key == key)?;
-        let slot = self.slots[(self.head + pos) % n];
-        for k in pos..self.len - 1 {
-            self.slots[(self.head + k) % n] = self.slots[(self.head + k + 1) % n];
+        let len = self.len as usize;
+        let pos = (0..len).find(|&k| self.slots[self.at(k)].key == key)?;
+        let slot = self.slots[self.at(pos)];
+        for k in pos..len - 1 {
+            let (to, from) = (self.at(k), self.at(k + 1));
+            self.slots[to] = self.slots[from];
         }
         self.len -= 1;
         Some(slot)
@@ -262,7 +273,7 @@ impl Ring {
 mod tests {
     use super::*;
 
-    fn slot(path: u16) -> Slot {
+    fn slot(path: u8) -> Slot {
         Slot {
             path,
             ..Slot::default()
@@ -272,7 +283,7 @@ mod tests {
     #[test]
     fn a_ring_answers_in_order_and_wraps_without_growing() {
         let mut r = Ring::new(3);
-        for round in 0..5u16 {
+        for round in 0..5u8 {
             for p in 0..3 {
                 assert!(!r.is_full());
                 r.push(slot(round * 10 + p));

@@ -63,6 +63,7 @@ pub use framing::{Framing, MAX_PIPELINE};
 pub use io::{resolve as resolve_io, Io};
 pub use schedule::{MAX_CYCLE, MAX_PATHS};
 pub use tls::{Negotiated, TlsPlan, TlsVersion, Trust};
+pub use ws::{WsMode, WsPlan};
 
 /// When a run stops.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -286,6 +287,74 @@ impl Route {
     }
 }
 
+/// What a run speaks on each connection: one protocol, carrying only its
+/// own settings, so that no plan pairs settings of two (a WebSocket
+/// upgrade with HTTP/2 streams, pipelining without keep-alive). Whether
+/// HTTP/2 is h2c or h2 is the transport's to say ([`Plan::framing`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProtoPlan {
+    /// HTTP/1.1, one request in flight per connection; `keepalive: false`
+    /// opens a connection per request.
+    H1 { keepalive: bool },
+    /// HTTP/1.1 pipelining on kept-alive connections: up to `depth` (2 to
+    /// [`MAX_PIPELINE`]) requests in flight, answered in order.
+    Pipelined { depth: u16 },
+    /// HTTP/2: up to `streams` in flight per connection (`--streams`),
+    /// fewer if the server's SETTINGS say so. Over plain TCP it is h2c by
+    /// prior knowledge; over TLS the engine offers `h2` alone by ALPN.
+    H2 { streams: u16 },
+    /// HTTP/3: up to `streams` requests in flight per QUIC connection,
+    /// fewer if the server's stream credit says so. Its transport is QUIC
+    /// (UDP, TLS 1.3 inside) with the plan's TLS settings, so it needs
+    /// [`TransportPlan::Tls`] (the one pairing [`Plan::validate`] checks).
+    H3 { streams: u16 },
+    /// WebSocket: the upgrade of `ws`, then up to `depth` messages in
+    /// flight per connection; each route's request bytes are a message's
+    /// payload, its check's body the echo expected.
+    Ws { depth: u16, ws: ws::WsPlan },
+}
+
+impl ProtoPlan {
+    /// HTTP/1.1 as `--pipeline depth` asks: one request in flight for a
+    /// depth of 1 (or 0), pipelined beyond.
+    pub fn http1(depth: u16, keepalive: bool) -> ProtoPlan {
+        if depth <= 1 {
+            ProtoPlan::H1 { keepalive }
+        } else {
+            ProtoPlan::Pipelined { depth }
+        }
+    }
+
+    /// The protocol of `framing`, for the framings that need no other
+    /// settings (all but WebSocket, which needs its upgrade: `None`).
+    /// HTTP/2's transport is the plan's ([`Plan::framing`] says which).
+    pub fn from_framing(framing: Framing) -> Option<ProtoPlan> {
+        Some(match framing {
+            Framing::H1 => ProtoPlan::H1 { keepalive: true },
+            Framing::Pipelined(depth) => ProtoPlan::http1(depth, true),
+            Framing::H2c(streams) | Framing::H2(streams) => ProtoPlan::H2 { streams },
+            Framing::H3(streams) => ProtoPlan::H3 { streams },
+            Framing::Ws(_) => return None,
+        })
+    }
+}
+
+/// How a run's connections carry their bytes.
+#[derive(Clone, Debug)]
+pub enum TransportPlan {
+    /// Plain TCP (an http:// or ws:// URL).
+    Tcp,
+    /// TLS over TCP (https://, wss://): one handshake per connection.
+    Tls(TlsPlan),
+}
+
+impl TransportPlan {
+    /// TLS when `tls` is given, else plain TCP.
+    pub fn from_tls(tls: Option<TlsPlan>) -> TransportPlan {
+        tls.map_or(TransportPlan::Tcp, TransportPlan::Tls)
+    }
+}
+
 /// Everything a run needs.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -311,19 +380,13 @@ pub struct Plan {
     pub gather: Duration,
     pub stop: Stop,
     pub pace: Pace,
-    /// Reuse connections (HTTP keep-alive); otherwise one connection per request.
-    pub keepalive: bool,
-    /// Speak TLS (an https:// URL): one handshake per connection.
-    pub tls: Option<TlsPlan>,
-    /// How requests are framed on each connection (`--pipeline`, `--h2c`,
-    /// `--h2`).
-    pub framing: Framing,
+    /// What each connection speaks, with that protocol's settings only
+    /// (`--pipeline`, `--h2c`/`--h2`, a ws:// URL, `--no-keepalive`).
+    pub proto: ProtoPlan,
+    /// How each connection carries its bytes (an https:// URL: TLS).
+    pub transport: TransportPlan,
     /// HTTP/2's `:authority` (the URL's host and port).
     pub authority: String,
-    /// A WebSocket run (`Framing::Ws`): the upgrade to send; each route's
-    /// request bytes are then a message's payload, its check's body the
-    /// echo expected.
-    pub ws: Option<ws::WsPlan>,
     /// A request without a complete response after this long fails.
     pub timeout: Duration,
     /// Requests sent during this first stretch are not counted.
@@ -356,11 +419,9 @@ impl Plan {
             gather: DEFAULT_GATHER,
             stop: Stop::Duration(Duration::from_secs(10)),
             pace: Pace::Closed,
-            keepalive: true,
-            tls: None,
-            framing: Framing::H1,
+            proto: ProtoPlan::H1 { keepalive: true },
+            transport: TransportPlan::Tcp,
             authority: addr.to_string(),
-            ws: None,
             timeout: Duration::from_secs(10),
             warmup: Duration::ZERO,
             max_duration: Duration::from_secs(600),
@@ -401,6 +462,68 @@ impl Plan {
         self.mix.len() > 1
     }
 
+    /// How requests are framed on each connection: the protocol, and for
+    /// HTTP/2 whether it runs over TLS (h2) or not (h2c).
+    pub fn framing(&self) -> Framing {
+        match &self.proto {
+            ProtoPlan::H1 { .. } => Framing::H1,
+            ProtoPlan::Pipelined { depth } => Framing::Pipelined(*depth),
+            ProtoPlan::H2 { streams } => match self.transport {
+                TransportPlan::Tcp => Framing::H2c(*streams),
+                TransportPlan::Tls(_) => Framing::H2(*streams),
+            },
+            ProtoPlan::H3 { streams } => Framing::H3(*streams),
+            ProtoPlan::Ws { depth, .. } => Framing::Ws(*depth),
+        }
+    }
+
+    /// Connections are reused (HTTP keep-alive): every protocol but
+    /// HTTP/1.1 with `keepalive: false`.
+    pub fn keepalive(&self) -> bool {
+        !matches!(self.proto, ProtoPlan::H1 { keepalive: false })
+    }
+
+    /// The TLS settings, over TLS.
+    pub fn tls(&self) -> Option<&TlsPlan> {
+        match &self.transport {
+            TransportPlan::Tls(tls) => Some(tls),
+            TransportPlan::Tcp => None,
+        }
+    }
+
+    /// A WebSocket run's upgrade and mode.
+    pub fn ws(&self) -> Option<&ws::WsPlan> {
+        match &self.proto {
+            ProtoPlan::Ws { ws, .. } => Some(ws),
+            _ => None,
+        }
+    }
+
+    /// Frames the plan as `framing` over its transport: the HTTP/1.1,
+    /// pipelined and HTTP/2 framings (keep-alive on); an error for a
+    /// WebSocket framing (it needs its upgrade: set [`ProtoPlan::Ws`]) and
+    /// for h2 without TLS or h2c over it.
+    pub fn set_framing(&mut self, framing: Framing) -> Result<(), EngineError> {
+        let bad = |why: &str| Err(EngineError::Plan(why.to_string()));
+        match (framing, &self.transport) {
+            (Framing::H2(_), TransportPlan::Tcp) => return bad("h2 is HTTP/2 over TLS"),
+            (Framing::H2c(_), TransportPlan::Tls(_)) => {
+                return bad("h2c is HTTP/2 over plaintext: no TLS")
+            }
+            (Framing::H3(_), TransportPlan::Tcp) => {
+                return bad("h3 runs over QUIC, which is always encrypted: it needs TLS")
+            }
+            _ => {}
+        }
+        match ProtoPlan::from_framing(framing) {
+            Some(proto) => {
+                self.proto = proto;
+                Ok(())
+            }
+            None => bad("a WebSocket framing needs its upgrade (ProtoPlan::Ws)"),
+        }
+    }
+
     /// Threads actually used: never more than connections.
     pub fn effective_threads(&self) -> usize {
         // A room's members share one thread (its table is the thread's).
@@ -410,7 +533,7 @@ impl Plan {
 
     /// A room fan-out run's rooms.
     pub fn room(&self) -> Option<&ws_room::RoomPlan> {
-        self.ws.as_ref().and_then(|w| w.room.as_ref())
+        self.ws().and_then(|w| w.room())
     }
 
     fn validate(&self) -> Result<(), EngineError> {
@@ -426,9 +549,6 @@ impl Plan {
                 return bad("the rate must be a positive number of requests per second");
             }
         }
-        if matches!(self.framing, Framing::Ws(_)) != self.ws.is_some() {
-            return bad("a WebSocket run needs its upgrade (ws) and framing together");
-        }
         if let Some(room) = self.room() {
             if room.size == 0 || room.size > ws_room::MAX_MEMBERS {
                 return bad("a room has 1 to 1024 members (--room-size)");
@@ -436,29 +556,14 @@ impl Plan {
             if room.size * room.rooms != self.connections {
                 return bad("the connections must be a whole number of rooms (-c a multiple of --room-size)");
             }
-            if self.ws.as_ref().is_some_and(|w| w.hold) {
-                return bad("--hold and --room are different runs");
-            }
         }
-        if self.framing.buffered() && !self.keepalive {
-            return bad("pipelining needs kept-alive connections");
+        // The protocol's own numbers; which protocols and transports go
+        // together is the types' to say (`ProtoPlan`, `TransportPlan`),
+        // but for one pair: HTTP/3 rides QUIC, always encrypted.
+        if matches!(self.proto, ProtoPlan::H3 { .. }) && self.tls().is_none() {
+            return bad("h3 runs over QUIC, which is always encrypted: it needs TLS");
         }
-        match self.framing {
-            Framing::H2(_) if !self.tls.as_ref().is_some_and(|t| t.h2) => {
-                return bad("h2 needs TLS that offers h2 by ALPN");
-            }
-            Framing::H2c(_) if self.tls.is_some() => {
-                return bad("h2c is HTTP/2 over plaintext: no TLS");
-            }
-            Framing::H3(_) if self.tls.is_none() => {
-                return bad("h3 runs over QUIC, which is always encrypted: it needs TLS");
-            }
-            Framing::H3(_) if self.tls.as_ref().is_some_and(|t| t.h2) => {
-                return bad("h3 offers h3 by ALPN, not h2");
-            }
-            _ => {}
-        }
-        if self.framing.capacity() > usize::from(MAX_PIPELINE) {
+        if self.framing().capacity() > usize::from(MAX_PIPELINE) {
             return bad("the pipeline is deeper than 1024");
         }
         if self.timeout.is_zero() {
@@ -714,7 +819,7 @@ pub fn run(
     let routes = plan.routes();
     let cycle = plan.cycle()?;
     let threads = plan.effective_threads();
-    let (io, io_note, can_gather) = if plan.framing.is_h3() && plan.io == Io::Uring {
+    let (io, io_note, can_gather) = if plan.framing().is_h3() && plan.io == Io::Uring {
         // QUIC's datagrams move through epoll only (`engine::quic`); the
         // report names the backend, `run --help` says why.
         (Io::Epoll, None, false)
@@ -949,6 +1054,42 @@ mod tests {
         p.connections = 3;
         p.threads = 8;
         assert_eq!(p.effective_threads(), 3);
+    }
+
+    #[test]
+    fn the_protocol_and_the_transport_say_the_framing() {
+        let req = Request::encode("GET", "/", "h", &[], true);
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let mut p = Plan::new("http://h/", addr, req, Check::Success);
+        assert_eq!((p.framing(), p.keepalive()), (Framing::H1, true));
+        p.proto = ProtoPlan::H2 { streams: 8 };
+        assert_eq!(p.framing(), Framing::H2c(8));
+        assert!(p.set_framing(Framing::H2(8)).is_err(), "h2 needs TLS");
+        p.transport = TransportPlan::Tls(TlsPlan::new("h"));
+        assert_eq!(p.framing(), Framing::H2(8));
+        assert!(p.set_framing(Framing::H2c(8)).is_err(), "h2c is plaintext");
+        assert!(
+            p.set_framing(Framing::Ws(1)).is_err(),
+            "a WebSocket needs its upgrade"
+        );
+        p.set_framing(Framing::Pipelined(4)).unwrap();
+        assert_eq!((p.framing(), p.keepalive()), (Framing::Pipelined(4), true));
+        assert_eq!(
+            ProtoPlan::http1(1, false),
+            ProtoPlan::H1 { keepalive: false }
+        );
+        p.proto = ProtoPlan::Ws {
+            depth: 2,
+            ws: ws::WsPlan {
+                target: "/ws".into(),
+                host: "h".into(),
+                binary: true,
+                mode: WsMode::Hold,
+            },
+        };
+        assert_eq!(p.framing(), Framing::Ws(2));
+        assert!(p.ws().is_some_and(|w| w.hold()) && p.room().is_none());
+        p.validate().unwrap();
     }
 
     #[test]

@@ -90,7 +90,9 @@ pub struct TlsPlan {
     /// handshake is a full one.
     pub resume: bool,
     pub trust: Trust,
-    /// Offer only `h2` by ALPN (`--h2`) rather than `http/1.1`.
+    /// Offer only `h2` by ALPN rather than `http/1.1` (a handshake made
+    /// with this plan alone, as the lab's checks make; an engine run
+    /// offers what its protocol speaks, see `ProtoPlan::H2`).
     pub h2: bool,
 }
 
@@ -225,6 +227,9 @@ pub(crate) struct Session {
     conn: ClientConnection,
     /// The current request's plaintext has been handed to rustls.
     pub queued: bool,
+    /// When the handshake began (the connect completed), on the run's
+    /// clock: kept here, not in every connection.
+    pub began_ns: u64,
 }
 
 impl Session {
@@ -241,6 +246,7 @@ impl Session {
         Ok(Session {
             conn,
             queued: false,
+            began_ns: 0,
         })
     }
 

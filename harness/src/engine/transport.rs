@@ -15,6 +15,7 @@ use std::io;
 
 use super::quic::Quic;
 use super::tls::{self, Handshake, Session, TlsPlan};
+use super::{ProtoPlan, TransportPlan};
 use crate::stats::Stats;
 
 /// This many failed handshakes in a row, none ever completed: the server
@@ -51,24 +52,36 @@ pub(crate) enum Verdict {
 }
 
 impl Transport {
-    /// `h3`: over QUIC; `now_ns`: the engine's clock (QUIC's timers are
-    /// kept on it).
+    /// The transport of `plan` for connections speaking `proto`: HTTP/3
+    /// over QUIC (with the plan's TLS settings inside it; `now_ns`, the
+    /// engine's clock, keeps QUIC's timers); else over TLS, HTTP/2 offers
+    /// `h2` alone by ALPN, every other protocol `http/1.1` (whatever the
+    /// plan's `TlsPlan::h2` says: the protocol decides).
     pub(crate) fn new(
-        plan: Option<&TlsPlan>,
-        h2: bool,
-        h3: bool,
+        plan: &TransportPlan,
+        proto: &ProtoPlan,
         now_ns: u64,
     ) -> io::Result<Transport> {
         Ok(match plan {
-            Some(p) if h3 => Transport::Quic(Box::new(Quic::new(p, now_ns)?)),
-            None => Transport::Tcp,
-            Some(p) => Transport::Tls(Tls {
-                client: tls::Client::new(p)?,
-                server_name: p.server_name.clone(),
-                h2,
-                fails: 0,
-                completed: 0,
-            }),
+            TransportPlan::Tls(p) if matches!(proto, ProtoPlan::H3 { .. }) => {
+                let offer = TlsPlan {
+                    h2: false,
+                    ..p.clone()
+                };
+                Transport::Quic(Box::new(Quic::new(&offer, now_ns)?))
+            }
+            TransportPlan::Tcp => Transport::Tcp,
+            TransportPlan::Tls(p) => {
+                let h2 = matches!(proto, ProtoPlan::H2 { .. });
+                let offer = TlsPlan { h2, ..p.clone() };
+                Transport::Tls(Tls {
+                    client: tls::Client::new(&offer)?,
+                    server_name: p.server_name.clone(),
+                    h2,
+                    fails: 0,
+                    completed: 0,
+                })
+            }
         })
     }
 

@@ -98,6 +98,9 @@ struct Worker<'s> {
     h3_templates: Vec<Vec<u8>>,
     h3_answers: Vec<proto::h3::Answer>,
     h3_next_ns: u64,
+    /// WebSocket: a frame is built here before it is queued (one per
+    /// thread, the largest message's size; empty for other protocols).
+    frame: Vec<u8>,
     /// TLS, a buffered framing: the plaintext of one read.
     plain: Vec<u8>,
     /// A buffered framing: requests started while a read is handed out
@@ -195,14 +198,15 @@ impl<'s> Worker<'s> {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
+        let framing = plan.framing();
         let mut conns: Vec<Conn> = (0..share.conns)
             .map(|j| {
-                let ws = plan.ws.as_ref().map(|ws| {
+                let proto = Proto::new(&plan.proto, request_max, |ws| {
                     let conn_seed =
                         seed ^ ((share.first_conn + j) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                    let mut w = WsConn::new(request_max, conn_seed);
-                    w.pongs_answer = ws.hold;
-                    if let Some(room) = &ws.room {
+                    let mut w = WsConn::new(conn_seed);
+                    w.pongs_answer = ws.hold();
+                    if let Some(room) = ws.room() {
                         let k = (share.first_conn + j) / room.size;
                         w.member = Some(Box::new(Member {
                             target: ws_room::target(&ws.target, k, room.rooms),
@@ -211,7 +215,7 @@ impl<'s> Worker<'s> {
                     }
                     w
                 });
-                Conn::new(plan.framing, request_max, ws, plan.tls.is_some())
+                Conn::new(proto, framing.capacity(), request_max, plan.tls().is_some())
             })
             .collect();
         if let Pace::Rate(r) = plan.pace {
@@ -238,11 +242,11 @@ impl<'s> Worker<'s> {
             .unwrap_or(0);
         let stamped = paced
             && !prompt_reads_asked()
-            && plan.tls.is_none()
-            && !plan.framing.buffered()
-            && !plan.framing.is_h3()
-            && plan.keepalive
-            && plan.ws.is_none();
+            && plan.tls().is_none()
+            && !framing.buffered()
+            && !framing.is_h3()
+            && plan.keepalive()
+            && plan.ws().is_none();
         let io = Backend::new(
             shared.io,
             share.conns,
@@ -252,15 +256,10 @@ impl<'s> Worker<'s> {
             stamped,
         )?;
         let stamped = stamped && matches!(io, Backend::Uring(_));
-        let transport = Transport::new(
-            plan.tls.as_ref(),
-            plan.framing.is_h2(),
-            plan.framing.is_h3(),
-            shared.clock.now(),
-        )?;
+        let transport = Transport::new(&plan.transport, &plan.proto, shared.clock.now())?;
         let room_size = plan.room().map_or(0, |r| r.size);
         let rooms = (0..share.conns.checked_div(room_size).unwrap_or(0))
-            .map(|k| Room::new(k * room_size, room_size, plan.framing.capacity()))
+            .map(|k| Room::new(k * room_size, room_size, framing.capacity()))
             .collect();
         Ok(Worker {
             shared,
@@ -270,16 +269,21 @@ impl<'s> Worker<'s> {
             transport,
             conns,
             buf: vec![0u8; READ_BUF].into_boxed_slice(),
-            framing: plan.framing,
+            framing,
             h2_templates: proto::h2::templates(plan),
             h2_config: H2Config {
-                max_streams: plan.framing.streams().unwrap_or(1) as u32,
+                max_streams: framing.streams().unwrap_or(1) as u32,
                 ..H2Config::default()
             },
             h3_templates: proto::h3::templates(plan),
             h3_answers: Vec::new(),
             h3_next_ns: u64::MAX,
-            plain: Vec::with_capacity(if plan.framing.buffered() && plan.tls.is_some() {
+            frame: Vec::with_capacity(if plan.ws().is_some() {
+                request_max + 14
+            } else {
+                0
+            }),
+            plain: Vec::with_capacity(if framing.buffered() && plan.tls().is_some() {
                 2 * READ_BUF
             } else {
                 0
@@ -289,7 +293,7 @@ impl<'s> Worker<'s> {
             room_size,
             wires: &shared.wires,
             cycle: &shared.cycle,
-            keepalive: plan.keepalive,
+            keepalive: plan.keepalive(),
             pace: plan.pace,
             stats: Stats {
                 paths: shared.wires.iter().map(|_| PathStats::default()).collect(),
@@ -693,7 +697,8 @@ impl<'s> Worker<'s> {
         }
         let first = conn.ring.is_empty();
         conn.ring.push(Slot {
-            path,
+            // Below `schedule::MAX_PATHS` (256): `schedule::cycle` refuses more.
+            path: path as u8,
             origin_ns: origin,
             sent_ns: now,
             deadline_ns: now.saturating_add(self.timeout_ns),
@@ -747,7 +752,7 @@ impl<'s> Worker<'s> {
             match &mut conn.proto {
                 Proto::Ws(_) => {
                     // Messages wait for the upgrade (`upgraded`).
-                    if let Some(plan) = &self.shared.plan.ws {
+                    if let Some(plan) = self.shared.plan.ws() {
                         conn.queue_opening(plan, uring);
                     }
                 }
@@ -777,6 +782,7 @@ impl<'s> Worker<'s> {
                 let key = conn.ring.nth(newest).key;
                 Self::queue_room_frame(
                     conn,
+                    &mut self.frame,
                     opcode,
                     bytes,
                     i % self.room_size,
@@ -785,7 +791,7 @@ impl<'s> Worker<'s> {
                     uring,
                 );
             }
-            Proto::Ws(_) => conn.queue_frame(opcode, bytes, uring),
+            Proto::Ws(_) => conn.queue_frame(&mut self.frame, opcode, bytes, uring),
             Proto::H2(h2) => {
                 h2.out.clear();
                 if !self.h2_encode(i, path, measured, uring) {
@@ -911,7 +917,9 @@ impl<'s> Worker<'s> {
         match conn.write(request) {
             Ok(false) if conn.written == 0 => return,
             Ok(done) => {
-                conn.handshake_ns = now;
+                if let Some(session) = &mut conn.tls {
+                    session.began_ns = now;
+                }
                 if conn.ring.head().measured {
                     self.stats.connections += 1;
                     self.stats
@@ -1047,7 +1055,9 @@ impl<'s> Worker<'s> {
         if connecting {
             // The ClientHello left: the connect is done, the handshake begins.
             self.refused = 0;
-            conn.handshake_ns = now;
+            if let Some(session) = &mut conn.tls {
+                session.began_ns = now;
+            }
             conn.state = State::Reading;
             if conn.ring.head().measured {
                 self.stats.connections += 1;

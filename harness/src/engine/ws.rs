@@ -7,10 +7,11 @@
 //! so a connection's messages are answered oldest first like pipelined
 //! HTTP/1.1 (`framing::Ring::pop`).
 //!
-//! Nothing here allocates per message: a frame is built in the
-//! connection's scratch buffer (allocated with it) and the reader keeps a
-//! few integers of state. The handshake's key and expected accept are made
-//! once per connection.
+//! Nothing here allocates per message: a frame is built in a buffer the
+//! caller lends (one per thread: a held connection carries none), and the
+//! reader keeps a few integers of state, comparing a pong's payload with
+//! the ping's as it streams past as it does an echo's. The handshake's key
+//! and expected accept are made once per socket.
 
 use std::mem::MaybeUninit;
 
@@ -25,11 +26,37 @@ pub struct WsPlan {
     pub host: String,
     /// Binary messages (opcode 2) or text (opcode 1).
     pub binary: bool,
+    /// What each connection does once upgraded.
+    pub mode: WsMode,
+}
+
+/// What a WebSocket run's connections do: one of three runs, never two at
+/// once (a held connection is in no room).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum WsMode {
+    /// Each message is echoed back and compared with what was sent.
+    #[default]
+    Echo,
     /// `--hold`: each "message" is a ping, its "echo" the pong (RFC 6455
     /// §5.5.3: the same payload), paced once per interval per connection.
-    pub hold: bool,
+    Hold,
     /// `--room`: room fan-out rather than echo (`ws_room`).
-    pub room: Option<super::ws_room::RoomPlan>,
+    Room(super::ws_room::RoomPlan),
+}
+
+impl WsPlan {
+    /// `--hold`: pings and their pongs.
+    pub fn hold(&self) -> bool {
+        self.mode == WsMode::Hold
+    }
+
+    /// `--room`: the rooms.
+    pub fn room(&self) -> Option<&super::ws_room::RoomPlan> {
+        match &self.mode {
+            WsMode::Room(room) => Some(room),
+            _ => None,
+        }
+    }
 }
 
 /// The default message size (`--ws-size`).
@@ -50,18 +77,15 @@ pub(crate) struct WsConn {
     /// The `Sec-WebSocket-Accept` the server must answer (base64 of a
     /// SHA-1: 28 bytes, kept inline rather than in a heap string).
     accept: [u8; 28],
-    /// A response head split across reads.
+    /// A response head split across reads; once upgraded, the payload of
+    /// a ping from the server, to be answered (both rare: empty, no heap).
     head: Vec<u8>,
     /// The frame being read.
     frame: Frame,
-    /// A ping's payload, in `control`, is to be answered by a pong.
+    /// A ping's payload, in `head`, is to be answered by a pong.
     ping: bool,
-    /// A control frame's payload so far (a ping's until it is taken).
-    control: ([u8; 125], usize),
     /// `--hold`: pongs are the answers judged.
     pub pongs_answer: bool,
-    /// Frames are built here before they are queued.
-    pub scratch: Vec<u8>,
     /// The masking keys' generator (xorshift64*).
     rng: u64,
     /// A room member's own state (`None` outside a room run: an echo or
@@ -81,14 +105,15 @@ pub(crate) struct Member {
 #[derive(Clone, Copy, Debug)]
 enum Frame {
     /// Reading the 2 to 10 bytes of a frame header.
-    Header { got: usize, bytes: [u8; 10] },
+    Header { got: u8, bytes: [u8; 10] },
     /// Reading a data frame's payload: `remaining` bytes; `last`: FIN.
     Data { remaining: u64, last: bool },
     /// Reading a control frame's payload.
     Control {
         opcode: u8,
-        remaining: usize,
-        got: usize,
+        // Bytes (a control frame carries at most 125): a frame of 16 bytes.
+        remaining: u8,
+        got: u8,
     },
 }
 
@@ -118,9 +143,8 @@ pub(crate) enum WsFeed {
 }
 
 impl WsConn {
-    /// A connection's WebSocket state, with a scratch buffer for frames of
-    /// up to `message_max` bytes; `seed` makes its keys its own.
-    pub(crate) fn new(message_max: usize, seed: u64) -> WsConn {
+    /// A connection's WebSocket state; `seed` makes its keys its own.
+    pub(crate) fn new(seed: u64) -> WsConn {
         WsConn {
             upgraded: false,
             answered: 0,
@@ -128,9 +152,7 @@ impl WsConn {
             head: Vec::new(),
             frame: FRESH,
             ping: false,
-            control: ([0; 125], 0),
             pongs_answer: false,
-            scratch: Vec::with_capacity(message_max + 14),
             rng: seed | 1,
             member: None,
         }
@@ -174,23 +196,23 @@ impl WsConn {
         if !std::mem::take(&mut self.ping) {
             return None;
         }
-        let n = self.control.1;
+        let n = self.head.len().min(125);
         let mut payload = [0; 125];
-        payload[..n].copy_from_slice(&self.control.0[..n]);
+        payload[..n].copy_from_slice(&self.head[..n]);
+        self.head.clear();
         Some((payload, n))
     }
 
-    /// A client frame of `payload` in `scratch`: FIN, `opcode`, masked with
-    /// a key of its own (RFC 6455 §5.3).
-    pub(crate) fn frame(&mut self, opcode: u8, payload: &[u8]) {
-        self.frame_parts(opcode, &[], payload);
+    /// A client frame of `payload` in `s` (cleared first): FIN, `opcode`,
+    /// masked with a key of its own (RFC 6455 §5.3).
+    pub(crate) fn frame(&mut self, s: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
+        self.frame_parts(s, opcode, &[], payload);
     }
 
-    /// A client frame whose payload is `head` then `rest` (a room
+    /// A client frame in `s` whose payload is `head` then `rest` (a room
     /// message: its header, then the plan's message after it).
-    pub(crate) fn frame_parts(&mut self, opcode: u8, head: &[u8], rest: &[u8]) {
+    pub(crate) fn frame_parts(&mut self, s: &mut Vec<u8>, opcode: u8, head: &[u8], rest: &[u8]) {
         let key = self.next_u32().to_le_bytes();
-        let s = &mut self.scratch;
         s.clear();
         s.push(0x80 | opcode);
         let len = head.len() + rest.len();
@@ -275,11 +297,11 @@ impl WsConn {
         loop {
             match &mut self.frame {
                 Frame::Header { got, bytes } => {
-                    while *got < 2 || *got < header_len(bytes) {
+                    while *got < 2 || usize::from(*got) < header_len(bytes) {
                         let Some(&b) = data.get(at) else {
                             return WsFeed::More;
                         };
-                        bytes[*got] = b;
+                        bytes[usize::from(*got)] = b;
                         *got += 1;
                         at += 1;
                     }
@@ -296,7 +318,7 @@ impl WsConn {
                         },
                         8..=10 if len <= 125 => Frame::Control {
                             opcode,
-                            remaining: len as usize,
+                            remaining: len as u8,
                             got: 0,
                         },
                         _ => return WsFeed::Fail(Failure::Exception),
@@ -353,28 +375,42 @@ impl WsConn {
                     remaining,
                     got,
                 } => {
-                    let take = (*remaining - *got).min(data.len() - at);
-                    let (op, start) = (*opcode, *got);
-                    self.control.0[start..start + take].copy_from_slice(&data[at..at + take]);
-                    self.control.1 = start + take;
-                    *got += take;
+                    let (op, start, len) = (*opcode, usize::from(*got), usize::from(*remaining));
+                    let take = (len - start).min(data.len() - at);
+                    let chunk = &data[at..at + take];
+                    match op {
+                        // A ping's payload is kept for its pong.
+                        9 => {
+                            if start == 0 {
+                                self.head.clear();
+                            }
+                            self.head.extend_from_slice(chunk);
+                        }
+                        // A pong judged: compared with the ping's payload
+                        // as it streams past.
+                        10 if self.pongs_answer => {
+                            if let (None, Some(w)) = (*verdict, want) {
+                                if w.len() != len || w[start..start + take] != *chunk {
+                                    *verdict = Some(Failure::Body);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                    *got += take as u8;
                     at += take;
                     if *got < *remaining {
                         return WsFeed::More;
                     }
                     self.frame = FRESH;
-                    let payload = &self.control.0[..self.control.1];
                     match op {
                         8 => return WsFeed::Closed,
                         9 => self.ping = true,
                         10 if self.pongs_answer => {
-                            if want.is_some_and(|w| payload != w) {
-                                *verdict = Some(Failure::Body);
-                            }
                             return WsFeed::Message {
                                 used: at,
                                 verdict: *verdict,
-                                len: payload.len() as u64,
+                                len: len as u64,
                             };
                         }
                         _ => {}
@@ -424,15 +460,48 @@ mod tests {
 
     #[test]
     fn client_frames_are_masked_with_a_key_each() {
-        let mut ws = WsConn::new(300, 7);
+        let mut ws = WsConn::new(7);
         let msg = message(200);
-        ws.frame(2, &msg);
-        let first = ws.scratch.clone();
+        let mut out = Vec::new();
+        ws.frame(&mut out, 2, &msg);
+        let first = out.clone();
         assert_eq!(first[0], 0x82);
         assert_eq!(unmask(&first), msg);
-        ws.frame(2, &msg);
-        assert_ne!(first[4..8], ws.scratch[4..8], "a new key per frame");
-        assert_eq!(unmask(&ws.scratch), msg);
+        ws.frame(&mut out, 2, &msg);
+        assert_ne!(first[4..8], out[4..8], "a new key per frame");
+        assert_eq!(unmask(&out), msg);
+    }
+
+    /// `--hold`: a pong is judged against the ping's payload as it
+    /// streams past, however it is split, with no buffer of its own.
+    #[test]
+    fn pongs_are_judged_against_the_ping_however_they_are_split() {
+        let ping = message(100);
+        let mut wrong = ping.clone();
+        wrong[60] ^= 1;
+        let cases: [(&[u8], Option<Failure>); 3] = [
+            (&ping, None),
+            (&wrong, Some(Failure::Body)),
+            (&ping[..99], Some(Failure::Body)),
+        ];
+        for (pong, expected) in cases {
+            let wire = server_frame(10, true, pong);
+            for split in [1, 2, 5, wire.len()] {
+                let mut ws = WsConn::new(1);
+                ws.upgraded = true;
+                ws.pongs_answer = true;
+                let (mut seen, mut verdict, mut got) = (0, None, None);
+                for piece in wire.chunks(split) {
+                    match ws.feed(piece, Some(&ping), &mut seen, &mut verdict) {
+                        WsFeed::More => {}
+                        WsFeed::Message { verdict, len, .. } => got = Some((verdict, len)),
+                        other => panic!("{other:?}"),
+                    }
+                }
+                assert_eq!(got, Some((expected, pong.len() as u64)), "split {split}");
+                assert!(ws.take_ping().is_none(), "a pong is not a ping");
+            }
+        }
     }
 
     fn server_frame(opcode: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
@@ -454,7 +523,7 @@ mod tests {
         wire.extend(server_frame(2, false, &msg[..100]));
         wire.extend(server_frame(0, true, &msg[100..]));
         for split in [1, 3, 7, wire.len()] {
-            let mut ws = WsConn::new(300, 1);
+            let mut ws = WsConn::new(1);
             ws.upgraded = true;
             let (mut seen, mut verdict, mut got) = (0, None, None);
             for piece in wire.chunks(split) {
@@ -477,7 +546,7 @@ mod tests {
                 Some(b"hi".to_vec())
             );
         }
-        let mut ws = WsConn::new(300, 1);
+        let mut ws = WsConn::new(1);
         let mut wrong = msg.clone();
         wrong[150] ^= 1;
         let (mut seen, mut verdict) = (0, None);
@@ -505,10 +574,9 @@ mod tests {
             target: "/ws".into(),
             host: "h".into(),
             binary: true,
-            hold: false,
-            room: None,
+            mode: WsMode::Echo,
         };
-        let mut ws = WsConn::new(64, 3);
+        let mut ws = WsConn::new(3);
         let req = ws.opening(&plan);
         let key = req
             .lines()
@@ -523,10 +591,10 @@ mod tests {
         assert_eq!(ws.handshake(a), Ok(None));
         assert_eq!(ws.handshake(b), Ok(Some(b.len() - 3)));
         assert!(ws.upgraded);
-        let mut other = WsConn::new(64, 4);
+        let mut other = WsConn::new(4);
         other.opening(&plan);
         assert_eq!(other.handshake(head.as_bytes()), Err(Failure::Handshake));
-        let mut refused = WsConn::new(64, 5);
+        let mut refused = WsConn::new(5);
         refused.opening(&plan);
         let r = refused.handshake(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(r, Err(Failure::Status));

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::catalog::Running;
-use crate::engine::{Check, Io, Plan, Request, Stop};
+use crate::engine::{Check, Io, Plan, ProtoPlan, Request, Stop, TransportPlan};
 use crate::lab::meter::{Meter, Sample};
 
 /// How a closed-loop load is shaped (the same for every server of a run).
@@ -34,13 +34,15 @@ pub fn plan(running: &Running, path: &str, shape: &Shape, length: Duration) -> P
     );
     p.connections = shape.connections;
     p.threads = shape.threads;
-    p.keepalive = shape.keepalive;
+    p.proto = ProtoPlan::H1 {
+        keepalive: shape.keepalive,
+    };
     p.io = shape.io;
     p.gather = shape.gather;
     p.timeout = shape.timeout;
     p.stop = Stop::Duration(length);
     p.max_duration = length;
-    p.tls.clone_from(&running.tls);
+    p.transport = TransportPlan::from_tls(running.tls.clone());
     p
 }
 
@@ -83,7 +85,7 @@ pub fn ws_plan(
     ws: WsShape,
     length: Duration,
 ) -> Plan {
-    use crate::engine::{ws, Framing, Pace};
+    use crate::engine::{ws, Pace};
     let payload = ws::message(ws::DEFAULT_MESSAGE);
     let request = Request {
         method: "GET".into(),
@@ -99,37 +101,38 @@ pub fn ws_plan(
     // ws:// or wss://, as the server serves TLS (its session is the plan's).
     let url = running.url(path).replacen("http", "ws", 1);
     let mut p = Plan::new(&url, running.addr, request, check);
-    p.tls.clone_from(&running.tls);
+    p.transport = TransportPlan::from_tls(running.tls.clone());
     p.connections = shape.connections;
     p.threads = shape.threads;
-    p.keepalive = true;
     p.io = shape.io;
     p.gather = shape.gather;
     p.timeout = shape.timeout;
     p.stop = Stop::Duration(length);
     p.max_duration = length;
     p.authority.clone_from(&running.authority);
-    p.ws = Some(ws::WsPlan {
-        target: path.to_string(),
-        host: running.authority.clone(),
-        binary: true,
-        hold: matches!(ws, WsShape::Hold { .. }),
-        room: match ws {
-            WsShape::Room { members, .. } => Some(crate::engine::ws_room::RoomPlan {
-                size: members,
-                rooms: shape.connections / members.max(1),
-            }),
-            _ => None,
-        },
-    });
-    match ws {
-        WsShape::Echo { in_flight } | WsShape::Room { in_flight, .. } => {
-            p.framing = Framing::Ws(in_flight)
-        }
+    let mode = match ws {
+        WsShape::Echo { .. } => ws::WsMode::Echo,
+        WsShape::Hold { .. } => ws::WsMode::Hold,
+        WsShape::Room { members, .. } => ws::WsMode::Room(crate::engine::ws_room::RoomPlan {
+            size: members,
+            rooms: shape.connections / members.max(1),
+        }),
+    };
+    let depth = match ws {
+        WsShape::Echo { in_flight } | WsShape::Room { in_flight, .. } => in_flight,
         WsShape::Hold { every } => {
-            p.framing = Framing::Ws(1);
             p.pace = Pace::Rate(p.connections as f64 / every.as_secs_f64());
+            1
         }
-    }
+    };
+    p.proto = ProtoPlan::Ws {
+        depth,
+        ws: ws::WsPlan {
+            target: path.to_string(),
+            host: running.authority.clone(),
+            binary: true,
+            mode,
+        },
+    };
     p
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::document::{Multiplexing, MuxRun, MuxShape};
 use super::measure::{profiled, quiesce, stem, TIMEOUT};
 use crate::catalog::Running;
-use crate::engine::{self, Control, Framing};
+use crate::engine::{self, Control, Framing, ProtoPlan, TransportPlan};
 use crate::lab::profile::Profiler;
 use crate::lab::{load, Lab};
 use crate::stats::Percentiles;
@@ -152,7 +152,12 @@ pub fn measure(
                 gather: lab.gather,
             };
             let mut plan = load::plan(running, path, &load_shape, length);
-            plan.framing = framing;
+            if matches!(framing, Framing::H2c(_)) {
+                plan.transport = TransportPlan::Tcp;
+            }
+            if let Some(proto) = ProtoPlan::from_framing(framing) {
+                plan.proto = proto;
+            }
             if let (Framing::H2c(_), Ok(addr)) = (framing, &h2c) {
                 plan.addr = *addr;
                 plan.url = format!("http://{addr}{path}");

@@ -78,7 +78,7 @@ pub fn render(r: &RunResult) -> String {
     if non_2xx > 0 {
         let _ = writeln!(out, "Non-2xx responses:      {non_2xx}");
     }
-    if p.keepalive {
+    if p.keepalive() {
         let _ = writeln!(out, "Keep-Alive requests:    {}", s.keepalive_responses);
     }
     let _ = writeln!(out, "Total transferred:      {} bytes", s.bytes_received);

@@ -104,7 +104,7 @@ fn row(r: &RunResult, c: &Counted) -> String {
         field(&r.plan.request.method),
         r.plan.connections.to_string(),
         r.threads.to_string(),
-        r.plan.keepalive.to_string(),
+        r.plan.keepalive().to_string(),
         match r.plan.pace {
             Pace::Closed => String::new(),
             Pace::Rate(rate) => rate.to_string(),

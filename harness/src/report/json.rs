@@ -111,7 +111,7 @@ pub struct TlsDoc {
 
 impl TlsDoc {
     fn of(r: &RunResult) -> Option<TlsDoc> {
-        let t = r.plan.tls.as_ref()?;
+        let t = r.plan.tls()?;
         let s = &r.stats;
         let n = s.tls.as_ref();
         Some(TlsDoc {
@@ -484,14 +484,13 @@ pub fn document(r: &RunResult) -> Document {
             io: Some(r.io.name().to_string()),
             io_note: r.io_note.clone(),
             gather_us: r.gather.map(|g| g.as_secs_f64() * 1e6),
-            keepalive: p.keepalive,
-            protocol: Some(p.framing.protocol().to_string()),
-            pipeline: Some(p.framing.depth() as u64),
-            streams: p.framing.streams().map(|n| n as u64),
-            ws_message_bytes: p.ws.as_ref().map(|_| p.request.bytes.len() as u64),
+            keepalive: p.keepalive(),
+            protocol: Some(p.framing().protocol().to_string()),
+            pipeline: Some(p.framing().depth() as u64),
+            streams: p.framing().streams().map(|n| n as u64),
+            ws_message_bytes: p.ws().map(|_| p.request.bytes.len() as u64),
             ws_messages: p
-                .ws
-                .as_ref()
+                .ws()
                 .map(|w| if w.binary { "binary" } else { "text" }.to_string()),
             requests: match p.stop {
                 Stop::Count(n) => Some(n),
@@ -546,7 +545,7 @@ pub fn document(r: &RunResult) -> Document {
         connections: Connections {
             opened: s.connections,
             keepalive_responses: s.keepalive_responses,
-            held: p.ws.as_ref().filter(|w| w.hold).map(|_| Held {
+            held: p.ws().filter(|w| w.hold()).map(|_| Held {
                 opened: s.ws_upgraded,
                 stayed_up: s.ws_up_at_end,
             }),

@@ -49,7 +49,7 @@ pub fn render(r: &RunResult) -> String {
     if r.latency_corrected() {
         row("service", Percentiles::of(&s.service_us));
     }
-    if !r.plan.keepalive {
+    if !r.plan.keepalive() {
         row("connect", Percentiles::of(&s.connect_us));
     }
     let paths = paths(r);

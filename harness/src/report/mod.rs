@@ -212,8 +212,8 @@ pub fn describe_check(r: &RunResult) -> String {
                 body for its endpoints, any 2xx for other paths or with --no-verify"
             .to_string();
     }
-    if let Some(ws) = &r.plan.ws {
-        if ws.room.is_some() {
+    if let Some(ws) = r.plan.ws() {
+        if ws.room().is_some() {
             return match &r.plan.check {
                 Check::Exact { body, .. } => format!(
                     "the upgrade's 101 and Sec-WebSocket-Accept, then each delivery: the {}-byte {} message after its header byte for byte, its sender's order, and the room's one order",
@@ -223,7 +223,7 @@ pub fn describe_check(r: &RunResult) -> String {
                 _ => "the upgrade's 101 and Sec-WebSocket-Accept, then each delivery's sender's order and the room's one order (--no-verify: not its bytes)".to_string(),
             };
         }
-        if ws.hold {
+        if ws.hold() {
             return "the upgrade's 101 and Sec-WebSocket-Accept, then that each ping's pong carries its payload".to_string();
         }
         return match &r.plan.check {
@@ -295,7 +295,7 @@ pub fn describe_load(r: &RunResult) -> String {
         p.connections,
         r.threads,
         if r.threads == 1 { "" } else { "s" },
-        match (p.keepalive, p.framing) {
+        match (p.keepalive(), p.framing()) {
             (true, crate::engine::Framing::Pipelined(n)) => {
                 format!("keep-alive, HTTP/1.1 pipelined {n} deep")
             }
@@ -308,7 +308,7 @@ pub fn describe_load(r: &RunResult) -> String {
             (true, crate::engine::Framing::H3(n)) => {
                 format!("HTTP/3 over QUIC (h3), up to {n} streams per connection")
             }
-            (true, crate::engine::Framing::Ws(_)) if p.ws.as_ref().is_some_and(|w| w.hold) => {
+            (true, crate::engine::Framing::Ws(_)) if p.ws().is_some_and(|w| w.hold()) => {
                 format!(
                     "WebSocket connections held, a ping every {:.1}s each (a request is a ping and its pong)",
                     match p.pace {
@@ -322,7 +322,7 @@ pub fn describe_load(r: &RunResult) -> String {
                 format!(
                     "WebSocket room fan-out of {}-byte {} messages, {} room{} of {room} members, {n} in flight per member (a request is a delivery: {room} per message)",
                     p.request.bytes.len(),
-                    if p.ws.as_ref().is_some_and(|w| w.binary) { "binary" } else { "text" },
+                    if p.ws().is_some_and(|w| w.binary) { "binary" } else { "text" },
                     p.room().map_or(0, |r| r.rooms),
                     if p.room().is_some_and(|r| r.rooms == 1) { "" } else { "s" },
                 )
@@ -330,7 +330,7 @@ pub fn describe_load(r: &RunResult) -> String {
             (true, crate::engine::Framing::Ws(n)) => format!(
                 "WebSocket echo of {}-byte {} messages, {n} in flight per connection (a request is a message)",
                 p.request.bytes.len(),
-                if p.ws.as_ref().is_some_and(|w| w.binary) {
+                if p.ws().is_some_and(|w| w.binary) {
                     "binary"
                 } else {
                     "text"
@@ -344,7 +344,7 @@ pub fn describe_load(r: &RunResult) -> String {
 
 /// Where latency is measured from, in words.
 pub fn describe_latency_origin(r: &RunResult) -> &'static str {
-    match (r.latency_corrected(), r.plan.keepalive) {
+    match (r.latency_corrected(), r.plan.keepalive()) {
         (true, _) => "from each request's intended send time: coordinated omission corrected",
         (false, true) => {
             "from each request's write; closed loop: a server's stalls delay requests \

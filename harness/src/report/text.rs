@@ -66,12 +66,12 @@ pub fn render(r: &RunResult) -> String {
             "             the schedule's lateness: intended send time to the write (the generator's)"
         );
     }
-    if !r.plan.keepalive {
+    if !r.plan.keepalive() {
         line(&mut out, "connect", &Percentiles::of(&s.connect_us));
     }
-    if let (Some(t), Some(q)) = (&r.plan.tls, &s.quic) {
+    if let (Some(t), Some(q)) = (r.plan.tls(), &s.quic) {
         quic(&mut out, r, t, q);
-    } else if let Some(t) = &r.plan.tls {
+    } else if let Some(t) = r.plan.tls() {
         let negotiated = match &s.tls {
             Some(n) => format!(
                 "{} {} {}, ALPN {}",
@@ -117,7 +117,7 @@ pub fn render(r: &RunResult) -> String {
             thousands(s.ok),
         );
     }
-    if r.plan.ws.as_ref().is_some_and(|w| w.hold) {
+    if r.plan.ws().is_some_and(|w| w.hold()) {
         let _ = writeln!(
             out,
             "  held       {} WebSocket connections upgraded, {} still up at the end",

@@ -75,7 +75,8 @@ pub(crate) struct ResponseReader {
     pub verdict: Option<Failure>,
     /// The `Server` header of this response is wanted (once per thread).
     pub want_server: bool,
-    pub server: Option<String>,
+    /// Boxed `str`, not `String`: 8 bytes less in every connection.
+    pub server: Option<Box<str>>,
 }
 
 impl ResponseReader {
@@ -211,7 +212,7 @@ impl ResponseReader {
                     conn_close |= has_token(h.value, b"close");
                     conn_keep_alive |= has_token(h.value, b"keep-alive");
                 } else if self.want_server && name.eq_ignore_ascii_case(b"server") {
-                    self.server = Some(String::from_utf8_lossy(h.value).into_owned());
+                    self.server = Some(String::from_utf8_lossy(h.value).into());
                 }
             }
             self.status = status;

@@ -15,7 +15,7 @@
 //!   the ones in flight end).
 
 use crate::engine::h2::{Config, Event, H2Client, Response, Template, REFUSED_STREAM};
-use crate::engine::{Check, Plan};
+use crate::engine::{Check, Plan, ProtoPlan};
 use crate::stats::Failure;
 
 /// A connection's HTTP/2 state (boxed in `Proto::H2`).
@@ -147,10 +147,14 @@ pub(crate) fn verdict(check: &Check, r: &Response, head: bool) -> Option<Failure
 /// Each path of the plan as a request template, judged as its check says
 /// (its exact body, when it has one). Empty for another protocol.
 pub(crate) fn templates(plan: &Plan) -> Vec<Template> {
-    if !plan.framing.is_h2() {
+    if !matches!(plan.proto, ProtoPlan::H2 { .. }) {
         return Vec::new();
     }
-    let scheme = if plan.tls.is_some() { "https" } else { "http" };
+    let scheme = if plan.tls().is_some() {
+        "https"
+    } else {
+        "http"
+    };
     plan.routes()
         .iter()
         .map(|r| {

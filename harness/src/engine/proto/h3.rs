@@ -32,7 +32,7 @@ struct Stream {
     finished: bool,
     /// Its slot's key in the connection's ring.
     key: u32,
-    path: u16,
+    path: u8,
     reader: ResponseReader,
 }
 
@@ -50,7 +50,7 @@ pub(crate) struct H3Conn {
 #[derive(Default)]
 pub(crate) struct Requests {
     /// Requests started but not yet on a stream: (ring key, path).
-    pub unsent: Vec<(u32, u16)>,
+    pub unsent: Vec<(u32, u8)>,
     streams: Vec<Stream>,
     /// The control stream is open on the current QUIC connection.
     control: bool,
@@ -88,7 +88,7 @@ pub(crate) enum Answer {
 /// Each path's request as it goes on its stream (HEADERS, DATA), encoded
 /// once. Empty for another protocol.
 pub(crate) fn templates(plan: &Plan) -> Vec<Vec<u8>> {
-    if !plan.framing.is_h3() {
+    if !plan.framing().is_h3() {
         return Vec::new();
     }
     plan.routes()
@@ -175,7 +175,7 @@ impl Requests {
         &mut self,
         conn: &mut Connection,
         id: StreamId,
-        expected: impl Fn(u16) -> Option<&'e [u8]>,
+        expected: impl Fn(u8) -> Option<&'e [u8]>,
         answers: &mut Vec<Answer>,
     ) -> u64 {
         let mut bytes = 0;

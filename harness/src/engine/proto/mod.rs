@@ -5,11 +5,13 @@
 //! state of its own protocol (plain HTTP/1.1 carries nothing beyond its
 //! response reader; HTTP/2 a boxed [`h2::H2Conn`]; WebSocket a boxed
 //! [`WsConn`]; HTTP/3 a boxed [`h3::H3Conn`], with its QUIC connection
-//! (the transport's state, so no other connection carries it), met by the worker in `worker/h3.rs` rather than at the
-//! points below, since QUIC moves its own bytes). The plan-level half is [`Framing`] (capacity, buffered or
-//! not, the name in reports), checked once by `Plan::validate`; the worker
-//! makes each connection's `Proto` from it, so a WebSocket connection has
-//! no HTTP/2 state and HTTP/2 over TLS cannot lack its session.
+//! (the transport's state, so no other connection carries it), met by the
+//! worker in `worker/h3.rs` rather than at the points below, since QUIC
+//! moves its own bytes). The plan-level half is [`ProtoPlan`], one variant
+//! per protocol with only its own settings (a WebSocket's upgrade, HTTP/2's
+//! streams), beside the plan's `TransportPlan`: no plan can pair two
+//! protocols' settings, and `Proto::new` makes each connection's state
+//! from it without checking anything.
 //!
 //! The loop (`worker`) meets a protocol at these points, each a `match` on
 //! `Proto`:
@@ -39,9 +41,9 @@ pub(crate) mod h1;
 pub(crate) mod h2;
 pub(crate) mod h3;
 
-use super::framing::Framing;
 use super::quic::QuicConn;
-use super::ws::WsConn;
+use super::ws::{WsConn, WsPlan};
+use super::ProtoPlan;
 
 /// A connection's protocol and its state.
 pub(crate) enum Proto {
@@ -58,18 +60,23 @@ pub(crate) enum Proto {
 }
 
 impl Proto {
-    /// A connection's protocol state for `framing`; `ws` is its WebSocket
-    /// (a WebSocket framing's, made by the worker, which knows its room).
-    pub(crate) fn new(framing: Framing, request_max: usize, ws: Option<WsConn>) -> Proto {
-        match (framing, ws) {
-            (Framing::Ws(_), Some(ws)) => Proto::Ws(Box::new(ws)),
-            (Framing::H2(n) | Framing::H2c(n), _) => {
-                Proto::H2(Box::new(h2::H2Conn::new(usize::from(n), request_max)))
-            }
-            (Framing::H3(_), _) => Proto::H3(Box::default()),
-            (Framing::Pipelined(_), _) => Proto::Pipelined,
-            // `Plan::validate` pairs a WebSocket framing with its upgrade.
-            _ => Proto::H1,
+    /// A connection's protocol state for the plan's protocol: the
+    /// WebSocket's made by `ws` from its upgrade (the worker knows its
+    /// room), HTTP/2's codec for requests of at most `request_max` bytes.
+    pub(crate) fn new(
+        plan: &ProtoPlan,
+        request_max: usize,
+        ws: impl FnOnce(&WsPlan) -> WsConn,
+    ) -> Proto {
+        match plan {
+            ProtoPlan::H1 { .. } => Proto::H1,
+            ProtoPlan::Pipelined { .. } => Proto::Pipelined,
+            ProtoPlan::H2 { streams } => Proto::H2(Box::new(h2::H2Conn::new(
+                usize::from(*streams),
+                request_max,
+            ))),
+            ProtoPlan::H3 { .. } => Proto::H3(Box::default()),
+            ProtoPlan::Ws { ws: plan, .. } => Proto::Ws(Box::new(ws(plan))),
         }
     }
 

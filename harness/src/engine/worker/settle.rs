@@ -51,7 +51,7 @@ impl Worker<'_> {
             return;
         };
         let (shared, measured) = (self.shared, conn.ring.head().measured);
-        let took = now.saturating_sub(conn.handshake_ns);
+        let took = now.saturating_sub(session.began_ns);
         let no_h2 = || no_h2(shared);
         match tls.completed(session, kind, took, measured, &mut self.stats, no_h2) {
             Verdict::Go => {}
@@ -149,7 +149,7 @@ impl Worker<'_> {
         if let Some(server) = conn.reader.server.take() {
             conn.reader.want_server = false;
             if self.stats.server_software.is_none() {
-                self.stats.server_software = Some(server);
+                self.stats.server_software = Some(server.into());
             }
         }
         self.refused = 0;

@@ -17,8 +17,8 @@ use crate::stats::Failure;
 impl Worker<'_> {
     /// The opcode of a WebSocket run's messages: binary or text.
     pub(super) fn opcode(&self) -> u8 {
-        match &self.shared.plan.ws {
-            Some(w) if w.hold => 9,
+        match self.shared.plan.ws() {
+            Some(w) if w.hold() => 9,
             Some(w) if !w.binary => 1,
             _ => 2,
         }
@@ -26,8 +26,10 @@ impl Worker<'_> {
 
     /// A room message: its header (member, sequence, epoch), then the
     /// plan's message after the header's bytes, framed and queued.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn queue_room_frame(
         conn: &mut Conn,
+        frame: &mut Vec<u8>,
         opcode: u8,
         message: &[u8],
         member: usize,
@@ -40,8 +42,8 @@ impl Worker<'_> {
         };
         let header = ws_room::header(member as u32, seq, epoch);
         let rest = message.get(ws_room::HEADER..).unwrap_or(&[]);
-        ws.frame_parts(opcode, &header, rest);
-        conn.queue_scratch(uring);
+        ws.frame_parts(frame, opcode, &header, rest);
+        conn.queue(frame, uring);
     }
 
     /// WebSocket: connection `i`'s upgrade completed at `now`: the
@@ -73,7 +75,12 @@ impl Worker<'_> {
                 slot.origin_ns = now;
             }
             let path = slot.path;
-            conn.queue_frame(opcode, self.wires[usize::from(path)].bytes, uring);
+            conn.queue_frame(
+                &mut self.frame,
+                opcode,
+                self.wires[usize::from(path)].bytes,
+                uring,
+            );
         }
     }
 
@@ -123,7 +130,7 @@ impl Worker<'_> {
                 }
                 let (path, key) = (slot.path, slot.key);
                 let bytes = self.wires[usize::from(path)].bytes;
-                Self::queue_room_frame(conn, opcode, bytes, m, key, epoch, uring);
+                Self::queue_room_frame(conn, &mut self.frame, opcode, bytes, m, key, epoch, uring);
             }
             if j != i {
                 self.flush_out(j);
@@ -177,7 +184,8 @@ impl Worker<'_> {
             self.stats.aborted += 1;
             return;
         }
-        self.count_delivery(slot.path, slot.origin_ns, slot.sent_ns, verdict, now);
+        let path = u16::from(slot.path);
+        self.count_delivery(path, slot.origin_ns, slot.sent_ns, verdict, now);
     }
 
     pub(super) fn count_delivery(
@@ -342,7 +350,7 @@ impl Worker<'_> {
                     WsFeed::Control { used } => {
                         at += used;
                         if let Some((payload, n)) = ws.take_ping() {
-                            conn.queue_frame(10, &payload[..n], uring);
+                            conn.queue_frame(&mut self.frame, 10, &payload[..n], uring);
                         }
                     }
                     WsFeed::Message { used, verdict, len } => {
@@ -389,7 +397,7 @@ impl Worker<'_> {
                 WsFeed::Control { used } => {
                     at += used;
                     if let Some((payload, n)) = ws.take_ping() {
-                        conn.queue_frame(10, &payload[..n], uring);
+                        conn.queue_frame(&mut self.frame, 10, &payload[..n], uring);
                     }
                 }
                 WsFeed::Message { used, .. } => {
