@@ -370,8 +370,11 @@ fn h2c_allocates_nothing_per_request() {
     for io in [Io::Epoll, Io::Uring] {
         let small = h2c_allocations(&server, io, 1_000);
         let large = h2c_allocations(&server, io, 20_000);
+        // 19,000 more requests: one allocation per request would add
+        // 19,000. A few buffers doubling once more under a burst (a busy
+        // machine delays reads; seen: 157 against 176) are not per request.
         assert!(
-            large <= small + 16,
+            large <= small + 64,
             "{io:?}: {small} allocations for 1,000 requests, {large} for 20,000"
         );
     }
