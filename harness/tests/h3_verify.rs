@@ -5,10 +5,8 @@
 //! each one line and exit 1. No database runs here: the /db and /work rows
 //! fail, and only they.
 
-use harness::catalog::{self, Availability};
-
 use crate::util::{
-    caddy_static_over_tls, event_loop_h3, harness, skip_without, stderr_of as stderr,
+    caddy_static, caddy_static_over_tls, event_loop_h3, harness, stderr_of as stderr,
 };
 
 /// What a verify printed, whatever its exit (the /db rows fail here, and
@@ -123,26 +121,9 @@ fn caddy_static_answers_hello_over_h1_h2_and_h3() {
 /// bytes, which Go's own default answers with a bare 400.
 #[test]
 fn caddy_static_conformance_reads_as_caddys_core() {
-    let entry = catalog::catalog()
-        .into_iter()
-        .find(|e| e.name == "caddy-static")
-        .expect("caddy-static is in the catalog");
-    let env = catalog::Env::discover(None);
-    if let Availability::Missing { reason, fix } = entry.availability(&env) {
-        if skip_without(&format!("caddy-static: {reason} ({fix})")) {
-            return;
-        }
-    }
-    let interrupt = std::sync::atomic::AtomicBool::new(false);
-    let ctx = catalog::StartCtx {
-        env: &env,
-        db: None,
-        interrupt: &interrupt,
-        php_jit: Default::default(),
-        tls: None,
-        h2c: false,
+    let Some(mut running) = caddy_static(None) else {
+        return;
     };
-    let mut running = entry.start(&ctx).expect("caddy-static starts");
     let url = format!("http://{}", running.addr);
     let out = harness(&["verify", "--conformance", "--timeout", "3s", &url]);
     let text = stdout(&out);

@@ -587,15 +587,11 @@ pub fn event_loop_h3(lab: &labcert::LabCert) -> testkit::ServerProcess {
     )
 }
 
-/// caddy-static from the catalog over TLS 1.3 with a fresh lab
-/// certificate, started, with the certificate's files (`tls.ca` for the
-/// client; they live as long as the `LabCert`); `None` where Caddy is
-/// missing (said as a skip).
-pub fn caddy_static_over_tls() -> Option<(
-    harness::catalog::Running,
-    harness::catalog::tls::ServerTls,
-    labcert::LabCert,
-)> {
+/// caddy-static from the catalog, started (over `tls` if given); `None`
+/// where Caddy is missing (said as a skip).
+pub fn caddy_static(
+    tls: Option<&harness::catalog::tls::ServerTls>,
+) -> Option<harness::catalog::Running> {
     use harness::catalog::{self, Availability};
     let entry = catalog::catalog()
         .into_iter()
@@ -607,17 +603,29 @@ pub fn caddy_static_over_tls() -> Option<(
             return None;
         }
     }
-    let lab = labcert::LabCert::new().unwrap();
-    let tls = catalog::tls::ServerTls::new(&lab, harness::engine::TlsVersion::Tls13).unwrap();
     let interrupt = AtomicBool::new(false);
     let ctx = catalog::StartCtx {
         env: &env,
         db: None,
         interrupt: &interrupt,
         php_jit: Default::default(),
-        tls: Some(&tls),
+        tls,
         h2c: false,
     };
-    let running = entry.start(&ctx).expect("caddy-static starts");
+    Some(entry.start(&ctx).expect("caddy-static starts"))
+}
+
+/// caddy-static over TLS 1.3 with a fresh lab certificate, with the
+/// certificate's files (`tls.ca` for the client; they live as long as the
+/// `LabCert`); `None` where Caddy is missing (said as a skip).
+pub fn caddy_static_over_tls() -> Option<(
+    harness::catalog::Running,
+    harness::catalog::tls::ServerTls,
+    labcert::LabCert,
+)> {
+    let lab = labcert::LabCert::new().unwrap();
+    let tls =
+        harness::catalog::tls::ServerTls::new(&lab, harness::engine::TlsVersion::Tls13).unwrap();
+    let running = caddy_static(Some(&tls))?;
     Some((running, tls, lab))
 }
