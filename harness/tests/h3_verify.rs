@@ -141,6 +141,7 @@ fn caddy_static_conformance_reads_as_caddys_core() {
         php_jit: Default::default(),
         tls: None,
         h2c: false,
+        h3: false,
     };
     let mut running = entry.start(&ctx).expect("caddy-static starts");
     let url = format!("http://{}", running.addr);

@@ -617,6 +617,7 @@ pub fn caddy_static_over_tls() -> Option<(
         php_jit: Default::default(),
         tls: Some(&tls),
         h2c: false,
+        h3: false,
     };
     let running = entry.start(&ctx).expect("caddy-static starts");
     Some((running, tls, lab))
