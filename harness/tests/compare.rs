@@ -929,6 +929,10 @@ fn protocol_h3_loads_the_servers_that_serve_it_and_names_the_others() {
             "1",
             "--warmup",
             "0",
+            "--rate",
+            "500",
+            "--rate-duration",
+            "1s",
         ],
         out.path(),
     );
@@ -936,12 +940,29 @@ fn protocol_h3_loads_the_servers_that_serve_it_and_names_the_others() {
     check_schema(&text);
     let results: Results = serde_json::from_str(&text).unwrap();
     assert_eq!(results.settings.protocol.as_deref(), Some("h1, h3 8"));
+    // The open loop takes h3 too: a fixed-rate cell over it per server
+    // that serves it, with answers (not judged held: a busy machine).
+    let rated: Vec<_> = results
+        .at_rate
+        .cells
+        .iter()
+        .filter(|c| c.protocol.as_deref() == Some("h3 8"))
+        .collect();
+    assert_eq!(rated.len(), h3_servers(caddy), "{stdout}");
+    for c in rated {
+        if c.server == "nginx-static" {
+            let why = c.error.as_deref().unwrap_or("");
+            assert!(why.starts_with("does not serve h3: "), "{c:?}");
+        } else {
+            assert!(c.error.is_none() && c.requests > 0, "{c:?}\n{stdout}");
+        }
+    }
     let h3_rows: Vec<_> = results
         .rows
         .iter()
         .filter(|r| r.protocol.as_deref() == Some("h3 8"))
         .collect();
-    assert_eq!(h3_rows.len(), if caddy { 3 } else { 2 }, "{stdout}");
+    assert_eq!(h3_rows.len(), h3_servers(caddy), "{stdout}");
     for r in &h3_rows {
         if r.server == "nginx-static" {
             assert_eq!(r.status, RowStatus::NotServed, "{r:?}");
@@ -976,6 +997,15 @@ fn protocol_h3_loads_the_servers_that_serve_it_and_names_the_others() {
         .find(|l| l.contains("(harness verify --h3)"))
         .unwrap_or_else(|| panic!("event-loop: no h3 rows\n{stderr}"));
     assert!(line.contains("rows pass"), "{line}");
+}
+
+/// The servers of the h3 test: caddy-static where it is installed.
+fn h3_servers(caddy: bool) -> usize {
+    if caddy {
+        3
+    } else {
+        2
+    }
 }
 
 /// A protocol that cannot run as asked is refused in one line, before
