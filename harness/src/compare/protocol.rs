@@ -376,6 +376,18 @@ mod tests {
         args.protocol = vec![Protocol::H2, Protocol::H2];
         assert_eq!(framings(&args), [Framing::H2(1), Framing::H2(16)]);
         assert_eq!(name(Framing::H2c(16)), "h2c 16");
+        args.protocol = vec![Protocol::H2, Protocol::H3];
+        assert_eq!(
+            framings(&args),
+            [
+                Framing::H2(1),
+                Framing::H2(16),
+                Framing::H3(1),
+                Framing::H3(16)
+            ]
+        );
+        assert!(is_multiplexed(Framing::H3(1)) && !is_h2(Framing::H3(1)));
+        assert_eq!(name(Framing::H3(16)), "h3 16");
     }
 
     #[test]
