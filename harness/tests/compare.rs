@@ -882,14 +882,146 @@ fn protocol_h2c_loads_every_server_that_serves_it_and_names_the_others() {
     );
 }
 
+/// `compare --tls --protocol h1,h3`: event-loop (started with --h3) and
+/// caddy-static are checked over HTTP/3 and loaded over it, each run
+/// recorded as h3 with verified responses and none failed; nginx-static
+/// gets its h3 row NOT SERVED with the catalog's reason (nginx 1.22 has no
+/// QUIC module), beside its HTTP/1.1 row over TLS, which runs.
+#[test]
+fn protocol_h3_loads_the_servers_that_serve_it_and_names_the_others() {
+    sibling_binary("event-loop");
+    let out = tmp("compare-h3");
+    let mut servers = "event-loop,nginx-static".to_string();
+    let env = harness::catalog::Env::discover(None);
+    let caddy = harness::catalog::catalog()
+        .into_iter()
+        .find(|e| e.name == "caddy-static")
+        .expect("caddy-static is in the catalog")
+        .availability(&env);
+    let caddy = match caddy {
+        harness::catalog::Availability::Ready(_) => {
+            servers.push_str(",caddy-static");
+            true
+        }
+        harness::catalog::Availability::Missing { reason, fix } => {
+            if crate::util::skip_without(&format!("caddy-static: {reason} ({fix})")) {
+                return;
+            }
+            false
+        }
+    };
+    let (stdout, stderr) = compare_ok(
+        &[
+            "--tls",
+            "--servers",
+            &servers,
+            "--workloads",
+            "hello",
+            "--protocol",
+            "h1,h3",
+            "--streams",
+            "8",
+            "-c",
+            "2",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--rate",
+            "500",
+            "--rate-duration",
+            "1s",
+        ],
+        out.path(),
+    );
+    let text = std::fs::read_to_string(the_results_dir(out.path()).join("results.json")).unwrap();
+    check_schema(&text);
+    let results: Results = serde_json::from_str(&text).unwrap();
+    assert_eq!(results.settings.protocol.as_deref(), Some("h1, h3 8"));
+    // The open loop takes h3 too: a fixed-rate cell over it per server
+    // that serves it, with answers (not judged held: a busy machine).
+    let rated: Vec<_> = results
+        .at_rate
+        .cells
+        .iter()
+        .filter(|c| c.protocol.as_deref() == Some("h3 8"))
+        .collect();
+    assert_eq!(rated.len(), h3_servers(caddy), "{stdout}");
+    for c in rated {
+        if c.server == "nginx-static" {
+            let why = c.error.as_deref().unwrap_or("");
+            assert!(why.starts_with("does not serve h3: "), "{c:?}");
+        } else {
+            assert!(c.error.is_none() && c.requests > 0, "{c:?}\n{stdout}");
+        }
+    }
+    let h3_rows: Vec<_> = results
+        .rows
+        .iter()
+        .filter(|r| r.protocol.as_deref() == Some("h3 8"))
+        .collect();
+    assert_eq!(h3_rows.len(), h3_servers(caddy), "{stdout}");
+    for r in &h3_rows {
+        if r.server == "nginx-static" {
+            assert_eq!(r.status, RowStatus::NotServed, "{r:?}");
+            let why = r.error.as_deref().unwrap();
+            assert!(why.starts_with("does not serve h3: "), "{why}");
+            assert!(why.contains("no QUIC module"), "{why}");
+            assert!(r.runs.is_empty(), "{r:?}");
+            continue;
+        }
+        assert_eq!(r.status, RowStatus::Ok, "{r:?}\n{stdout}\n{stderr}");
+        let run = &r.runs[0];
+        assert!(run.ok > 0 && run.failed == 0, "{}: {run:?}", r.server);
+        let f = run.framing.as_ref().expect("the run's framing");
+        assert_eq!(f.protocol, "h3", "{}: {f:?}", r.server);
+        assert_eq!(f.in_flight, 8, "{}: {f:?}", r.server);
+    }
+    // Their HTTP/1.1 rows over TLS ran, nginx-static's included.
+    for r in results.rows.iter().filter(|r| r.protocol.is_none()) {
+        assert_eq!(r.status, RowStatus::Ok, "{r:?}\n{stdout}");
+    }
+    // nginx-static's h3 row is in the table with its reason.
+    let nginx = stdout
+        .lines()
+        .find(|l| l.starts_with("nginx-static") && l.contains("NOT SERVED"))
+        .unwrap_or_else(|| panic!("no NOT SERVED row for nginx-static\n{stdout}"));
+    assert!(nginx.contains("h3"), "{nginx}");
+    assert!(stdout.contains("no QUIC module"), "{stdout}");
+    // Each server that serves it was checked over HTTP/3 before loading.
+    let line = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("starting event-loop "))
+        .find(|l| l.contains("(harness verify --h3)"))
+        .unwrap_or_else(|| panic!("event-loop: no h3 rows\n{stderr}"));
+    assert!(line.contains("rows pass"), "{line}");
+}
+
+/// The servers of the h3 test: caddy-static where it is installed.
+fn h3_servers(caddy: bool) -> usize {
+    if caddy {
+        3
+    } else {
+        2
+    }
+}
+
 /// A protocol that cannot run as asked is refused in one line, before
-/// anything starts: h2 is by ALPN over TLS, h2c in the clear.
+/// anything starts: h2 is by ALPN over TLS, h2c in the clear, h3 over
+/// QUIC (always TLS 1.3).
 #[test]
 fn protocols_that_cannot_run_as_asked_are_refused_in_one_line() {
     let out = tmp("compare-h2-refused");
     for (args, says) in [
         (&["--protocol", "h2"][..], "add --tls"),
         (&["--protocol", "h1,h2c", "--tls"][..], "use --protocol h2"),
+        (&["--protocol", "h1,h3"][..], "always encrypted: add --tls"),
+        (
+            &["--protocol", "h3", "--tls", "--tls-version", "1.2"][..],
+            "QUIC carries TLS 1.3 only",
+        ),
         (
             &["--protocol", "h2c", "--streams", "8,0"][..],
             "--streams counts of 1 to 1024",

@@ -42,6 +42,7 @@ fn start(name: &str, db_url: &str) -> Running {
         php_jit: Default::default(),
         tls: None,
         h2c: false,
+        h3: false,
     };
     entry
         .start(&ctx)

@@ -68,6 +68,7 @@ impl Session {
             php_jit: Default::default(),
             tls: None,
             h2c: false,
+            h3: false,
         }
     }
 }

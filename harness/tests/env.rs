@@ -105,6 +105,7 @@ fn pinned_puts_the_server_and_the_load_on_disjoint_cpus() {
         php_jit: Default::default(),
         tls: None,
         h2c: false,
+        h3: false,
     };
     let running = entry.start_placed(&ctx, &placement).unwrap();
     // The load's side, on a thread of its own so the test runner's is untouched.
@@ -156,6 +157,7 @@ fn the_bridge_serves_directly_across_dnat_and_through_the_proxy_and_is_torn_down
             php_jit: Default::default(),
             tls: None,
             h2c: false,
+            h3: false,
         };
         let mut running = entry.start_placed(&ctx, &placement).unwrap();
         setup.verify(&running.pids()).unwrap();
@@ -201,6 +203,7 @@ fn php_fpm_and_nginx_are_placed_whole() {
         php_jit: Default::default(),
         tls: None,
         h2c: false,
+        h3: false,
     };
     let mut kinds = vec![Environment::Pinned];
     if bridge_refused().is_none() {
@@ -769,6 +772,7 @@ fn swoole_is_placed_whole_while_it_still_forks_its_workers() {
         php_jit: Default::default(),
         tls: None,
         h2c: false,
+        h3: false,
     };
     let setup = Setup::build(Environment::Bridge, Some(db.port)).unwrap();
     for round in 0..3 {

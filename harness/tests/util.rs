@@ -611,6 +611,7 @@ pub fn caddy_static(
         php_jit: Default::default(),
         tls,
         h2c: false,
+        h3: false,
     };
     Some(entry.start(&ctx).expect("caddy-static starts"))
 }

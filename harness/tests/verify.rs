@@ -130,6 +130,7 @@ fn verify_runs_the_websocket_rows_or_says_why_a_server_cannot() {
         php_jit: Default::default(),
         tls: None,
         h2c: false,
+        h3: false,
     };
     for name in ["node", "php-fpm", "nginx-static"] {
         let entry = harness::catalog::catalog()

@@ -216,6 +216,10 @@ pub struct StartCtx<'a> {
     /// it on a second listener too, [`Running::h2c`]. Servers that take
     /// h2c on their one port (the Rust servers) need nothing.
     pub h2c: bool,
+    /// `compare --protocol h3`: a server that serves HTTP/3 only when asked
+    /// (event-loop's `--h3`, with TLS) serves it too, on the UDP port of
+    /// its TCP one's number. caddy-static serves h3 whenever it has TLS.
+    pub h3: bool,
 }
 
 impl Entry {

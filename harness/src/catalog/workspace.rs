@@ -53,6 +53,9 @@ pub fn start(
     }
     if let Some(tls) = ctx.tls {
         cmd.args(tls.workspace_args());
+        if ctx.h3 && binary == "event-loop" {
+            cmd.arg("--h3");
+        }
     }
     cmd.env_remove("BENCH_MYSQL_URL");
     let (mut child, rx) = Child::spawn_placed(

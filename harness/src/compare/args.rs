@@ -53,8 +53,13 @@ Workloads: hello (/hello), work (/work), cpu (/cpu), db (/db), sleep
 Protocols (--protocol, a row per framing, swept like -c): h1; h1-pipelined
 (--pipeline N deep); h2c, HTTP/2 by prior knowledge (nginx-static, Node.js
 and php-fpm's nginx get an h2c port of their own); h2, HTTP/2 by ALPN,
-with --tls. Each server is checked over the protocol first; one that does
-not serve it is NOT SERVED with why. Each run records what it spoke, as
+with --tls; h3, HTTP/3 over QUIC on the UDP port of the TCP one's number,
+with --tls and --streams (event-loop, started with --h3, and caddy-static
+serve it; nginx 1.22, php-fpm behind it, Node.js and the other Rust
+servers do not, and their rows say so). Each server is checked over the
+protocol first (h2 and h3: the contract's HTTP/2 rows, as harness verify
+--h2 / --h3 runs them, and each workload's answer); one that does not
+serve it is NOT SERVED with why. Each run records what it spoke, as
 the engine saw it: the protocol and the streams the server's SETTINGS
 allowed (`hello h2c ×16` in the table).
 
@@ -71,6 +76,7 @@ Examples:
   harness compare --tls --servers event-loop,nginx-static,php-fpm --workloads hello
   harness compare --servers event-loop,nginx-static,node,php-fpm --workloads hello --protocol h1,h2c -c 4 --streams 1,16,100
   harness compare --tls --protocol h2 --servers event-loop,nginx-static,php-fpm --workloads hello
+  harness compare --tls --protocol h1,h2,h3 --streams 16 --servers event-loop,caddy-static,nginx-static --workloads hello
   harness compare --tls --servers event-loop,coroutine,node --workloads ws-echo,ws-hold,ws-room
   harness compare --servers event-loop,php-fpm,node --workloads hello,work --rate 25%,50%,75%
   harness compare --servers worker-pool,php-fpm --workloads 'sleep?ms=20' --slo 'p(99)<100ms' --runs 1
@@ -155,10 +161,12 @@ pub struct CompareArgs {
     /// protocol: HTTP/1.1 one at a time (h1), pipelined (h1-pipelined,
     /// `--pipeline`), HTTP/2 by prior knowledge in the clear (h2c,
     /// `--streams`; where a server needs a port of its own for it, it is
-    /// given one), or HTTP/2 by ALPN over TLS (h2, with --tls; a server
-    /// whose TLS does not pick h2 is named as not serving it). Every
-    /// server is checked over the protocol before it is loaded, and every
-    /// run records the framing it really spoke.
+    /// given one), HTTP/2 by ALPN over TLS (h2, with --tls; a server
+    /// whose TLS does not pick h2 is named as not serving it), or HTTP/3
+    /// over QUIC (h3, with --tls, `--streams`; on the UDP port of the TCP
+    /// one's number; a server that cannot serve it is named with why).
+    /// Every server is checked over the protocol before it is loaded, and
+    /// every run records the framing it really spoke.
     #[arg(
         long,
         value_enum,
@@ -175,9 +183,9 @@ pub struct CompareArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub pipeline: Vec<u16>,
 
-    /// h2c and h2: streams in flight per connection, comma-separated: a
-    /// row per count (fewer if the server's SETTINGS allow fewer; the run
-    /// records how many).
+    /// h2c, h2 and h3: streams in flight per connection, comma-separated:
+    /// a row per count (over HTTP/2, fewer if the server's SETTINGS allow
+    /// fewer; the run records how many).
     #[arg(
         long,
         value_delimiter = ',',
@@ -321,6 +329,8 @@ pub enum Protocol {
     H2c,
     #[value(name = "h2")]
     H2,
+    #[value(name = "h3")]
+    H3,
 }
 
 impl CompareArgs {

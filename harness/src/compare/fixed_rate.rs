@@ -263,6 +263,7 @@ fn framing_rates(
         Ok(running.addr)
     } else {
         protocol::served(
+            entry,
             running,
             framing,
             matches!(

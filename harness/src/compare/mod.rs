@@ -62,6 +62,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let mut lab = Lab::open(&args.lab)?;
     lab.php_jit = args.php_jit;
     lab.h2c = args.protocol.contains(&args::Protocol::H2c);
+    lab.h3 = args.protocol.contains(&args::Protocol::H3);
     if args.tls {
         lab.use_tls(args.tls_version)?;
     }
@@ -149,14 +150,22 @@ impl CompareArgs {
         use args::Protocol;
         if self.protocol.iter().any(|&p| p != Protocol::H1) {
             if self.load_tool != LoadTool::Harness {
-                bail!("--protocol h1-pipelined, h2c and h2 load only with the built-in engine (--load-tool harness)");
+                bail!("--protocol h1-pipelined, h2c, h2 and h3 load only with the built-in engine (--load-tool harness)");
             }
             if self.no_keepalive {
-                bail!("--protocol h1-pipelined, h2c and h2 need kept-alive connections: drop --no-keepalive");
+                bail!("--protocol h1-pipelined, h2c, h2 and h3 need kept-alive connections: drop --no-keepalive");
             }
         }
         if self.protocol.contains(&Protocol::H2) && !self.tls {
             bail!("--protocol h2 is HTTP/2 by ALPN over TLS: add --tls (or --protocol h2c for HTTP/2 in the clear)");
+        }
+        if self.protocol.contains(&Protocol::H3) && !self.tls {
+            bail!("--protocol h3 is HTTP/3 over QUIC, always encrypted: add --tls");
+        }
+        if self.protocol.contains(&Protocol::H3)
+            && self.tls_version != crate::engine::TlsVersion::Tls13
+        {
+            bail!("--protocol h3: QUIC carries TLS 1.3 only: drop --tls-version 1.2");
         }
         if self.tls && self.protocol.contains(&Protocol::H2c) {
             bail!("--protocol h2c is HTTP/2 in the clear: with --tls, use --protocol h2");

@@ -199,8 +199,8 @@ pub fn over(w: &Workload, f: Framing) -> String {
     format!("{} over {}", w.name, f.protocol())
 }
 
-/// Over each HTTP/2 protocol of the run that the server serves: the
-/// contract's HTTP/2 rows (printed, failures noted in its document) and
+/// Over each HTTP/2 or HTTP/3 protocol of the run that the server serves: the
+/// contract's HTTP/2 rows over it (printed, failures noted in its document) and
 /// each workload's answer (a failure keeps that workload from being
 /// loaded over that protocol). Where it does not serve it, nothing: its
 /// rows say why.
@@ -218,11 +218,11 @@ fn over_http2(
         crate::env::Environment::Bare | crate::env::Environment::Pinned
     );
     for f in protocol::framings(ctx.args) {
-        if !protocol::is_h2(f) || seen.contains(&f.protocol()) {
+        if !protocol::is_multiplexed(f) || seen.contains(&f.protocol()) {
             continue;
         }
         seen.push(f.protocol());
-        let addr = match protocol::served(running, f, loopback) {
+        let addr = match protocol::served(e, running, f, loopback) {
             Ok(addr) => addr,
             Err(why) => {
                 ctx.progress.line(&format!("  {}: {why}", f.protocol()));
@@ -230,7 +230,7 @@ fn over_http2(
             }
         };
         if e.serves_whole_contract() {
-            let (tally, failures) = protocol::check_rows(running, addr, ctx.lab.db().is_some());
+            let (tally, failures) = protocol::check_rows(running, f, addr, ctx.lab.db().is_some());
             ctx.progress.line(&format!(
                 "  {tally}{}",
                 failures
@@ -250,7 +250,7 @@ fn over_http2(
             .iter()
             .filter(|w| !w.kind.is_ws() && e.serves(&w.path))
         {
-            if let Err(msg) = protocol::check_answer(running, addr, &w.path) {
+            if let Err(msg) = protocol::check_answer(running, f, addr, &w.path) {
                 failed.push((over(w, f), msg));
             }
         }

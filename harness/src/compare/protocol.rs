@@ -1,8 +1,9 @@
 //! The protocols of a comparison (`--protocol`, `--pipeline`, `--streams`):
 //! the framings its rows run with, where a started server serves each
 //! (h2c on its HTTP/1.1 port or on a port of its own, h2 by ALPN over
-//! TLS), the check over HTTP/2 before anything is loaded, and what each
-//! run really spoke, read from the engine's result rather than from the
+//! TLS, h3 over QUIC on the UDP port of its TCP one's number), the check
+//! over HTTP/2 or HTTP/3 before anything is loaded, and what each run
+//! really spoke, read from the engine's result rather than from the
 //! arguments.
 
 use std::net::SocketAddr;
@@ -12,7 +13,7 @@ use workloads::h2rows;
 
 use super::args::{CompareArgs, Protocol};
 use super::results::RunFraming;
-use crate::catalog::Running;
+use crate::catalog::{Entry, Running};
 use crate::engine::{self, Framing, Plan, ProtoPlan, TransportPlan};
 
 /// Every framing the rows run with, in the order asked: one per protocol,
@@ -29,6 +30,7 @@ pub fn framings(args: &CompareArgs) -> Vec<Framing> {
                 .collect(),
             Protocol::H2c => args.streams.iter().map(|&n| Framing::H2c(n)).collect(),
             Protocol::H2 => args.streams.iter().map(|&n| Framing::H2(n)).collect(),
+            Protocol::H3 => args.streams.iter().map(|&n| Framing::H3(n)).collect(),
         };
         for f in more {
             if !out.contains(&f) {
@@ -57,14 +59,29 @@ pub fn is_h2(f: Framing) -> bool {
     matches!(f, Framing::H2c(_) | Framing::H2(_))
 }
 
+/// Whether it is checked by the contract's HTTP/2 rows before it is
+/// loaded: HTTP/2 and HTTP/3 (whose rows are HTTP/2's).
+pub fn is_multiplexed(f: Framing) -> bool {
+    is_h2(f) || matches!(f, Framing::H3(_))
+}
+
 /// Where `running` is loaded with `f`: `Ok(addr)`, or why it does not
 /// serve it (the row is then `not_served`). h2c: its port of its own
 /// ([`Running::h2c`]), else its HTTP/1.1 port where its `/config` lists
 /// `h2c`. h2: its TLS port, where a handshake offering only `h2` by ALPN
-/// gets `h2` back. `loopback`: whether the run's environment reaches a
-/// server's second port (bare and pinned).
-pub fn served(running: &Running, f: Framing, loopback: bool) -> Result<SocketAddr, String> {
+/// gets `h2` back. h3: where the catalog says `entry` serves HTTP/3
+/// ([`Entry::http3`]) and its `/config` lists h3 on the UDP port of its
+/// TCP one's number (the engine's QUIC goes to that number). `loopback`:
+/// whether the run's environment reaches a server's second port (bare and
+/// pinned).
+pub fn served(
+    entry: &Entry,
+    running: &Running,
+    f: Framing,
+    loopback: bool,
+) -> Result<SocketAddr, String> {
     match f {
+        Framing::H3(_) => served_h3(entry, running),
         Framing::H2c(_) => {
             if let Some(addr) = running.h2c {
                 if !loopback {
@@ -114,10 +131,47 @@ pub fn served(running: &Running, f: Framing, loopback: bool) -> Result<SocketAdd
     }
 }
 
+/// h3: the catalog's word on `entry`, then its `/config`'s `h3 on udp
+/// ADDR`, whose port must be `running`'s TCP one.
+fn served_h3(entry: &Entry, running: &Running) -> Result<SocketAddr, String> {
+    if let Err(why) = entry.http3() {
+        return Err(format!("does not serve h3: {why}"));
+    }
+    if running.tls.is_none() {
+        return Err("h3 is HTTP/3 over QUIC: the server does not terminate TLS".into());
+    }
+    let config = running
+        .config()
+        .map_err(|e| format!("does not serve h3: its /config: {e}"))?;
+    let udp = config
+        .protocols
+        .iter()
+        .find_map(|p| p.strip_prefix("h3 on udp "))
+        .map(|rest| rest.split_whitespace().next().unwrap_or(""));
+    match udp.map(str::parse::<SocketAddr>) {
+        Some(Ok(udp)) if udp.port() == running.addr.port() => Ok(running.addr),
+        Some(Ok(udp)) => Err(format!(
+            "does not serve h3 where it is reached: its QUIC is on udp {udp}, \
+             the engine's goes to udp port {}",
+            running.addr.port()
+        )),
+        Some(Err(_)) | None => Err(format!(
+            "does not serve h3 as started here: its /config lists {:?}",
+            config.protocols
+        )),
+    }
+}
+
 /// `GET path` once over HTTP/2 at `addr` (h2 by ALPN when `running`
-/// terminates TLS), judged by the contract: a cell is loaded over HTTP/2
-/// only after its answer over HTTP/2 is right.
-pub fn check_answer(running: &Running, addr: SocketAddr, path: &str) -> Result<(), String> {
+/// terminates TLS), or over HTTP/3 for `f` h3, judged by the contract: a
+/// cell is loaded over HTTP/2 or HTTP/3 only after its answer over it is
+/// right.
+pub fn check_answer(
+    running: &Running,
+    f: Framing,
+    addr: SocketAddr,
+    path: &str,
+) -> Result<(), String> {
     let row = h2rows::Row {
         name: format!("h2 GET {path}"),
         requests: vec![h2rows::Request {
@@ -128,30 +182,67 @@ pub fn check_answer(running: &Running, addr: SocketAddr, path: &str) -> Result<(
         }],
         needs_db: false,
     };
-    let verdicts =
-        crate::verify_h2::check(addr, running.tls.as_ref(), &[row], Duration::from_secs(10))
-            .map_err(|e| format!("{e:#}"))?;
+    let over = if matches!(f, Framing::H3(_)) {
+        "HTTP/3"
+    } else {
+        "HTTP/2"
+    };
+    let verdicts = check(running, f, addr, &[row]).map_err(|e| format!("over {over}: {e}"))?;
     match verdicts.into_iter().next().map(|v| v.result) {
         Some(Ok(())) => Ok(()),
-        Some(Err(why)) => Err(format!("over HTTP/2 at {addr}: {why}")),
-        None => Err(format!("over HTTP/2 at {addr}: no verdict")),
+        Some(Err(why)) => Err(format!("over {over} at {addr}: {why}")),
+        None => Err(format!("over {over} at {addr}: no verdict")),
     }
 }
 
-/// The contract's HTTP/2 rows (`harness verify --h2c` / `--h2`) at `addr`,
-/// those needing a database only with `has_db`: a one-line tally, and the
-/// rows that failed, each with why.
-pub fn check_rows(running: &Running, addr: SocketAddr, has_db: bool) -> (String, Vec<String>) {
-    let rows: Vec<h2rows::Row> = h2rows::rows()
-        .into_iter()
-        .filter(|r| has_db || !r.needs_db)
-        .collect();
-    let what = if running.tls.is_some() {
+/// `rows` at `addr`: over HTTP/3 ([`crate::verify_h3`]) for h3, else over
+/// HTTP/2 ([`crate::verify_h2`]).
+fn check(
+    running: &Running,
+    f: Framing,
+    addr: SocketAddr,
+    rows: &[h2rows::Row],
+) -> Result<Vec<h2rows::Verdict>, String> {
+    let timeout = Duration::from_secs(10);
+    match (f, &running.tls) {
+        (Framing::H3(_), Some(tls)) => {
+            let peer = crate::verify_h3::Peer {
+                addr,
+                authority: running.authority.clone(),
+                tls: tls.clone(),
+            };
+            crate::verify_h3::check(&peer, rows, timeout)
+        }
+        (Framing::H3(_), None) => Err(anyhow::anyhow!("h3 needs TLS")),
+        _ => crate::verify_h2::check(addr, running.tls.as_ref(), rows, timeout),
+    }
+    .map_err(|e| format!("{e:#}"))
+}
+
+/// The contract's HTTP/2 rows (`harness verify --h2c` / `--h2`, or over
+/// HTTP/3 `--h3` for `f` h3) at `addr`, those needing a database only with
+/// `has_db`: a one-line tally, and the rows that failed, each with why.
+pub fn check_rows(
+    running: &Running,
+    f: Framing,
+    addr: SocketAddr,
+    has_db: bool,
+) -> (String, Vec<String>) {
+    let h3 = matches!(f, Framing::H3(_));
+    let all = if h3 {
+        crate::verify_h3::rows()
+    } else {
+        h2rows::rows()
+    };
+    let rows: Vec<h2rows::Row> = all.into_iter().filter(|r| has_db || !r.needs_db).collect();
+    let what = if h3 {
+        format!("h3 on udp {addr} (harness verify --h3)")
+    } else if running.tls.is_some() {
         format!("h2 by ALPN on {addr} (harness verify --h2)")
     } else {
         format!("h2c on {addr} (harness verify --h2c)")
     };
-    match crate::verify_h2::check(addr, running.tls.as_ref(), &rows, Duration::from_secs(10)) {
+    match check(running, f, addr, &rows) {
         Ok(verdicts) => {
             let failed: Vec<String> = verdicts
                 .iter()
@@ -171,7 +262,7 @@ pub fn check_rows(running: &Running, addr: SocketAddr, has_db: bool) -> (String,
                 failed,
             )
         }
-        Err(e) => (format!("{what}: not checked: {e:#}"), Vec::new()),
+        Err(e) => (format!("{what}: not checked: {e}"), Vec::new()),
     }
 }
 
@@ -285,6 +376,18 @@ mod tests {
         args.protocol = vec![Protocol::H2, Protocol::H2];
         assert_eq!(framings(&args), [Framing::H2(1), Framing::H2(16)]);
         assert_eq!(name(Framing::H2c(16)), "h2c 16");
+        args.protocol = vec![Protocol::H2, Protocol::H3];
+        assert_eq!(
+            framings(&args),
+            [
+                Framing::H2(1),
+                Framing::H2(16),
+                Framing::H3(1),
+                Framing::H3(16)
+            ]
+        );
+        assert!(is_multiplexed(Framing::H3(1)) && !is_h2(Framing::H3(1)));
+        assert_eq!(name(Framing::H3(16)), "h3 16");
     }
 
     #[test]

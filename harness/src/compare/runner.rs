@@ -339,6 +339,7 @@ pub fn turn(ctx: &Ctx, cell: &mut CellRun, runs: std::ops::RangeInclusive<u32>) 
     let mut at = running.addr;
     if !cell.workload.kind.is_ws() {
         match protocol::served(
+            cell.entry,
             &running,
             cell.framing,
             matches!(
@@ -422,8 +423,8 @@ fn load(
     let on = (cell.framing, at);
     if !w.kind.is_ws() {
         preflight(running, &w.path)?;
-        if protocol::is_h2(cell.framing) {
-            protocol::check_answer(running, at, &w.path)?;
+        if protocol::is_multiplexed(cell.framing) {
+            protocol::check_answer(running, cell.framing, at, &w.path)?;
         }
     }
     let control = ctx.control();

@@ -314,6 +314,7 @@ impl Setup {
                 php_jit: ctx.php_jit,
                 tls: Some(&lab.tls),
                 h2c: ctx.h2c,
+                h3: ctx.h3,
             };
             let running = entry.start_placed(&ctx, &Placement::default())?;
             let route = format!("{} (loopback, TLS terminated by the server)", running.addr);

@@ -58,6 +58,9 @@ pub struct Lab {
     /// `compare --protocol h2c`: servers also serve h2c where it needs a
     /// listener of its own ([`StartCtx::h2c`]).
     pub h2c: bool,
+    /// `compare --protocol h3`: servers that serve HTTP/3 only when asked
+    /// serve it ([`StartCtx::h3`]).
+    pub h3: bool,
 }
 
 pub use crate::env::Started;
@@ -80,6 +83,7 @@ impl Lab {
             gather: args.gather,
             tls: None,
             h2c: false,
+            h3: false,
         })
     }
 
@@ -162,6 +166,7 @@ impl Lab {
             php_jit: self.php_jit,
             tls: self.server_tls(),
             h2c: self.h2c,
+            h3: self.h3,
         }
     }
 }

@@ -200,8 +200,9 @@ pub fn footnotes(results: &Results, markdown: bool) -> String {
         line(
             "framing, as each run spoke it (read from the engine, not the arguments): \
              h2c ×N is HTTP/2 by prior knowledge, h2 ×N HTTP/2 by ALPN over TLS, with N streams \
-             in flight per connection as the server's SETTINGS allowed; h1-pipelined ×N, N \
-             requests in flight; none, HTTP/1.1 one at a time",
+             in flight per connection as the server's SETTINGS allowed; h3 ×N HTTP/3 over QUIC \
+             (UDP, the TCP port's number), N streams in flight per connection; h1-pipelined ×N, \
+             N requests in flight; none, HTTP/1.1 one at a time",
         );
         for r in results.rows.iter().filter(|r| r.http2_front.is_some()) {
             line(&format!(
