@@ -267,8 +267,9 @@ pub struct CompareArgs {
     /// Capacity under an SLO, k6's threshold syntax (repeatable: all must
     /// pass): per server, the highest offered rate it holds within it —
     /// a ramp from a quarter of its closed-loop RPS, doubling, then
-    /// bisection to within 5%, each step a fixed-rate run (--rate-duration)
-    /// — beside its closed-loop RPS, with CPU per request and p99 at half
+    /// bisection to within 5%, each step a fixed-rate run (--rate-duration;
+    /// a step that fails is run once more, and fails only twice) — beside
+    /// its closed-loop RPS, with CPU per request and p99 at half
     /// that capacity. With --runs N > 1, N searches: their median and
     /// range. E.g. --slo 'p(99)<50ms' --slo 'rate<0.001'.
     #[arg(long = "slo", value_name = "EXPR", value_parser = crate::thresholds::parse_arg)]
