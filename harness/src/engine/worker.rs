@@ -244,7 +244,6 @@ impl<'s> Worker<'s> {
             && !prompt_reads_asked()
             && plan.tls().is_none()
             && !framing.buffered()
-            && !framing.is_h3()
             && plan.keepalive()
             && plan.ws().is_none();
         let io = Backend::new(
@@ -339,7 +338,8 @@ impl<'s> Worker<'s> {
                 self.open_batch(now);
             }
             self.fire_due(now);
-            if self.framing.is_h3() {
+            // The transport's timers (QUIC's loss recovery, ACKs, idle).
+            if matches!(self.transport, Transport::Quic(_)) {
                 self.h3_next_ns = self.h3_timers(now);
             }
             if now >= self.next_sweep_ns {
