@@ -7,7 +7,17 @@
 # protocol: requests per second (median of the rounds, range) and the
 # generator's own CPU per request (user + system, /usr/bin/time), and the
 # h3 / h2 ratios per round, median and range. Every response is verified
-# (a failure stops the bench). oha's HTTP/3 beside it is still to come.
+# (a failure stops the bench).
+#
+# Where oha is installed (`cargo install oha --locked --features http3`),
+# oha's HTTP/3 runs in the same rounds with the same shape (`oha
+# --http-version 3 -c CONNS -p STREAMS -z DURATION`, trusting the same CA),
+# and the engine's h3 is read against it. oha counts a response by its
+# status (the engine compares every body), and its h3 run lingers after
+# the deadline (about 30 s on quinn's close), so its rate is its 200s over
+# the -z window, not over its wall time, and its CPU per request is its
+# whole process's user + system over those 200s. oha runs on
+# --worker-threads THREADS, the engine on --threads THREADS.
 #
 #   harness/bench/h3-vs-h2.sh                 # 3 rounds, -c 4 --streams 16, 3 s each
 #   ROUNDS=5 DURATION=5 CONNS=8 STREAMS=32 harness/bench/h3-vs-h2.sh
@@ -80,9 +90,39 @@ PY
     echo "$row" >>"$WORK/$proto.rows"
 }
 
+# oha_run ROUND: oha's HTTP/3, same shape; appends "rps cpu_us_per_req" to
+# oha.rows (rate = its 200s over the -z window; see the header).
+oha_run() {
+    local round=$1 out="$WORK/oha.$1"
+    /usr/bin/time -f "%U %S" -o "$out.time" \
+        timeout $((DURATION + 90)) "$OHA" --http-version 3 --cacert "$WORK/cert/ca.pem" \
+        -c "$CONNS" -p "$STREAMS" --worker-threads "$THREADS" -z "${DURATION}s" \
+        --no-tui --output-format json "$URL" >"$out.json" 2>"$out.err" || true
+    local row
+    row=$(python3 - "$out.json" "$out.time" "$DURATION" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+user, sys_ = map(float, open(sys.argv[2]).read().split()[-2:])
+ok = d["statusCodeDistribution"].get("200", 0)
+if ok == 0:
+    sys.exit(f"no 200s: {d.get('errorDistribution')}")
+print(ok / float(sys.argv[3]), (user + sys_) * 1e6 / ok)
+PY
+    ) || { echo "oha round $round failed: $(cat "$out.err")" >&2; exit 1; }
+    echo "$row" >>"$WORK/oha.rows"
+}
+OHA=$(command -v oha || true)
+[ -z "$OHA" ] && [ -x "$HOME/.cargo/bin/oha" ] && OHA=$HOME/.cargo/bin/oha
+
 for r in $(seq 1 "$ROUNDS"); do
-    if [ $((r % 2)) = 1 ]; then order="h3 h2"; else order="h2 h3"; fi
-    for p in $order; do engine_run "$p" "$r"; done
+    if [ $((r % 2)) = 1 ]; then order="h3 h2 oha"; else order="oha h2 h3"; fi
+    for p in $order; do
+        if [ "$p" = oha ]; then
+            [ -n "$OHA" ] && oha_run "$r"
+        else
+            engine_run "$p" "$r"
+        fi
+    done
 done
 
 echo "harness run --h3 / --h2 --streams $STREAMS -c $CONNS --threads $THREADS --io epoll, ${DURATION}s x $ROUNDS interleaved rounds, GET /hello on event-loop --workers $WORKERS; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -101,4 +141,14 @@ for name, r in (("h3", h3), ("h2", h2)):
 cpu = [a[1] / b[1] for a, b in zip(h3, h2)]
 rps = [a[0] / b[0] for a, b in zip(h3, h2)]
 print(f"h3 / h2: CPU per request {span(cpu, lambda v: f'{v:.2f}')}x, RPS {span(rps, lambda v: f'{v:.2f}')}x")
+try:
+    oha = rows("oha")
+except FileNotFoundError:
+    print("(oha not installed: `cargo install oha --locked --features http3` adds its HTTP/3 rows)")
+    sys.exit(0)
+print(f"oha h3  rps {span([x[0] for x in oha], lambda v: f'{v:.0f}')} (200s over the -z window),"
+      f" CPU {span([x[1] for x in oha], lambda v: f'{v:.2f}')} us/request (its whole process)")
+cpu = [a[1] / b[1] for a, b in zip(h3, oha)]
+rps = [a[0] / b[0] for a, b in zip(h3, oha)]
+print(f"engine h3 / oha h3: CPU per request {span(cpu, lambda v: f'{v:.2f}')}x, RPS {span(rps, lambda v: f'{v:.2f}')}x")
 PY
