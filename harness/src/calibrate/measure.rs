@@ -692,7 +692,8 @@ fn measure_in(
         if let Some(rate) = ctx.fixed_rate_for(env, conns, &entry.name, path, &rows) {
             for (w, &conn) in rows.iter_mut().zip(conns) {
                 if conn.keeps_alive() && w.measured() && !w.runs.is_empty() {
-                    w.fixed_rate = Some(ctx.at_fixed_rate(env, conn, entry, running, w, threads, rate));
+                    w.fixed_rate =
+                        Some(ctx.at_fixed_rate(env, conn, entry, running, w, threads, rate));
                 }
             }
         }
@@ -743,7 +744,11 @@ enum Refused {
 /// ALPN, h3 where the catalog and its `/config` say) and answers `path`
 /// over it as the contract says.
 fn multiplexed(entry: &Entry, running: &Running, f: Framing, path: &str) -> Result<(), Refused> {
-    let addr = crate::lab::protocol::served(entry, running, f, true).map_err(Refused::NotServed)?;
+    let addr = crate::lab::protocol::served(entry, running, f, true).map_err(|why| {
+        // The row already names the protocol.
+        let prefix = format!("does not serve {}: ", f.protocol());
+        Refused::NotServed(why.strip_prefix(&prefix).unwrap_or(&why).to_string())
+    })?;
     crate::lab::protocol::check_answer(running, f, addr, path)
         .map_err(|why| Refused::Failed(format!("its answer {why}")))
 }
@@ -974,7 +979,10 @@ pub fn apply_ratios(envs: &mut [EnvDoc]) {
     let seconds: Vec<(String, EnvWorkload)> = envs
         .iter()
         .filter(|e| e.status == EnvStatus::Measured)
-        .filter(|e| envs.iter().any(|o| o.also_against.as_ref() == Some(&e.name)))
+        .filter(|e| {
+            envs.iter()
+                .any(|o| o.also_against.as_ref() == Some(&e.name))
+        })
         .flat_map(|e| e.workloads.iter().map(|w| (e.name.clone(), w.clone())))
         .filter(|(_, w)| w.measured() && w.rps_mean > 0.0)
         .collect();
@@ -1086,6 +1094,69 @@ mod tests {
             .map(|w| (w.server.as_str(), w.ratio_to_bare.unwrap()))
             .collect();
         assert_eq!(ratios, vec![("php-fpm", 0.9), ("node", 0.5)]);
+    }
+
+    #[test]
+    fn h2_and_h3_rows_are_read_against_bare_and_http1_over_tls_and_a_row_not_served_has_no_ratio() {
+        let with_cpu = |mut d: EnvDoc, cpu: f64| {
+            for r in &mut d.workloads[0].runs {
+                (r.cpu_us_per_request, r.requests) = (Some(cpu), 1000);
+            }
+            summarize(&mut d.workloads[0]);
+            d
+        };
+        let mut h3 = with_cpu(env_doc("tls-server/h3", "/hello", &[40.0, 40.0]), 30.0);
+        h3.also_against = Some("tls-server".into());
+        let mut served_not = env_doc("tls-server/h3", "/hello", &[]);
+        served_not.workloads[0].server = "other".into();
+        served_not.workloads[0].not_served = Some("does not serve h3: no QUIC".into());
+        h3.workloads.extend(served_not.workloads);
+        let mut envs = vec![
+            with_cpu(env_doc("bare", "/hello", &[100.0, 100.0]), 10.0),
+            with_cpu(env_doc("tls-server", "/hello", &[80.0, 80.0]), 15.0),
+            h3,
+        ];
+        apply_ratios(&mut envs);
+        let w = &envs[2].workloads[0];
+        assert!((w.ratio_to_bare.unwrap() - 0.4).abs() < 1e-9, "{w:?}");
+        assert!((w.cpu_ratio_to_bare.unwrap() - 3.0).abs() < 1e-9, "{w:?}");
+        let v = w.versus.as_ref().unwrap();
+        assert_eq!(v.row, "tls-server");
+        assert!((v.ratio - 0.5).abs() < 1e-9, "{v:?}");
+        assert!((v.cpu_ratio.unwrap() - 2.0).abs() < 1e-9, "{v:?}");
+        assert!((v.cpu_us_over.unwrap() - 15.0).abs() < 1e-9, "{v:?}");
+        // Not served: no fake 0, no ratio at all.
+        let n = &envs[2].workloads[1];
+        assert_eq!((n.ratio_to_bare, n.versus.as_ref()), (None, None));
+        // HTTP/1.1 over TLS has no second row.
+        assert!(envs[1].workloads[0].versus.is_none());
+    }
+
+    #[test]
+    fn tls_server_brings_its_h2_and_h3_rows_only_when_asked() {
+        let rows: Vec<String> = Conn::of(Environment::TlsServer, true)
+            .iter()
+            .map(|c| c.row(Environment::TlsServer))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "tls-server",
+                "tls-server/h2",
+                "tls-server/h3",
+                "tls-server/new-conn",
+                "tls-server/new-conn-full"
+            ]
+        );
+        assert_eq!(Conn::H3.baseline(), "bare");
+        assert_eq!(
+            Conn::H2.also_against(Environment::TlsServer).as_deref(),
+            Some("tls-server")
+        );
+        assert_eq!(Conn::H3.framing(16), Some(Framing::H3(16)));
+        assert!(Conn::of(Environment::Bare, true)
+            .iter()
+            .all(|c| c.framing(16).is_none()));
     }
 
     #[test]

@@ -267,8 +267,6 @@ fn protocols(envs: &[EnvDoc], server: &str, path: &str) -> Option<String> {
         };
         let proto = e.protocol.as_deref().unwrap_or("");
         if let Some(why) = &w.not_served {
-            let prefix = format!("does not serve {proto}: ");
-            let why = why.strip_prefix(&prefix).unwrap_or(why);
             parts.push(format!("{proto} is not served ({why})"));
             continue;
         }
@@ -349,5 +347,36 @@ mod tests {
         assert!(t[0]
             .sentence
             .contains("no one of these costs it clearly most"));
+    }
+
+    #[test]
+    fn the_sentence_says_what_h2_and_h3_cost_beside_http1_over_tls() {
+        let proto = |name: &str, p: &str, w: EnvWorkload| EnvDoc {
+            protocol: Some(p.into()),
+            streams: Some(16),
+            also_against: Some("tls-server".into()),
+            ..env(name, vec![w])
+        };
+        let mut h3 = EnvWorkload::new("a", "/hello");
+        h3.not_served = Some("no QUIC here".into());
+        let mut envs = vec![
+            env("bare", vec![workload("a", &[10.0, 10.0], 100.0, 0.0)]),
+            env("tls-server", vec![workload("a", &[20.0, 20.0], 60.0, 0.0)]),
+            proto(
+                "tls-server/h2",
+                "h2",
+                workload("a", &[30.0, 30.0], 50.0, 0.0),
+            ),
+            proto("tls-server/h3", "h3", h3),
+        ];
+        crate::calibrate::apply_ratios(&mut envs);
+        let s = &sentences(&envs, false)[0].sentence;
+        assert!(
+            s.ends_with(
+                "Over TLS, h2 (16 streams) takes 30.0 µs of CPU a request (1.50× HTTP/1.1's \
+                 over TLS); h3 is not served (no QUIC here)."
+            ),
+            "{s}"
+        );
     }
 }
