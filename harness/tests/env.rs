@@ -679,6 +679,145 @@ fn calibrate_json_matches_its_schema() {
     assert!(value["noise"]["cv_pct"].as_f64().is_some());
 }
 
+/// calibrate's TLS section over h2 and h3 (issue 42, item 4): with
+/// tls-server, each server that serves h2 (by ALPN) and h3 (event-loop,
+/// started with --h3, and caddy-static) has a tls-server/h2 and a
+/// tls-server/h3 row, loaded with --streams per connection, every
+/// response verified, read against plaintext HTTP/1.1 on bare and
+/// against HTTP/1.1 over TLS, with a fixed-rate figure at the same
+/// offered rate; worker-pool (HTTP/1.1 only) gets both rows not served,
+/// with why, and no ratio. No timing is asserted.
+#[test]
+fn calibrate_reads_h2_and_h3_over_tls_beside_http1() {
+    let _net = NET.lock().unwrap_or_else(|e| e.into_inner());
+    sibling_binary("event-loop");
+    sibling_binary("worker-pool");
+    let env = catalog::Env::discover(None);
+    let caddy = catalog::catalog()
+        .into_iter()
+        .find(|e| e.name == "caddy-static")
+        .expect("caddy-static is in the catalog")
+        .availability(&env);
+    let mut servers = "event-loop,worker-pool".to_string();
+    if let catalog::Availability::Missing { reason, fix } = caddy {
+        if skip_without(&format!("caddy-static: {reason} ({fix})")) {
+            return;
+        }
+    } else {
+        servers.push_str(",caddy-static");
+    }
+    let o = Command::new(harness_bin())
+        .args(["calibrate", "--json", "--servers", "event-loop"])
+        .args(["--env", "bare,tls-server", "--env-servers", &servers])
+        .args(["-c", "8", "--streams", "4", "-d", "500ms", "--runs", "1"])
+        .args(["--noise-runs", "2", "--warmup", "0s", "--rate", "100"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{}\n{text}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/calibrate.schema.json")).unwrap();
+    let value: Value = serde_json::from_str(&text).expect("calibrate --json parses");
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
+    }
+    assert_eq!(value["settings"]["streams"], 4);
+    let envs = value["environments"].as_array().unwrap();
+    let row = |name: &str| {
+        envs.iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} row in {text}"))
+    };
+    for (name, proto) in [("tls-server/h2", "h2"), ("tls-server/h3", "h3")] {
+        let e = row(name);
+        assert_eq!(e["status"], "measured", "{e}");
+        assert_eq!(e["protocol"], proto, "{e}");
+        assert_eq!(e["streams"], 4, "{e}");
+        assert_eq!(e["baseline"], "bare", "{e}");
+        assert_eq!(e["also_against"], "tls-server", "{e}");
+        // Every server and workload of HTTP/1.1 over TLS has a row here:
+        // measured, or not served with why; never a silent gap.
+        let tls = row("tls-server")["workloads"].as_array().unwrap();
+        let workloads = e["workloads"].as_array().unwrap();
+        assert_eq!(workloads.len(), tls.len(), "{e}");
+        for w in workloads {
+            let server = w["server"].as_str().unwrap();
+            assert!(w["error"].is_null(), "{name}: {w}");
+            let serves = server != "worker-pool";
+            if !serves {
+                // HTTP/1.1 only: the row says so, in the server's or the
+                // catalog's words, and has no figure at all.
+                let why = w["not_served"].as_str().unwrap_or_else(|| panic!("{w}"));
+                let expected = if proto == "h3" {
+                    "QUIC is built into the event loop alone"
+                } else {
+                    "parses HTTP/1"
+                };
+                assert!(why.contains(expected), "{name}: {why}");
+                assert!(w["runs"].as_array().unwrap().is_empty(), "{w}");
+                assert!(w["ratio_to_bare"].is_null(), "{w}");
+                assert!(w["cpu_ratio_to_bare"].is_null(), "{w}");
+                assert!(w["versus"].is_null() && w["fixed_rate"].is_null(), "{w}");
+                continue;
+            }
+            assert!(w["not_served"].is_null(), "{name}: {w}");
+            let runs = w["runs"].as_array().unwrap();
+            assert_eq!(runs.len(), 1, "{name}: {w}");
+            for r in runs {
+                assert!(r["requests"].as_u64().unwrap() > 0, "{name}: {r}");
+                assert_eq!(r["failures"], 0, "{name}: {r}");
+                // Kept alive: a handshake per connection at most (QUIC's
+                // are its own), never one per request.
+                let hs = r["handshakes_full"].as_u64().unwrap()
+                    + r["handshakes_resumed"].as_u64().unwrap();
+                assert!(hs <= 8 * 2, "{name}: {r}");
+            }
+            for k in ["ratio_to_bare", "cpu_ratio_to_bare", "cpu_us_per_request"] {
+                assert!(w[k].as_f64().unwrap() > 0.0, "{name} {k}: {w}");
+            }
+            let v = &w["versus"];
+            assert_eq!(v["row"], "tls-server", "{w}");
+            assert!(v["ratio"].as_f64().unwrap() > 0.0, "{w}");
+            assert!(v["cpu_ratio"].as_f64().unwrap() > 0.0, "{w}");
+            // The same offered rate as HTTP/1.1's rows, its runs verified.
+            let f = &w["fixed_rate"];
+            assert_eq!(f["offered_per_s"], 100.0, "{w}");
+            for r in f["runs"].as_array().unwrap() {
+                assert_eq!(r["failures"], 0, "{name}: {r}");
+                assert!(r["requests"].as_u64().unwrap() > 0, "{name}: {r}");
+            }
+            assert!(f["cpu_ratio_to_bare"].as_f64().unwrap() > 0.0, "{w}");
+        }
+        let served: Vec<&str> = workloads
+            .iter()
+            .filter(|w| w["not_served"].is_null())
+            .map(|w| w["server"].as_str().unwrap())
+            .collect();
+        assert!(served.contains(&"event-loop"), "{name}: {served:?}");
+        assert_eq!(
+            served.contains(&"caddy-static"),
+            servers.contains("caddy-static"),
+            "{name}: {served:?}"
+        );
+    }
+    // The TLS sentence names h2 and h3 beside HTTP/1.1 over TLS.
+    for t in value["tax"].as_array().unwrap() {
+        let s = t["sentence"].as_str().unwrap();
+        if s.starts_with("worker-pool") {
+            assert!(s.contains("Over TLS, h2 is not served ("), "{s}");
+            assert!(s.contains("h3 is not served (HTTP/1.1 only"), "{s}");
+        } else {
+            assert!(s.contains("Over TLS, h2 (4 streams) takes"), "{s}");
+            assert!(s.contains("h3 (4 streams) takes"), "{s}");
+        }
+    }
+}
+
 /// The namespace check of the bridge holds while the server forks and
 /// reaps processes all the time (as Swoole's master does while it starts
 /// its workers after the first one answers, and a shell here does without
@@ -902,6 +1041,8 @@ fn calibrate_marks_contaminated_rows_and_counts_a_handshake_per_request() {
             "bare",
             "bare/new-conn",
             "tls-server",
+            "tls-server/h2",
+            "tls-server/h3",
             "tls-server/new-conn",
             "tls-server/new-conn-full"
         ]
@@ -956,7 +1097,9 @@ fn calibrate_marks_contaminated_rows_and_counts_a_handshake_per_request() {
                 match name {
                     "bare" | "bare/new-conn" => assert_eq!(full + resumed, 0, "{name}: {r}"),
                     // One handshake per connection, 20 connections.
-                    "tls-server" => assert!(full + resumed <= 20 * 2, "{name}: {r}"),
+                    "tls-server" | "tls-server/h2" | "tls-server/h3" => {
+                        assert!(full + resumed <= 20 * 2, "{name}: {r}")
+                    }
                     // A connection, so a handshake, per request: resumed
                     // after each connection's first.
                     "tls-server/new-conn" => {

@@ -9,11 +9,11 @@ use anyhow::bail;
 
 use super::fixed_rate::{self, RateChoice};
 use super::report::{
-    Ceiling, EnvDoc, EnvStatus, EnvWorkload, FixedRun, Floors, Noise, RowProfile, RunDoc,
+    Ceiling, EnvDoc, EnvStatus, EnvWorkload, FixedRun, Floors, Noise, RowProfile, RunDoc, Versus,
 };
 use super::{facts, floors, CalibrateArgs, DB_CONNECTIONS, QUIET_CV_PCT};
 use crate::catalog::{Entry, Running};
-use crate::engine::{self, Control, Pace, TransportPlan};
+use crate::engine::{self, Control, Framing, Pace, TransportPlan};
 use crate::env::{Environment, Setup};
 use crate::lab::driver::Placed;
 use crate::lab::meter::CONTAMINATED_PCT;
@@ -46,37 +46,74 @@ pub struct Ctx<'a> {
     pub bare_rps: Vec<(String, String, f64)>,
 }
 
-/// How the load connects in a row: kept-alive connections, or a new
-/// connection per request (with TLS, a handshake per request: resumed, or
-/// full with resumption off).
+/// How the load connects in a row: kept-alive connections (HTTP/1.1, or
+/// over TLS h2 and h3 with `--streams` requests in flight on each), or a
+/// new connection per request (with TLS, a handshake per request:
+/// resumed, or full with resumption off).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conn {
     KeepAlive,
+    /// HTTP/2 over TLS (h2 by ALPN), kept alive.
+    H2,
+    /// HTTP/3 over QUIC, kept alive.
+    H3,
     New,
     NewFull,
 }
 
 impl Conn {
-    /// The row's name: the environment's, with the policy after a slash.
+    /// The row's name: the environment's, with the protocol or the
+    /// connection policy after a slash.
     pub fn row(self, env: Environment) -> String {
         match self {
             Conn::KeepAlive => env.name().into(),
+            Conn::H2 => format!("{}/h2", env.name()),
+            Conn::H3 => format!("{}/h3", env.name()),
             Conn::New => format!("{}/new-conn", env.name()),
             Conn::NewFull => format!("{}/new-conn-full", env.name()),
         }
     }
 
-    /// The row its ratios are to.
+    /// The row its ratios are to: plaintext HTTP/1.1 on bare, kept alive
+    /// or a connection per request as the row's.
     pub fn baseline(self) -> &'static str {
         match self {
-            Conn::KeepAlive => "bare",
+            Conn::KeepAlive | Conn::H2 | Conn::H3 => "bare",
             Conn::New | Conn::NewFull => "bare/new-conn",
         }
     }
 
-    fn describe(self, env: Environment) -> String {
+    /// The second row its ratios are read against: HTTP/1.1 over TLS in
+    /// the same environment, for h2 and h3.
+    pub fn also_against(self, env: Environment) -> Option<String> {
+        matches!(self, Conn::H2 | Conn::H3).then(|| Conn::KeepAlive.row(env))
+    }
+
+    /// Whether its connections are kept alive (it has a fixed-rate figure).
+    pub fn keeps_alive(self) -> bool {
+        matches!(self, Conn::KeepAlive | Conn::H2 | Conn::H3)
+    }
+
+    /// The engine's framing of an h2 or h3 row, `streams` per connection.
+    pub fn framing(self, streams: u16) -> Option<Framing> {
+        match self {
+            Conn::H2 => Some(Framing::H2(streams)),
+            Conn::H3 => Some(Framing::H3(streams)),
+            _ => None,
+        }
+    }
+
+    fn describe(self, env: Environment, streams: u16) -> String {
         match self {
             Conn::KeepAlive => env.describe().into(),
+            Conn::H2 => format!(
+                "{}; HTTP/2 (h2 by ALPN) instead of HTTP/1.1, {streams} streams per connection",
+                env.describe()
+            ),
+            Conn::H3 => format!(
+                "loopback, HTTP/3 over QUIC (TLS 1.3 inside QUIC) on the UDP port of the \
+                 server's TCP one's number, {streams} streams per connection"
+            ),
             Conn::New if env == Environment::Bare => {
                 "loopback, plaintext, a new connection per request (--no-keepalive): the \
                  baseline of the handshake-per-request rows"
@@ -99,7 +136,13 @@ impl Conn {
     pub fn of(env: Environment, handshakes: bool) -> &'static [Conn] {
         match env {
             Environment::Bare if handshakes => &[Conn::KeepAlive, Conn::New],
-            Environment::TlsServer => &[Conn::KeepAlive, Conn::New, Conn::NewFull],
+            Environment::TlsServer => &[
+                Conn::KeepAlive,
+                Conn::H2,
+                Conn::H3,
+                Conn::New,
+                Conn::NewFull,
+            ],
             _ => &[Conn::KeepAlive],
         }
     }
@@ -107,8 +150,8 @@ impl Conn {
 
 impl Ctx<'_> {
     /// The offered rate of `server`'s `path` in `env`, whose closed-loop
-    /// rows are `rows` (one per `conns`): the keep-alive row only; bare's
-    /// closed-loop figure is kept for the other environments.
+    /// rows are `rows` (one per `conns`); bare's closed-loop figure (its
+    /// HTTP/1.1 keep-alive row's) is kept for the other environments.
     fn fixed_rate_for(
         &mut self,
         env: Environment,
@@ -117,11 +160,12 @@ impl Ctx<'_> {
         path: &str,
         rows: &[EnvWorkload],
     ) -> Option<f64> {
-        if conns.first() != Some(&Conn::KeepAlive) || rows[0].runs.is_empty() {
+        let keepalive = conns.iter().position(|&c| c == Conn::KeepAlive)?;
+        if rows[keepalive].runs.is_empty() {
             return None;
         }
         if env == Environment::Bare {
-            let closed = spread(&rows[0].runs).0;
+            let closed = spread(&rows[keepalive].runs).0;
             self.bare_rps.push((server.into(), path.into(), closed));
         }
         let bare = self
@@ -194,13 +238,15 @@ impl Ctx<'_> {
         Ok(doc)
     }
 
-    /// One keep-alive open-loop run at `rate` req/s ([`super::fixed_rate`]).
+    /// One keep-alive open-loop run at `rate` req/s ([`super::fixed_rate`]),
+    /// connecting as `conn` (HTTP/1.1, h2 or h3).
     fn measure_at_rate(
         &mut self,
         running: &Running,
         path: &str,
         threads: usize,
         rate: f64,
+        conn: Conn,
     ) -> anyhow::Result<FixedRun> {
         let (connections, length) = (self.args.connections, self.args.duration);
         let (r, late) = self.measure_paced(
@@ -209,7 +255,7 @@ impl Ctx<'_> {
             connections,
             threads,
             length,
-            Conn::KeepAlive,
+            conn,
             Pace::Rate(rate),
         )?;
         Ok(FixedRun {
@@ -241,12 +287,17 @@ impl Ctx<'_> {
         let shape = load::Shape {
             connections,
             threads,
-            keepalive: conn == Conn::KeepAlive,
+            keepalive: conn.keeps_alive(),
             timeout: Duration::from_secs(10),
             io: self.lab.io,
             gather: self.lab.gather,
         };
         let mut plan = load::plan(running, path, &shape, length);
+        if let Some(f) = conn.framing(self.args.streams) {
+            // h2 by ALPN on the TLS port, h3 on the UDP port of its
+            // number: both where `served` found them, the server's address.
+            crate::lab::protocol::apply(&mut plan, running, f, running.addr, path);
+        }
         plan.pace = pace;
         if let TransportPlan::Tls(tls) = &mut plan.transport {
             tls.resume = conn != Conn::NewFull;
@@ -264,6 +315,23 @@ impl Ctx<'_> {
         if let Some(m) = &r.message {
             if !r.interrupted() {
                 bail!("{}: {m}", plan.url);
+            }
+        }
+        if conn == Conn::H2 && !r.interrupted() {
+            // h2 only where ALPN picked it and a SETTINGS frame came back
+            // (h3: the engine speaks nothing else over QUIC).
+            let alpn = r.stats.tls.as_ref().and_then(|t| t.alpn.as_deref());
+            if alpn != Some("h2") || r.stats.h2_streams.is_none() {
+                bail!(
+                    "{}: no h2 was spoken (ALPN picked {}{})",
+                    plan.url,
+                    alpn.unwrap_or("nothing"),
+                    if r.stats.h2_streams.is_none() {
+                        ", no SETTINGS frame came back"
+                    } else {
+                        ""
+                    }
+                );
             }
         }
         let p = Percentiles::of(&r.stats.latency_us);
@@ -487,12 +555,16 @@ pub fn environment(
     conns: &[Conn],
     plan: &[(Entry, &str)],
 ) -> Vec<EnvDoc> {
+    let streams = ctx.args.streams;
     let mut docs: Vec<EnvDoc> = conns
         .iter()
         .map(|&c| EnvDoc {
             name: c.row(env),
             baseline: c.baseline().into(),
-            description: c.describe(env),
+            protocol: c.framing(streams).map(|f| f.protocol().to_string()),
+            streams: c.framing(streams).map(|_| u32::from(streams)),
+            also_against: c.also_against(env),
+            description: c.describe(env, streams),
             status: EnvStatus::Measured,
             reason: None,
             detail: None,
@@ -587,12 +659,26 @@ fn measure_in(
         }
         let threads = placed.threads;
         let running = &started.running;
+        // h2 and h3: where the server serves them and its answer over
+        // them, before anything is loaded; a row it does not serve says why.
+        for (w, &conn) in rows.iter_mut().zip(conns) {
+            if let Some(f) = conn.framing(ctx.args.streams) {
+                match multiplexed(entry, running, f, path) {
+                    Ok(()) => {}
+                    Err(Refused::NotServed(why)) => w.not_served = Some(why),
+                    Err(Refused::Failed(why)) => w.error = Some(why),
+                }
+            }
+        }
         ctx.warm(running, path, threads)?;
         let (connections, duration) = (ctx.args.connections, ctx.args.duration);
         for _ in 0..ctx.args.runs {
             for (w, &conn) in rows.iter_mut().zip(conns) {
                 if ctx.interrupted() {
                     break;
+                }
+                if w.not_served.is_some() || (conn.framing(1).is_some() && w.error.is_some()) {
+                    continue;
                 }
                 match ctx.measure_as(running, path, connections, threads, duration, conn) {
                     Ok(r) => w.runs.push(r),
@@ -604,38 +690,16 @@ fn measure_in(
             }
         }
         if let Some(rate) = ctx.fixed_rate_for(env, conns, &entry.name, path, &rows) {
-            let closed = spread(&rows[0].runs).0;
-            let mut runs = Vec::new();
-            for _ in 0..ctx.args.runs {
-                if ctx.interrupted() {
-                    break;
-                }
-                match ctx.measure_at_rate(running, path, threads, rate) {
-                    Ok(r) => runs.push(r),
-                    Err(e) => ctx.notes.push(format!(
-                        "{} {} {path} at {rate:.0} req/s: {e:#}",
-                        env.name(),
-                        entry.name
-                    )),
+            for (w, &conn) in rows.iter_mut().zip(conns) {
+                if conn.keeps_alive() && w.measured() && !w.runs.is_empty() {
+                    w.fixed_rate =
+                        Some(ctx.at_fixed_rate(env, conn, entry, running, w, threads, rate));
                 }
             }
-            let f = fixed_rate::summarize(rate, runs, closed);
-            ctx.say(&format!(
-                "  {} {} {path} at {rate:.0} req/s: {:.0} achieved{}, p50 {:.0} µs, p99 {:.0} µs{}",
-                env.name(),
-                entry.name,
-                f.achieved_per_s,
-                if f.held { "" } else { " (not held)" },
-                f.p50_us,
-                f.p99_us,
-                f.cpu_us_per_request
-                    .map_or(String::new(), |c| format!(", {c:.1} µs CPU per request"))
-            ));
-            rows[0].fixed_rate = Some(f);
         }
         if ctx.profiler.is_some() && profiled(env) {
             for (w, &conn) in rows.iter_mut().zip(conns) {
-                if !ctx.interrupted() && w.error.is_none() {
+                if !ctx.interrupted() && w.measured() {
                     w.profile = Some(ctx.profile(running, env, conn, entry, path, threads));
                 }
             }
@@ -649,6 +713,10 @@ fn measure_in(
     }
     for (w, &conn) in rows.iter_mut().zip(conns) {
         summarize(w);
+        if let Some(why) = &w.not_served {
+            ctx.say(&format!("  {} {} {path}: {why}", conn.row(env), entry.name));
+            continue;
+        }
         ctx.say(&format!(
             "  {} {} {path}: {:.0} ± {:.0} req/s{}{}",
             conn.row(env),
@@ -663,6 +731,72 @@ fn measure_in(
         ));
     }
     rows
+}
+
+/// Why an h2 or h3 row is not loaded: the server does not serve the
+/// protocol (the row says so), or it does and answered wrong (an error).
+enum Refused {
+    NotServed(String),
+    Failed(String),
+}
+
+/// Whether `running` serves `f` ([`crate::lab::protocol::served`]: h2 by
+/// ALPN, h3 where the catalog and its `/config` say) and answers `path`
+/// over it as the contract says.
+fn multiplexed(entry: &Entry, running: &Running, f: Framing, path: &str) -> Result<(), Refused> {
+    let addr = crate::lab::protocol::served(entry, running, f, true).map_err(|why| {
+        // The row already names the protocol.
+        let prefix = format!("does not serve {}: ", f.protocol());
+        Refused::NotServed(why.strip_prefix(&prefix).unwrap_or(&why).to_string())
+    })?;
+    crate::lab::protocol::check_answer(running, f, addr, path)
+        .map_err(|why| Refused::Failed(format!("its answer {why}")))
+}
+
+impl Ctx<'_> {
+    /// `--runs` runs of `conn`'s row `w` at `rate` req/s with `threads`,
+    /// summarized.
+    #[allow(clippy::too_many_arguments)]
+    fn at_fixed_rate(
+        &mut self,
+        env: Environment,
+        conn: Conn,
+        entry: &Entry,
+        running: &Running,
+        w: &EnvWorkload,
+        threads: usize,
+        rate: f64,
+    ) -> super::report::FixedRate {
+        let path = w.path.as_str();
+        let closed = spread(&w.runs).0;
+        let mut runs = Vec::new();
+        for _ in 0..self.args.runs {
+            if self.interrupted() {
+                break;
+            }
+            match self.measure_at_rate(running, path, threads, rate, conn) {
+                Ok(r) => runs.push(r),
+                Err(e) => self.notes.push(format!(
+                    "{} {} {path} at {rate:.0} req/s: {e:#}",
+                    conn.row(env),
+                    entry.name
+                )),
+            }
+        }
+        let f = fixed_rate::summarize(rate, runs, closed);
+        self.say(&format!(
+            "  {} {} {path} at {rate:.0} req/s: {:.0} achieved{}, p50 {:.0} µs, p99 {:.0} µs{}",
+            conn.row(env),
+            entry.name,
+            f.achieved_per_s,
+            if f.held { "" } else { " (not held)" },
+            f.p50_us,
+            f.p99_us,
+            f.cpu_us_per_request
+                .map_or(String::new(), |c| format!(", {c:.1} µs CPU per request"))
+        ));
+        f
+    }
 }
 
 /// The rows whose CPU `--profile` breaks down: those with TLS, where the
@@ -817,50 +951,92 @@ pub fn verdict(cv_pct: f64) -> (&'static str, &'static str) {
 
 /// Each row's ratios to its baseline (`bare`, or `bare/new-conn`), per
 /// server and workload, RPS and CPU per request, each with the spread of
-/// both; and the CPU it adds per request.
+/// both; and the CPU it adds per request. A row with a second row to be
+/// read against (h2 and h3 against HTTP/1.1 over TLS) gets those ratios
+/// too ([`super::report::Versus`]). A row not served has none.
 pub fn apply_ratios(envs: &mut [EnvDoc]) {
     let bases: Vec<(String, EnvWorkload)> = envs
         .iter()
         .filter(|e| e.name == e.baseline && e.status == EnvStatus::Measured)
         .flat_map(|e| e.workloads.iter().map(|w| (e.name.clone(), w.clone())))
-        .filter(|(_, w)| w.error.is_none() && w.rps_mean > 0.0)
+        .filter(|(_, w)| w.measured() && w.rps_mean > 0.0)
         .collect();
     for e in envs.iter_mut() {
         let own = e.name == e.baseline;
-        for w in e.workloads.iter_mut().filter(|w| w.error.is_none()) {
+        for w in e.workloads.iter_mut().filter(|w| w.measured()) {
             let Some((_, base)) = bases
                 .iter()
                 .find(|(n, b)| *n == e.baseline && b.server == w.server && b.path == w.path)
             else {
                 continue;
             };
-            let combined = |cv: f64, base_cv: f64| {
-                if own {
-                    base_cv
-                } else {
-                    (cv.powi(2) + base_cv.powi(2)).sqrt()
-                }
-            };
-            let r = w.rps_mean / base.rps_mean;
-            w.ratio_to_bare = Some(r);
-            w.ratio_sd = Some(r * combined(w.cv_pct / 100.0, base.cv_pct / 100.0));
-            let cv = |m: Option<f64>, sd: Option<f64>| match (m, sd) {
-                (Some(m), Some(sd)) if m > 0.0 => Some(sd / m),
-                _ => None,
-            };
-            if let (Some(c), Some(b), Some(ccv), Some(bcv)) = (
-                w.cpu_us_per_request,
-                base.cpu_us_per_request.filter(|&b| b > 0.0),
-                cv(w.cpu_us_per_request, w.cpu_us_per_request_sd),
-                cv(base.cpu_us_per_request, base.cpu_us_per_request_sd),
-            ) {
-                let r = c / b;
-                w.cpu_ratio_to_bare = Some(r);
-                w.cpu_ratio_sd = Some(r * combined(ccv, bcv));
-                w.cpu_us_over_bare = Some(c - b);
-            }
+            let r = ratios(w, base, own);
+            (w.ratio_to_bare, w.ratio_sd) = (Some(r.ratio), Some(r.ratio_sd));
+            (w.cpu_ratio_to_bare, w.cpu_ratio_sd, w.cpu_us_over_bare) =
+                (r.cpu_ratio, r.cpu_ratio_sd, r.cpu_us_over);
         }
     }
+    let seconds: Vec<(String, EnvWorkload)> = envs
+        .iter()
+        .filter(|e| e.status == EnvStatus::Measured)
+        .filter(|e| {
+            envs.iter()
+                .any(|o| o.also_against.as_ref() == Some(&e.name))
+        })
+        .flat_map(|e| e.workloads.iter().map(|w| (e.name.clone(), w.clone())))
+        .filter(|(_, w)| w.measured() && w.rps_mean > 0.0)
+        .collect();
+    for e in envs.iter_mut() {
+        let Some(other) = e.also_against.clone() else {
+            continue;
+        };
+        for w in e.workloads.iter_mut().filter(|w| w.measured()) {
+            w.versus = seconds
+                .iter()
+                .find(|(n, b)| *n == other && b.server == w.server && b.path == w.path)
+                .map(|(n, b)| Versus {
+                    row: n.clone(),
+                    ..ratios(w, b, false)
+                });
+        }
+    }
+}
+
+/// `w`'s RPS and CPU per request over `base`'s, each with the spread of
+/// both (`own`: `w` is the baseline itself, whose spread is its own).
+fn ratios(w: &EnvWorkload, base: &EnvWorkload, own: bool) -> Versus {
+    let combined = |cv: f64, base_cv: f64| {
+        if own {
+            base_cv
+        } else {
+            (cv.powi(2) + base_cv.powi(2)).sqrt()
+        }
+    };
+    let r = w.rps_mean / base.rps_mean;
+    let cv = |m: Option<f64>, sd: Option<f64>| match (m, sd) {
+        (Some(m), Some(sd)) if m > 0.0 => Some(sd / m),
+        _ => None,
+    };
+    let mut v = Versus {
+        row: String::new(),
+        ratio: r,
+        ratio_sd: r * combined(w.cv_pct / 100.0, base.cv_pct / 100.0),
+        cpu_ratio: None,
+        cpu_ratio_sd: None,
+        cpu_us_over: None,
+    };
+    if let (Some(c), Some(b), Some(ccv), Some(bcv)) = (
+        w.cpu_us_per_request,
+        base.cpu_us_per_request.filter(|&b| b > 0.0),
+        cv(w.cpu_us_per_request, w.cpu_us_per_request_sd),
+        cv(base.cpu_us_per_request, base.cpu_us_per_request_sd),
+    ) {
+        let r = c / b;
+        v.cpu_ratio = Some(r);
+        v.cpu_ratio_sd = Some(r * combined(ccv, bcv));
+        v.cpu_us_over = Some(c - b);
+    }
+    v
 }
 
 #[cfg(test)]
@@ -918,6 +1094,69 @@ mod tests {
             .map(|w| (w.server.as_str(), w.ratio_to_bare.unwrap()))
             .collect();
         assert_eq!(ratios, vec![("php-fpm", 0.9), ("node", 0.5)]);
+    }
+
+    #[test]
+    fn h2_and_h3_rows_are_read_against_bare_and_http1_over_tls_and_a_row_not_served_has_no_ratio() {
+        let with_cpu = |mut d: EnvDoc, cpu: f64| {
+            for r in &mut d.workloads[0].runs {
+                (r.cpu_us_per_request, r.requests) = (Some(cpu), 1000);
+            }
+            summarize(&mut d.workloads[0]);
+            d
+        };
+        let mut h3 = with_cpu(env_doc("tls-server/h3", "/hello", &[40.0, 40.0]), 30.0);
+        h3.also_against = Some("tls-server".into());
+        let mut served_not = env_doc("tls-server/h3", "/hello", &[]);
+        served_not.workloads[0].server = "other".into();
+        served_not.workloads[0].not_served = Some("does not serve h3: no QUIC".into());
+        h3.workloads.extend(served_not.workloads);
+        let mut envs = vec![
+            with_cpu(env_doc("bare", "/hello", &[100.0, 100.0]), 10.0),
+            with_cpu(env_doc("tls-server", "/hello", &[80.0, 80.0]), 15.0),
+            h3,
+        ];
+        apply_ratios(&mut envs);
+        let w = &envs[2].workloads[0];
+        assert!((w.ratio_to_bare.unwrap() - 0.4).abs() < 1e-9, "{w:?}");
+        assert!((w.cpu_ratio_to_bare.unwrap() - 3.0).abs() < 1e-9, "{w:?}");
+        let v = w.versus.as_ref().unwrap();
+        assert_eq!(v.row, "tls-server");
+        assert!((v.ratio - 0.5).abs() < 1e-9, "{v:?}");
+        assert!((v.cpu_ratio.unwrap() - 2.0).abs() < 1e-9, "{v:?}");
+        assert!((v.cpu_us_over.unwrap() - 15.0).abs() < 1e-9, "{v:?}");
+        // Not served: no fake 0, no ratio at all.
+        let n = &envs[2].workloads[1];
+        assert_eq!((n.ratio_to_bare, n.versus.as_ref()), (None, None));
+        // HTTP/1.1 over TLS has no second row.
+        assert!(envs[1].workloads[0].versus.is_none());
+    }
+
+    #[test]
+    fn tls_server_brings_its_h2_and_h3_rows_only_when_asked() {
+        let rows: Vec<String> = Conn::of(Environment::TlsServer, true)
+            .iter()
+            .map(|c| c.row(Environment::TlsServer))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "tls-server",
+                "tls-server/h2",
+                "tls-server/h3",
+                "tls-server/new-conn",
+                "tls-server/new-conn-full"
+            ]
+        );
+        assert_eq!(Conn::H3.baseline(), "bare");
+        assert_eq!(
+            Conn::H2.also_against(Environment::TlsServer).as_deref(),
+            Some("tls-server")
+        );
+        assert_eq!(Conn::H3.framing(16), Some(Framing::H3(16)));
+        assert!(Conn::of(Environment::Bare, true)
+            .iter()
+            .all(|c| c.framing(16).is_none()));
     }
 
     #[test]

@@ -65,10 +65,10 @@ at 20 connections; and each --env as a ratio to bare, RPS and the
 server's CPU per request (its process tree and the proxies on its path),
 each with its spread, every row marked where other processes took 10% of
 the machine or more during a run of it (contaminated). Each keep-alive row
-is also run at one fixed offered rate (--rate: 10% of bare's req/s per
-server and workload by default), the same in every environment: p50 and
-p99 from each request's intended send and the µs they add to bare's at
-that rate, the server's CPU per request and its ratio to bare's, whether
+(HTTP/1.1, and tls-server's h2 and h3) is also run at one fixed offered
+rate (--rate: 10% of bare's req/s per server and workload by default),
+the same in every environment: p50 and p99 from each request's intended
+send and the µs they add to bare's at that rate, the server's CPU per request and its ratio to bare's, whether
 the rate was held and below the row's knee, and the generator's lateness,
 beside the saturation ratios.
 
@@ -89,11 +89,18 @@ Environments:
   docker-host    a container with --network host (database on loopback)
   docker-host-pinned  the same with --cpuset-cpus, the load on the other CPUs
   tls-server     loopback, the server terminating TLS 1.3 itself (a
-                 certificate made for the run); brings three rows with a new
-                 connection per request: tls-server/new-conn (a resumed
-                 handshake each), tls-server/new-conn-full (a full one), both
-                 read against bare/new-conn (plaintext), with handshakes/s
-                 and the server's CPU per handshake
+                 certificate made for the run), HTTP/1.1 kept alive; brings
+                 two rows in other protocols, kept alive, read against bare
+                 (plaintext HTTP/1.1) and against tls-server's HTTP/1.1:
+                 tls-server/h2 (h2 by ALPN) and tls-server/h3 (HTTP/3 over
+                 QUIC on the UDP port of the TCP one's number; event-loop is
+                 started with --h3), each with --streams requests in flight
+                 per connection; a server that does not serve one gets a row
+                 saying why. And three with a new connection per request:
+                 tls-server/new-conn (a resumed handshake each),
+                 tls-server/new-conn-full (a full one), both read against
+                 bare/new-conn (plaintext), with handshakes/s and the
+                 server's CPU per handshake
   tls-proxy      loopback behind an nginx terminating TLS, plain HTTP/1.1 to
                  the server; nginx's CPU counts as the server's
 Namespaces use 198.18.0.0/15 (RFC 2544); everything is removed at exit. The
@@ -102,7 +109,8 @@ cached; beside each Docker figure the report says how well the emulated
 bridge-proxy and bridge predicted it, and docker-proxy's CPU per request.
 With tls-server, tls-proxy or docker, a sentence per server and workload
 says which costs it the most CPU per request and why (--profile: the
-share of its CPU in TLS and crypto code, handshakes, the proxy's nginx).
+share of its CPU in TLS and crypto code, handshakes, the proxy's nginx),
+and with tls-server what h2 and h3 cost it beside HTTP/1.1 over TLS.
 
 Examples:
   harness calibrate
@@ -110,7 +118,8 @@ Examples:
   harness calibrate --env bare,bridge,bridge-proxy --env-servers php-fpm,node
   harness calibrate --env bare,bridge -d 5s --runs 5
   harness calibrate --env bare,docker,docker-host,tls-server,tls-proxy --rate 2000
-  harness calibrate --env bare,tls-server,tls-proxy,docker --env-servers event-loop,php-fpm --profile")]
+  harness calibrate --env bare,tls-server,tls-proxy,docker --env-servers event-loop,php-fpm --profile
+  harness calibrate --env bare,tls-server --env-servers event-loop,caddy-static,node --streams 16")]
 #[command(mut_arg("servers", |a| a
     .default_value("event-loop,event-loop-x2,coroutine,worker-pool")
     .help("Reference servers from the catalog, comma-separated")))]
@@ -168,6 +177,11 @@ pub struct CalibrateArgs {
     #[arg(long, default_value = "10%", value_name = "RATE")]
     pub rate: fixed_rate::RateChoice,
 
+    /// Requests in flight per connection in tls-server's h2 and h3 rows
+    /// (HTTP/1.1's rows have one).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub streams: u16,
+
     /// Print the JSON document (calibrate.schema.json) instead of the text.
     #[arg(long)]
     pub json: bool,
@@ -189,6 +203,9 @@ impl CalibrateArgs {
         if self.connections == 0 || self.duration.is_zero() || self.threads == Some(0) {
             bail!("-c, -d and --threads must be positive");
         }
+        if self.streams == 0 {
+            bail!("--streams must be at least 1");
+        }
         Ok(())
     }
 
@@ -207,6 +224,9 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     args.validate()?;
     let envs = args.environments()?;
     let mut lab = Lab::open(&args.lab)?;
+    // tls-server's h3 row: a server that serves HTTP/3 only when asked
+    // (event-loop's --h3) serves it, with TLS only (so not on bare).
+    lab.h3 = envs.contains(&Environment::TlsServer);
     let mut header = Header::start(report::SCHEMA);
     let (mut machine, ticks0) = facts::before();
     let mut notes = Vec::new();
@@ -373,12 +393,13 @@ fn eta(
         .iter()
         .filter(|e| e.availability().is_ok())
         .map(|&e| {
-            let n = measure::Conn::of(e, handshakes).len() as f64;
+            let conns = measure::Conn::of(e, handshakes);
+            let n = conns.len() as f64;
             let tls = matches!(e, Environment::TlsServer | Environment::TlsProxy);
             let fixed = if args.rate == fixed_rate::RateChoice::Off {
                 0.0
             } else {
-                args.runs as f64
+                (args.runs as usize * conns.iter().filter(|c| c.keeps_alive()).count()) as f64
             };
             n * (args.runs as f64 + if args.profile && tls { 1.0 } else { 0.0 }) + fixed
         })
@@ -412,5 +433,6 @@ fn settings(
         runs: args.runs,
         noise_runs: args.noise_runs,
         fixed_rate: args.rate.describe(),
+        streams: u32::from(args.streams),
     }
 }

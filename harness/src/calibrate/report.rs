@@ -86,6 +86,10 @@ pub struct Settings {
     /// `--rate`: the fixed-rate runs' offered rate, in words.
     #[serde(default)]
     pub fixed_rate: String,
+    /// `--streams`: requests in flight per connection in the h2 and h3
+    /// rows (`tls-server/h2`, `tls-server/h3`).
+    #[serde(default)]
+    pub streams: u32,
 }
 
 /// One measured run.
@@ -207,9 +211,31 @@ pub struct EnvWorkload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<RowProfile>,
     /// The row at a fixed offered rate ([`super::fixed_rate`]): keep-alive
-    /// rows only, absent with `--rate off`.
+    /// rows only (HTTP/1.1, h2, h3), absent with `--rate off`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_rate: Option<FixedRate>,
+    /// Why the server does not serve the row's protocol (h2, h3), in the
+    /// catalog's or its own words: the row has no runs and no ratios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_served: Option<String>,
+    /// The row's ratios to a second row of the same server and workload
+    /// (h2 and h3 against HTTP/1.1 over TLS, `tls-server`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versus: Option<Versus>,
+}
+
+/// A row's RPS and CPU per request over another row's (its
+/// [`EnvDoc::also_against`]), each with the spread of both.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Versus {
+    /// The other row (`tls-server`).
+    pub row: String,
+    pub ratio: f64,
+    pub ratio_sd: f64,
+    pub cpu_ratio: Option<f64>,
+    pub cpu_ratio_sd: Option<f64>,
+    /// CPU µs per request over the other row's.
+    pub cpu_us_over: Option<f64>,
 }
 
 /// A fixed-rate run held its rate when it achieved this share of it, with
@@ -287,7 +313,14 @@ impl EnvWorkload {
             contaminated: false,
             profile: None,
             fixed_rate: None,
+            not_served: None,
+            versus: None,
         }
+    }
+
+    /// Whether the row was loaded: no error and a protocol the server serves.
+    pub fn measured(&self) -> bool {
+        self.error.is_none() && self.not_served.is_none()
     }
 }
 
@@ -328,6 +361,16 @@ pub struct EnvDoc {
     /// a new connection per request).
     #[serde(default = "bare")]
     pub baseline: String,
+    /// What the load speaks, where it is not HTTP/1.1: `h2` or `h3`, with
+    /// `streams` requests in flight per connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u32>,
+    /// A second row its ratios are also read against ([`Versus`]): HTTP/1.1
+    /// over TLS (`tls-server`) for the h2 and h3 rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub also_against: Option<String>,
     pub description: String,
     pub status: EnvStatus,
     pub reason: Option<String>,
@@ -346,6 +389,9 @@ impl EnvDoc {
         EnvDoc {
             name: name.into(),
             baseline: "bare".into(),
+            protocol: None,
+            streams: None,
+            also_against: None,
             description: String::new(),
             status: EnvStatus::Measured,
             reason: None,
@@ -540,6 +586,17 @@ pub fn text(c: &Calibration) -> String {
         c.settings.duration_s,
         crate::lab::meter::CONTAMINATED_PCT
     );
+    if let Some(e) = c.environments.iter().find(|e| e.protocol.is_some()) {
+        o += &format!(
+            "  ({}/h2 and {}/h3: h2 and h3 over TLS, kept alive, {} streams per connection \
+             against HTTP/1.1's one request at a time, × bare = over plaintext HTTP/1.1 on \
+             bare; ↳ the same over HTTP/1.1 over TLS, the {} row)\n",
+            e.also_against.as_deref().unwrap_or("tls-server"),
+            e.also_against.as_deref().unwrap_or("tls-server"),
+            e.streams.unwrap_or(c.settings.streams),
+            e.also_against.as_deref().unwrap_or("tls-server"),
+        );
+    }
     o += &format!(
         "  {:<24} {:<7} {:<13} {:>16} {:>12} {:>12} {:>12} {:>8}  {}\n",
         "env",
@@ -567,6 +624,13 @@ pub fn text(c: &Calibration) -> String {
             continue;
         }
         for w in &e.workloads {
+            if let Some(why) = &w.not_served {
+                o += &format!(
+                    "  {:<24} {:<7} {:<13} not served: {why}\n",
+                    e.name, w.path, w.server
+                );
+                continue;
+            }
             if let Some(err) = &w.error {
                 o += &format!(
                     "  {:<24} {:<7} {:<13} failed: {err}\n",
@@ -591,6 +655,17 @@ pub fn text(c: &Calibration) -> String {
                 ),
                 w.route
             );
+            if let Some(v) = &w.versus {
+                o += &format!(
+                    "  {:<24} ↳ × {}: req/s {}, CPU µs/req {}{}\n",
+                    "",
+                    v.row,
+                    pm(Some(v.ratio), Some(v.ratio_sd)),
+                    pm(v.cpu_ratio, v.cpu_ratio_sd),
+                    v.cpu_us_over
+                        .map_or(String::new(), |us| format!(" ({us:+.1} µs)"))
+                );
+            }
             if let (Some(hs), Some(per)) = (w.handshakes_per_s, w.cpu_us_per_handshake) {
                 let (full, resumed) = w.runs.iter().fold((0, 0), |(f, r), x| {
                     (f + x.handshakes_full, r + x.handshakes_resumed)

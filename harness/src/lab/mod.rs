@@ -11,8 +11,8 @@
 //! database, environments, start, hand to the command's measuring
 //! function), [`args`] the options they share, [`record`] what their
 //! documents share; [`select`] picks entries from the catalog, [`load`]
-//! plans a closed-loop load on a started server, [`meter`] charges a run's
-//! CPU time.
+//! plans a closed-loop load on a started server, [`protocol`] says where
+//! it serves HTTP/2 and HTTP/3, [`meter`] charges a run's CPU time.
 //!
 //! Arrows point one way: commands → lab → catalog / env / engine → contract.
 
@@ -23,6 +23,7 @@ pub mod driver;
 pub mod load;
 pub mod meter;
 pub mod profile;
+pub mod protocol;
 pub mod record;
 pub mod select;
 pub mod tls_relay;
