@@ -604,3 +604,97 @@ fn models_holds_websocket_connections_by_model() {
         f.sentence
     );
 }
+
+/// `models --experiments head-of-line --quick` on the event loop: h2 over
+/// TLS and h3 at each loss, every response verified, the loss shown by the
+/// nft rule's counter (drops at the lossy cells, none at 0%) and by QUIC's
+/// own count, the verdict present; and nothing of the run's namespace,
+/// links or table left after it. No timing is asserted.
+#[test]
+fn models_head_of_line_loads_h2_and_h3_under_loss_and_removes_its_namespace() {
+    // The bridge tests check route_localnet around their own bridges.
+    let _net = crate::env::NET.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(why) = harness::env::bridge::availability() {
+        skip_without(&format!("the head-of-line experiment's namespace: {why}"));
+        return;
+    }
+    crate::util::sibling_binary("event-loop");
+    // 2 s a cell: a loss stalls h2 ~200 ms, so its cells see ~5 drops a
+    // second whatever the rate; 2 s makes a lossy cell without one a
+    // chance of about e^-10.
+    let (doc, stderr) = models(&[
+        "--quick",
+        "--experiments",
+        "hol",
+        "--servers",
+        "event-loop",
+        "-d",
+        "2s",
+    ]);
+    let [h] = &doc.head_of_line[..] else {
+        panic!("one server measured: {:?}\n{stderr}", doc.head_of_line);
+    };
+    assert_eq!(h.error, None, "{stderr}");
+    assert!(h.prediction.contains("h2's p99 grows"), "{}", h.prediction);
+    for loss in [0.0, 0.5, 2.0] {
+        for protocol in ["h2", "h3"] {
+            let c = h
+                .cells
+                .iter()
+                .find(|c| c.protocol == protocol && c.loss_pct == loss)
+                .unwrap_or_else(|| panic!("no {protocol} cell at {loss}%:\n{stderr}"));
+            let what = format!("{protocol} at {loss}%: {c:?}");
+            assert_eq!(c.error, None, "{what}");
+            assert!(c.ok > 0, "{what}");
+            // Loss is repaired by the transports, never a failed response.
+            assert_eq!(c.failed, 0, "{what}");
+            assert!(c.path_packets > 0, "{what}");
+            if loss == 0.0 {
+                assert_eq!(c.dropped_packets, 0, "{what}");
+            } else {
+                assert!(c.dropped_packets > 0, "{what}");
+            }
+            match protocol {
+                "h3" => {
+                    assert!(c.quic_sent_packets.unwrap_or(0) > 0, "{what}");
+                    assert_eq!(c.tcp_retransmits, None, "{what}");
+                    if loss == 2.0 {
+                        assert!(c.quic_lost_packets.unwrap_or(0) > 0, "{what}");
+                    }
+                }
+                _ => {
+                    assert_eq!(c.quic_lost_packets, None, "{what}");
+                    assert!(c.tcp_retransmits.is_some(), "{what}");
+                }
+            }
+        }
+    }
+    let f = doc
+        .findings
+        .iter()
+        .find(|f| f.experiment == "head-of-line blocking")
+        .expect("the head-of-line finding");
+    assert!(f.matches_prediction.is_some(), "{}", f.sentence);
+    assert!(f.sentence.contains("the prediction"), "{}", f.sentence);
+    // What the run built, by the names it reported: all gone.
+    let id = h
+        .network
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("bln"))
+        .unwrap_or_else(|| panic!("the namespace is named: {}", h.network));
+    for (what, text) in [
+        ("netns", sh("ip", &["netns", "list"])),
+        ("link", sh("ip", &["-o", "link", "show"])),
+        ("nft", sh("nft", &["list", "tables"])),
+    ] {
+        assert!(
+            !text.contains(id),
+            "the run's {what} {id} is still there:\n{text}"
+        );
+    }
+}
+
+fn sh(program: &str, args: &[&str]) -> String {
+    let o = Command::new(program).args(args).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
