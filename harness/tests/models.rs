@@ -698,3 +698,76 @@ fn sh(program: &str, args: &[&str]) -> String {
     let o = Command::new(program).args(args).output().unwrap();
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// Without root the head-of-line experiment is refused in one line, with
+/// the reason, and the experiments beside it still run: the harness run as
+/// `nobody` (setpriv) with the stall experiment beside it.
+#[test]
+fn models_head_of_line_is_refused_in_one_line_without_root() {
+    let Some(setpriv) = harness::catalog::find_program(&["setpriv"]) else {
+        crate::util::skip_visibly("setpriv (util-linux) is not installed");
+        return;
+    };
+    if !harness::catalog::is_root() {
+        crate::util::skip_visibly("not root: cannot become nobody to be refused");
+        return;
+    }
+    crate::util::sibling_binary("event-loop");
+    let out = tmp("models-hol-refused");
+    // nobody writes its results here.
+    std::fs::set_permissions(
+        out.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let output = Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(harness_bin())
+        .args([
+            "models",
+            "--quick",
+            "--experiments",
+            "stall,hol",
+            "--servers",
+            "event-loop",
+            "-d",
+            "500ms",
+            // No database for nobody to start: the stall needs none.
+            "--mysql-url",
+            "mysql://bench:bench@127.0.0.1:1/bench",
+            "--out",
+        ])
+        .arg(out.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if stderr.contains("Permission denied") && !output.status.success() {
+        // The checkout is not readable by nobody (a home of mode 700).
+        crate::util::skip_visibly(&format!("nobody cannot run the harness here: {stderr}"));
+        return;
+    }
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let refusals: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("head-of-line: refused"))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{stderr}");
+    assert!(refusals[0].contains("needs root"), "{}", refusals[0]);
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a results directory");
+    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    check_schema(&text);
+    let doc = Models::from_json(&text).unwrap();
+    assert_eq!(doc.stall.len(), 1, "the stall ran beside it:\n{stderr}");
+    let [h] = &doc.head_of_line[..] else {
+        panic!("{:?}", doc.head_of_line)
+    };
+    assert!(h.cells.is_empty());
+    assert!(h.error.as_deref().unwrap_or("").starts_with("refused"));
+    assert!(stdout.contains("refused: it needs root"), "{stdout}");
+}

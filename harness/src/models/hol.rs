@@ -142,8 +142,8 @@ pub fn measure_all(lab: &mut Lab, servers: &[Entry], length: Duration) -> Vec<He
                     .and_then(crate::env::Setup::bridge)
                     .expect("bridge-direct has a bridge");
                 h.network = format!(
-                    "{detail}; server at {} (TCP and UDP), loss by nft numgen in table ip {} \
-                     on {} both ways",
+                    "{detail}; server at {}, TCP and UDP; loss by nft numgen in table ip {} \
+                     on {}, both ways",
                     started.route, bridge.table, bridge.bridge
                 );
                 match h3_addr(&running) {

@@ -135,10 +135,12 @@ fn judge(h: &HeadOfLine) -> Option<Finding> {
         growths.push((g, a, b));
     }
     if growths.is_empty() {
-        return say(
-            format!("not judged: no lossy cell to judge; {}", parts.join("; ")),
-            None,
-        );
+        let why = if parts.is_empty() {
+            "no loss was measured with both protocols (an interrupted run?)".to_string()
+        } else {
+            parts.join("; ")
+        };
+        return say(format!("not judged: {why}"), None);
     }
     let held = growths.iter().filter(|(g, _, _)| g.holds()).count();
     let matches = held == growths.len();
