@@ -83,8 +83,9 @@ Five experiments, each server started once per experiment:
                   that serve h3) in a network namespace the run builds and
                   removes, loss by nftables (numgen random, both directions);
                   p50, p99, req/s, failed, the rule's dropped packets, QUIC's
-                  lost packets, the server's TCP retransmissions. Needs root,
-                  ip and nft (refused in one line otherwise)
+                  lost packets, the server's TCP retransmissions. Six cells
+                  of -d (3 s; --quick 1 s): under a minute. Needs root, ip
+                  and nft (refused in one line otherwise)
 
 Predictions, stated before the numbers and judged in the findings:
   head-of-line  with loss, h2's p99 grows with the streams sharing a
@@ -112,7 +113,8 @@ About 13 minutes on 2 cores; --quick about 3.
 Examples:
   harness models --quick
   harness models --servers event-loop,worker-pool,php-fpm --experiments waiting,stall
-  harness models --servers event-loop,worker-pool --experiments websocket --workers 2")]
+  harness models --servers event-loop,worker-pool --experiments websocket --workers 2
+  sudo harness models --experiments head-of-line --servers event-loop")]
 #[command(mut_arg("servers", |a| a.default_value("event-loop,coroutine,worker-pool,node,swoole,php-fpm")))]
 pub struct ModelsArgs {
     #[command(flatten)]
