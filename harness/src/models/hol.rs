@@ -46,7 +46,8 @@ pub const LOSS_PER_MILLE: [u32; 3] = [0, 5, 20];
 /// The path loaded: the smallest response, so that a response is one
 /// packet and the stall, not the transfer, is what the tail shows.
 pub const PATH: &str = "/hello";
-/// Excluded from the figures: the handshakes.
+/// Before the measured `length` (the engine adds it): the handshakes stay
+/// out of the figures.
 const WARMUP: Duration = Duration::from_millis(200);
 
 /// The prediction, stated before the numbers.
@@ -287,7 +288,7 @@ fn plan(lab: &Lab, running: &Running, protocol: &str, length: Duration) -> engin
         io: lab.io,
         gather: lab.gather,
     };
-    let mut plan = load::plan(running, PATH, &shape, length + WARMUP);
+    let mut plan = load::plan(running, PATH, &shape, length);
     plan.warmup = WARMUP;
     plan.proto = if protocol == "h3" {
         ProtoPlan::H3 { streams: STREAMS }
