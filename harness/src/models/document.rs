@@ -54,6 +54,8 @@ pub struct HeadOfLine {
     pub streams: u32,
     /// The prediction in words, stated before the numbers.
     pub prediction: String,
+    /// A response slower than this was stalled ([`HolCell::stalled`]).
+    pub stall_ms: f64,
     /// How the loss was made and where the server ran, in words.
     pub network: String,
     /// One per protocol and loss, in the order run.
@@ -79,6 +81,9 @@ pub struct HolCell {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Responses slower than [`HeadOfLine::stall_ms`]: the requests a
+    /// loss held back (at 0 %: the machine's own tail).
+    pub stalled: u64,
     pub failed: u64,
     /// What the failures were, where there were any.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -313,6 +313,12 @@ fn preface(doc: &Models, experiment: &str) -> Vec<String> {
             h.server, h.connections, h.streams, h.path, h.network
         ));
     }
+    if let Some(h) = doc.head_of_line.iter().find(|h| !h.cells.is_empty()) {
+        out.push(format!(
+            "stalled: responses slower than {} ms, the requests a loss held back",
+            h.stall_ms
+        ));
+    }
     out
 }
 
@@ -327,6 +333,7 @@ fn hol_rows(doc: &Models) -> Vec<Vec<String>> {
         "p50 ms",
         "p99 ms",
         "max ms",
+        "stalled",
         "failed",
         "nft dropped/packets",
         "QUIC lost/sent",
@@ -337,10 +344,10 @@ fn hol_rows(doc: &Models) -> Vec<Vec<String>> {
     .to_vec()];
     for h in &doc.head_of_line {
         if let Some(e) = &h.error {
-            let mut row = vec![String::new(); 12];
+            let mut row = vec![String::new(); 13];
             row[0].clone_from(&h.server);
             row[1] = "-".into();
-            row[11].clone_from(e);
+            row[12].clone_from(e);
             rows.push(row);
             continue;
         }
@@ -357,6 +364,7 @@ fn hol_rows(doc: &Models) -> Vec<Vec<String>> {
                 format!("{:.2}", c.p50_ms),
                 format!("{:.1}", c.p99_ms),
                 format!("{:.0}", c.max_ms),
+                c.stalled.to_string(),
                 c.failed.to_string(),
                 format!("{}/{}", c.dropped_packets, c.path_packets),
                 match (c.quic_lost_packets, c.quic_sent_packets) {

@@ -19,6 +19,26 @@ pub const TCP_RTO_MIN_MS: f64 = 200.0;
 
 const EXPERIMENT: &str = "head-of-line blocking";
 
+/// h3's responses held back per packet dropped at this share of h2's or
+/// more: about as many streams waited.
+pub const SAME_SHARE: f64 = 0.5;
+
+/// Without loss at most this share of responses over the stall threshold:
+/// beyond it the machine's own tail hides the stalls a loss adds.
+pub const QUIET_SHARE: f64 = 0.001;
+
+/// Responses over the stall threshold beyond those the cell's rate would
+/// have had without loss (`base`: the same protocol at 0 %, the machine's
+/// own tail).
+fn excess_stalled(c: &HolCell, base: &HolCell) -> f64 {
+    let floor = if base.ok > 0 {
+        base.stalled as f64 * c.ok as f64 / base.ok as f64
+    } else {
+        0.0
+    };
+    (c.stalled as f64 - floor).max(0.0)
+}
+
 fn cell<'a>(h: &'a HeadOfLine, protocol: &str, loss: f64) -> Option<&'a HolCell> {
     h.cells
         .iter()
@@ -113,9 +133,12 @@ fn judge(h: &HeadOfLine) -> Option<Finding> {
             h2_ms: a.p99_ms - h2_0.p99_ms,
             h3_ms: b.p99_ms - h3_0.p99_ms,
         };
+        let per_drop =
+            |c: &HolCell, base: &HolCell| excess_stalled(c, base) / c.dropped_packets.max(1) as f64;
         parts.push(format!(
             "at {loss}% (nft dropped {} and {} packets) h2's p99 {} → {} ({}), h3's {} → {} ({}), \
-             {} vs {} req/s{}",
+             {} vs {} req/s, {} vs {} responses over {} ms ({:.1} vs {:.1} per packet dropped, \
+             beyond the rate without loss){}",
             thousands(a.dropped_packets as f64),
             thousands(b.dropped_packets as f64),
             ms(h2_0.p99_ms),
@@ -126,13 +149,18 @@ fn judge(h: &HeadOfLine) -> Option<Finding> {
             signed(g.h3_ms),
             thousands(a.rps),
             thousands(b.rps),
+            thousands(a.stalled as f64),
+            thousands(b.stalled as f64),
+            h.stall_ms,
+            per_drop(a, h2_0),
+            per_drop(b, h3_0),
             if g.holds() {
                 String::new()
             } else {
                 ": here h2's grew no more than h3's".into()
             }
         ));
-        growths.push((g, a, b));
+        growths.push((g, a, b, per_drop(a, h2_0), per_drop(b, h3_0)));
     }
     if growths.is_empty() {
         let why = if parts.is_empty() {
@@ -142,7 +170,7 @@ fn judge(h: &HeadOfLine) -> Option<Finding> {
         };
         return say(format!("not judged: {why}"), None);
     }
-    let held = growths.iter().filter(|(g, _, _)| g.holds()).count();
+    let held = growths.iter().filter(|(g, ..)| g.holds()).count();
     let matches = held == growths.len();
     let verdict = if matches {
         "holds: with loss h2's p99 grew more than h3's at every loss".to_string()
@@ -151,8 +179,8 @@ fn judge(h: &HeadOfLine) -> Option<Finding> {
     } else {
         let missed: Vec<String> = growths
             .iter()
-            .filter(|(g, _, _)| !g.holds())
-            .map(|(g, _, _)| format!("{}%", g.loss))
+            .filter(|(g, ..)| !g.holds())
+            .map(|(g, ..)| format!("{}%", g.loss))
             .collect();
         format!(
             "holds in part: not at {} (h2's p99 grew no more than h3's there)",
@@ -160,7 +188,7 @@ fn judge(h: &HeadOfLine) -> Option<Finding> {
         )
     };
     // What the worst loss says about the transports' timers.
-    let (worst, a, b) = growths
+    let (worst, a, b, h2_per, h3_per) = growths
         .iter()
         .max_by(|x, y| x.0.loss.total_cmp(&y.0.loss))
         .expect("not empty");
@@ -179,6 +207,28 @@ fn judge(h: &HeadOfLine) -> Option<Finding> {
         timers.push(format!(
             "the server's TCP retransmitted {} segments ({t} timeouts, {p} tail-loss probes)",
             a.tcp_retransmits.unwrap_or(0)
+        ));
+    }
+    let quiet = |base: &HolCell| (base.stalled as f64) <= QUIET_SHARE * base.ok as f64;
+    if !(quiet(h2_0) && quiet(h3_0)) {
+        timers.push(format!(
+            "how many streams each loss held back is not told: without loss {} and {} \
+             responses were already over {} ms (the machine's own tail)",
+            thousands(h2_0.stalled as f64),
+            thousands(h3_0.stalled as f64),
+            h.stall_ms
+        ));
+    } else if *h2_per > 0.0 && *h3_per >= h2_per * SAME_SHARE {
+        timers.push(format!(
+            "per packet dropped h3 held back about as many responses as h2 ({h3_per:.1} vs \
+             {h2_per:.1}): a QUIC packet carries the frames of several streams, so the streams \
+             that wait are those of the lost packet, and here h3's smaller tail comes from its \
+             shorter timer more than from fewer streams waiting"
+        ));
+    } else if *h2_per > 0.0 {
+        timers.push(format!(
+            "per packet dropped h3 held back fewer responses than h2 ({h3_per:.1} vs \
+             {h2_per:.1}): fewer streams waited"
         ));
     }
     if let Some(lost) = b.quic_lost_packets {
@@ -212,6 +262,8 @@ mod tests {
             protocol: protocol.into(),
             loss_pct: loss,
             ok: 1000,
+            // h2: all 16 streams wait per loss; h3: one.
+            stalled: dropped * if protocol == "h2" { 16 } else { 1 },
             rps: 10_000.0,
             p50_ms: 1.0,
             p99_ms: p99,
@@ -247,6 +299,26 @@ mod tests {
         assert_eq!(f.matches_prediction, Some(true), "{}", f.sentence);
         assert!(f.sentence.contains("holds:"), "{}", f.sentence);
         assert!(f.sentence.contains("200 ms floor"), "{}", f.sentence);
+        assert!(
+            f.sentence.contains("fewer streams waited"),
+            "{}",
+            f.sentence
+        );
+
+        // As many responses held back per drop: said, not hidden.
+        let mut same = held.clone();
+        for c in same.cells.iter_mut().filter(|c| c.protocol == "h3") {
+            c.stalled = c.dropped_packets * 12;
+        }
+        let f = judge(&same).unwrap();
+        assert_eq!(f.matches_prediction, Some(true));
+        assert!(f.sentence.contains("about as many"), "{}", f.sentence);
+
+        // A machine whose own tail is over the threshold: not told.
+        let mut noisy = held.clone();
+        noisy.cells[0].stalled = 300;
+        let f = judge(&noisy).unwrap();
+        assert!(f.sentence.contains("is not told"), "{}", f.sentence);
 
         let part = run(vec![
             c("h2", 0.0, 2.0, 0),
