@@ -331,7 +331,7 @@ fn fill(cell: &mut HolCell, r: &RunResult) {
     cell.max_ms = p.max as f64 / 1000.0;
     let h = &r.stats.latency_us;
     let over = (STALL_MS * 1000.0) as u64;
-    cell.stalled = if h.len() > 0 && h.max() >= over {
+    cell.stalled = if !h.is_empty() && h.max() >= over {
         h.count_between(over, h.max())
     } else {
         0
