@@ -156,6 +156,13 @@ fn judge(h: &HeadOfLine) -> Option<Finding> {
             per_drop(b, h3_0),
             if g.holds() {
                 String::new()
+            } else if a.ok > 0 && (a.stalled as f64) < 0.01 * a.ok as f64 {
+                format!(
+                    ": here h2's grew no more than h3's, its {} stalled responses being {:.2}% \
+                     of them, fewer than the 1% a p99 sees (its stalls are long and rare)",
+                    thousands(a.stalled as f64),
+                    100.0 * a.stalled as f64 / a.ok as f64
+                )
             } else {
                 ": here h2's grew no more than h3's".into()
             }
@@ -331,6 +338,16 @@ mod tests {
         let f = judge(&part).unwrap();
         assert_eq!(f.matches_prediction, Some(false));
         assert!(f.sentence.contains("not at 0.5%"), "{}", f.sentence);
+        // 50 × 16 stalled of 1000: not why the p99 missed.
+        assert!(!f.sentence.contains("fewer than the 1%"), "{}", f.sentence);
+        let mut rare = part.clone();
+        rare.cells[2].ok = 100_000;
+        let f = judge(&rare).unwrap();
+        assert!(
+            f.sentence.contains("fewer than the 1% a p99 sees"),
+            "{}",
+            f.sentence
+        );
 
         let none = run(vec![
             c("h2", 0.0, 2.0, 0),
