@@ -100,7 +100,10 @@ pub fn findings(runs: &[HeadOfLine]) -> Vec<Finding> {
 }
 
 fn judge(h: &HeadOfLine) -> Option<Finding> {
-    let say = |sentence: String, matches| Some(finding(EXPERIMENT, &h.server, sentence, matches));
+    let say = |sentence: String, matches| {
+        let sentence = format!("{}: {sentence}", h.server);
+        Some(finding(EXPERIMENT, &h.server, sentence, matches))
+    };
     if let Some(e) = &h.error {
         return say(format!("not measured: {e}"), None);
     }
@@ -376,6 +379,6 @@ mod tests {
         refused.error = Some("refused: it needs root".into());
         let f = judge(&refused).unwrap();
         assert_eq!(f.matches_prediction, None);
-        assert!(f.sentence.starts_with("not measured: refused"));
+        assert!(f.sentence.starts_with("event-loop: not measured: refused"));
     }
 }
