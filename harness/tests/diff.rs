@@ -589,6 +589,7 @@ fn models(waiting: Vec<WaitCurve>) -> Models {
         websocket_held: Vec::new(),
         multiplexing: Vec::new(),
         waiting_at_rate: Vec::new(),
+        head_of_line: Vec::new(),
         findings: Vec::new(),
     }
 }

@@ -24,8 +24,8 @@ use crate::util::{harness_bin, own_session, sibling_binary, skip_without, tmp, w
 /// The tests here share `route_localnet` and the CPU placement of whatever
 /// runs (calibrate measures every environment it is given, and runs the
 /// reference servers): one at a time, so each can check that what it found
-/// is restored.
-static NET: Mutex<()> = Mutex::new(());
+/// is restored (models.rs's head-of-line test builds a bridge too).
+pub(crate) static NET: Mutex<()> = Mutex::new(());
 
 fn event_loop() -> Entry {
     sibling_binary("event-loop");

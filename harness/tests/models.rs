@@ -604,3 +604,170 @@ fn models_holds_websocket_connections_by_model() {
         f.sentence
     );
 }
+
+/// `models --experiments head-of-line --quick` on the event loop: h2 over
+/// TLS and h3 at each loss, every response verified, the loss shown by the
+/// nft rule's counter (drops at the lossy cells, none at 0%) and by QUIC's
+/// own count, the verdict present; and nothing of the run's namespace,
+/// links or table left after it. No timing is asserted.
+#[test]
+fn models_head_of_line_loads_h2_and_h3_under_loss_and_removes_its_namespace() {
+    // The bridge tests check route_localnet around their own bridges.
+    let _net = crate::env::NET.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(why) = harness::env::bridge::availability() {
+        skip_without(&format!("the head-of-line experiment's namespace: {why}"));
+        return;
+    }
+    crate::util::sibling_binary("event-loop");
+    // 2 s a cell: a loss stalls h2 ~200 ms, so its cells see ~5 drops a
+    // second whatever the rate; 2 s makes a lossy cell without one a
+    // chance of about e^-10.
+    let (doc, stderr) = models(&[
+        "--quick",
+        "--experiments",
+        "hol",
+        "--servers",
+        "event-loop",
+        "-d",
+        "2s",
+    ]);
+    let [h] = &doc.head_of_line[..] else {
+        panic!("one server measured: {:?}\n{stderr}", doc.head_of_line);
+    };
+    assert_eq!(h.error, None, "{stderr}");
+    assert!(h.prediction.contains("h2's p99 grows"), "{}", h.prediction);
+    for loss in [0.0, 0.5, 2.0] {
+        for protocol in ["h2", "h3"] {
+            let c = h
+                .cells
+                .iter()
+                .find(|c| c.protocol == protocol && c.loss_pct == loss)
+                .unwrap_or_else(|| panic!("no {protocol} cell at {loss}%:\n{stderr}"));
+            let what = format!("{protocol} at {loss}%: {c:?}");
+            assert_eq!(c.error, None, "{what}");
+            assert!(c.ok > 0, "{what}");
+            // Loss is repaired by the transports, never a failed response.
+            assert_eq!(c.failed, 0, "{what}");
+            assert!(c.path_packets > 0, "{what}");
+            if loss == 0.0 {
+                assert_eq!(c.dropped_packets, 0, "{what}");
+            } else {
+                assert!(c.dropped_packets > 0, "{what}");
+            }
+            match protocol {
+                "h3" => {
+                    assert!(c.quic_sent_packets.unwrap_or(0) > 0, "{what}");
+                    assert_eq!(c.tcp_retransmits, None, "{what}");
+                    if loss == 2.0 {
+                        assert!(c.quic_lost_packets.unwrap_or(0) > 0, "{what}");
+                    }
+                }
+                _ => {
+                    assert_eq!(c.quic_lost_packets, None, "{what}");
+                    assert!(c.tcp_retransmits.is_some(), "{what}");
+                }
+            }
+        }
+    }
+    let f = doc
+        .findings
+        .iter()
+        .find(|f| f.experiment == "head-of-line blocking")
+        .expect("the head-of-line finding");
+    assert!(f.matches_prediction.is_some(), "{}", f.sentence);
+    assert!(f.sentence.contains("the prediction"), "{}", f.sentence);
+    // What the run built, by the names it reported: all gone.
+    let id = h
+        .network
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("bln"))
+        .unwrap_or_else(|| panic!("the namespace is named: {}", h.network));
+    for (what, text) in [
+        ("netns", sh("ip", &["netns", "list"])),
+        ("link", sh("ip", &["-o", "link", "show"])),
+        ("nft", sh("nft", &["list", "tables"])),
+    ] {
+        assert!(
+            !text.contains(id),
+            "the run's {what} {id} is still there:\n{text}"
+        );
+    }
+}
+
+fn sh(program: &str, args: &[&str]) -> String {
+    let o = Command::new(program).args(args).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Without root the head-of-line experiment is refused in one line, with
+/// the reason, and the experiments beside it still run: the harness run as
+/// `nobody` (setpriv) with the stall experiment beside it.
+#[test]
+fn models_head_of_line_is_refused_in_one_line_without_root() {
+    let Some(setpriv) = harness::catalog::find_program(&["setpriv"]) else {
+        crate::util::skip_visibly("setpriv (util-linux) is not installed");
+        return;
+    };
+    if !harness::catalog::is_root() {
+        crate::util::skip_visibly("not root: cannot become nobody to be refused");
+        return;
+    }
+    crate::util::sibling_binary("event-loop");
+    let out = tmp("models-hol-refused");
+    // nobody writes its results here.
+    std::fs::set_permissions(
+        out.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let output = Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(harness_bin())
+        .args([
+            "models",
+            "--quick",
+            "--experiments",
+            "stall,hol",
+            "--servers",
+            "event-loop",
+            "-d",
+            "500ms",
+            // No database for nobody to start: the stall needs none.
+            "--mysql-url",
+            "mysql://bench:bench@127.0.0.1:1/bench",
+            "--out",
+        ])
+        .arg(out.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if stderr.contains("Permission denied") && !output.status.success() {
+        // The checkout is not readable by nobody (a home of mode 700).
+        crate::util::skip_visibly(&format!("nobody cannot run the harness here: {stderr}"));
+        return;
+    }
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let refusals: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("head-of-line: refused"))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{stderr}");
+    assert!(refusals[0].contains("needs root"), "{}", refusals[0]);
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a results directory");
+    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    check_schema(&text);
+    let doc = Models::from_json(&text).unwrap();
+    assert_eq!(doc.stall.len(), 1, "the stall ran beside it:\n{stderr}");
+    let [h] = &doc.head_of_line[..] else {
+        panic!("{:?}", doc.head_of_line)
+    };
+    assert!(h.cells.is_empty());
+    assert!(h.error.as_deref().unwrap_or("").starts_with("refused"));
+    assert!(stdout.contains("refused: it needs root"), "{stdout}");
+}

@@ -36,6 +36,25 @@ use std::sync::Mutex;
 
 use anyhow::{bail, Context};
 
+/// What the loss rules counted ([`Bridge::loss_counters`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LossCounters {
+    /// Packets between host and namespace, both directions, dropped included.
+    pub packets: u64,
+    /// Packets the rules dropped.
+    pub dropped: u64,
+}
+
+/// Each `counter packets N` of an `nft list` output, in order.
+fn counter_packets(text: &str) -> Vec<u64> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .windows(3)
+        .filter(|w| w[0] == "counter" && w[1] == "packets")
+        .filter_map(|w| w[2].parse().ok())
+        .collect()
+}
+
 /// What a teardown needs: names only, so that the signal thread can use it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Spec {
@@ -581,6 +600,56 @@ impl Bridge {
         Ok(SocketAddr::from(([127, 0, 0, 1], port)))
     }
 
+    /// Drops `per_mille` ‰ of the IPv4 packets between the host and the
+    /// namespace, each direction on its own (`numgen random mod 1000 < N`
+    /// in this bridge's own table: an `output` chain for what the host
+    /// sends into the bridge, an `input` chain for what comes back; TCP and
+    /// UDP alike). Each call replaces the last one's rules, so their
+    /// counters start again at 0; 0 ‰ keeps the rules, dropping nothing.
+    /// Removed with the table at teardown.
+    pub fn set_loss(&self, per_mille: u32) -> anyhow::Result<()> {
+        if per_mille > 1000 {
+            bail!("a loss of {per_mille}‰ is more than all packets");
+        }
+        let (t, br) = (&self.table, &self.bridge);
+        let mut rules = String::new();
+        for (chain, hook, dir) in [
+            ("loss_out", "output", "oifname"),
+            ("loss_in", "input", "iifname"),
+        ] {
+            rules += &format!(
+                "add chain ip {t} {chain} {{ type filter hook {hook} priority 0; }}\n\
+                 flush chain ip {t} {chain}\n\
+                 add rule ip {t} {chain} {dir} \"{br}\" counter\n\
+                 add rule ip {t} {chain} {dir} \"{br}\" numgen random mod 1000 < {per_mille} counter drop\n"
+            );
+        }
+        run("nft", &["-f", "-"], Some(&rules))
+            .with_context(|| format!("cannot set a loss of {per_mille}‰ on {br}"))?;
+        Ok(())
+    }
+
+    /// The loss rules' counters since the last [`Bridge::set_loss`]: the
+    /// packets that crossed between host and namespace, both directions,
+    /// and those dropped.
+    pub fn loss_counters(&self) -> anyhow::Result<LossCounters> {
+        let mut c = LossCounters::default();
+        for chain in ["loss_out", "loss_in"] {
+            let text = run("nft", &["list", "chain", "ip", &self.table, chain], None)?;
+            let counts = counter_packets(&text);
+            let [seen, dropped] = counts[..] else {
+                bail!(
+                    "nft list chain {} {chain}: expected 2 counters, found {}",
+                    self.table,
+                    counts.len()
+                );
+            };
+            c.packets += seen;
+            c.dropped += dropped;
+        }
+        Ok(c)
+    }
+
     /// Every process of the server's tree is in the namespace.
     ///
     /// The tree moves while it is checked: a multi-process server forks
@@ -697,6 +766,15 @@ mod tests {
             ..me
         };
         assert_eq!(placement_of(&reused, mine), Placed::Exited);
+    }
+
+    #[test]
+    fn loss_counters_are_read_in_rule_order() {
+        let text = "table ip benchlab_1g0 {\n\tchain loss_out {\n\t\ttype filter hook output priority filter; policy accept;\n\
+                    \t\toifname \"blb1g0\" counter packets 1200 bytes 99000\n\
+                    \t\toifname \"blb1g0\" numgen random mod 1000 < 20 counter packets 25 bytes 2000 drop\n\t}\n}\n";
+        assert_eq!(counter_packets(text), vec![1200, 25]);
+        assert!(counter_packets("chain x { }").is_empty());
     }
 
     #[test]

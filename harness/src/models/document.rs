@@ -35,7 +35,75 @@ pub struct Models {
     /// Experiment 6: the highest rate held on a wait, against Little's law.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_at_rate: Vec<RateCapacity>,
+    /// Experiment 7: the same requests in flight as h2 over TLS and as
+    /// h3, under packet loss.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub head_of_line: Vec<HeadOfLine>,
     pub findings: Vec<Finding>,
+}
+
+/// One server under packet loss, as h2 over TLS and as h3 (experiment 7).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeadOfLine {
+    pub server: String,
+    pub model: String,
+    pub path: String,
+    /// Connections of each protocol, and streams in flight on each.
+    pub connections: u32,
+    pub streams: u32,
+    /// The prediction in words, stated before the numbers.
+    pub prediction: String,
+    /// A response slower than this was stalled ([`HolCell::stalled`]).
+    pub stall_ms: f64,
+    /// How the loss was made and where the server ran, in words.
+    pub network: String,
+    /// One per protocol and loss, in the order run.
+    pub cells: Vec<HolCell>,
+    /// Why nothing was measured (no root, `ip` or `nft`; the server does
+    /// not serve h3; the namespace could not be built).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One protocol at one loss.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HolCell {
+    /// `h2` (over TLS) or `h3`.
+    pub protocol: String,
+    /// Packets dropped, each direction, in percent (0, 0.5, 2).
+    pub loss_pct: f64,
+    /// Verified responses.
+    pub ok: u64,
+    /// Verified responses per second.
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Responses slower than [`HeadOfLine::stall_ms`]: the requests a
+    /// loss held back (at 0 %: the machine's own tail).
+    pub stalled: u64,
+    pub failed: u64,
+    /// What the failures were, where there were any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failures: Option<String>,
+    /// The loss rules' counters over the run: packets between host and
+    /// namespace (both directions) and those dropped.
+    pub path_packets: u64,
+    pub dropped_packets: u64,
+    /// h3: the packets QUIC declared lost and the ones it sent (the
+    /// generator's side, as quinn-proto counts them).
+    pub quic_lost_packets: Option<u64>,
+    pub quic_sent_packets: Option<u64>,
+    /// h2: the server's TCP retransmissions, retransmission timeouts and
+    /// tail-loss probes over the run (the namespace's own counters, which
+    /// only the server uses: /proc/PID/net/snmp and netstat).
+    pub tcp_retransmits: Option<u64>,
+    pub tcp_timeouts: Option<u64>,
+    pub tcp_loss_probes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One server's capacity search on a wait (experiment 6).
@@ -315,7 +383,7 @@ pub struct MuxRun {
 #[serde(deny_unknown_fields)]
 pub struct Finding {
     /// `waiting`, `stall`, `connection cost`, `memory`, `websocket held`,
-    /// `multiplexing`, `waiting at a rate`.
+    /// `multiplexing`, `waiting at a rate`, `head-of-line blocking`.
     pub experiment: String,
     pub server: String,
     pub sentence: String,

@@ -17,6 +17,11 @@
 //! 5. **Multiplexing** — the same 64 requests in flight over 64 HTTP/1.1
 //!    connections, 4 pipelined 16 deep, and 4 HTTP/2 connections × 16
 //!    streams, on `/hello` and on `/cpu` ([`multiplex`]).
+//! 6. **Waiting at fixed rates** (`--experiments rate`, not by default) —
+//!    the highest rate held on the wait, against Little's law ([`at_rate`]).
+//! 7. **Head-of-line blocking** (`--experiments head-of-line`, not by
+//!    default) — the same requests in flight as h2 over TLS and as h3, at
+//!    0 %, 0.5 % and 2 % packet loss, in a network namespace ([`hol`]).
 //!
 //! Each finding is a sentence computed from the numbers ([`findings`]),
 //! saying plainly where a measurement does not match its prediction.
@@ -26,6 +31,7 @@ pub mod document;
 mod evidence;
 pub mod findings;
 mod held;
+pub mod hol;
 mod measure;
 mod multiplex;
 pub mod report;
@@ -71,8 +77,21 @@ Five experiments, each server started once per experiment:
   6. rate         (not in the default list: --experiments rate) /sleep?ms=20 at
                   fixed rates: the highest offered rate held under p(99)<100ms
                   (ramp, then bisection to 5%; as compare --slo)
+  7. head-of-line (not in the default list: --experiments head-of-line, or hol)
+                  1 connection × 16 streams of /hello as h2 over TLS and as h3,
+                  at 0%, 0.5% and 2% packet loss: the event loop (the servers
+                  that serve h3) in a network namespace the run builds and
+                  removes, loss by nftables (numgen random, both directions);
+                  p50, p99, req/s, failed, the rule's dropped packets, QUIC's
+                  lost packets, the server's TCP retransmissions. Six cells
+                  of -d (3 s; --quick 1 s): under a minute. Needs root, ip
+                  and nft (refused in one line otherwise)
 
 Predictions, stated before the numbers and judged in the findings:
+  head-of-line  with loss, h2's p99 grows with the streams sharing a
+                connection (one lost segment stalls all of them behind TCP's
+                in-order delivery); h3's grows less (QUIC stalls only the
+                stream that lost it)
   rate          Little's law: a worker pool of W workers holds W × 1000 ÷ 20
                 req/s and no more (20 workers: 1,000), within 5%; an event
                 loop and coroutines have no such bound and hold more
@@ -94,14 +113,16 @@ About 13 minutes on 2 cores; --quick about 3.
 Examples:
   harness models --quick
   harness models --servers event-loop,worker-pool,php-fpm --experiments waiting,stall
-  harness models --servers event-loop,worker-pool --experiments websocket --workers 2")]
+  harness models --servers event-loop,worker-pool --experiments websocket --workers 2
+  sudo harness models --experiments head-of-line --servers event-loop")]
 #[command(mut_arg("servers", |a| a.default_value("event-loop,coroutine,worker-pool,node,swoole,php-fpm")))]
 pub struct ModelsArgs {
     #[command(flatten)]
     pub lab: LabArgs,
 
     /// Experiments, comma-separated: waiting, stall, connections, memory,
-    /// multiplexing, rate; `websocket` is memory's WebSocket part alone.
+    /// multiplexing, rate, head-of-line (`hol`); `websocket` is memory's
+    /// WebSocket part alone.
     #[arg(
         long,
         value_delimiter = ',',
@@ -149,6 +170,8 @@ enum Experiment {
     Multiplexing,
     /// Waiting at fixed rates: the capacity search against Little's law.
     Rate,
+    /// h2 over TLS against h3 under packet loss, in a namespace of its own.
+    HeadOfLine,
 }
 
 /// Experiments that hold many connections: run before any load (see [`plan`]).
@@ -167,10 +190,11 @@ fn experiments(names: &[String]) -> anyhow::Result<Vec<Experiment>> {
             "websocket" => &[Experiment::WsHeld],
             "multiplexing" => &[Experiment::Multiplexing],
             "rate" => &[Experiment::Rate],
+            "head-of-line" | "hol" => &[Experiment::HeadOfLine],
             other => {
                 bail!(
                     "unknown experiment {other:?}; known: waiting, stall, connections, memory, \
-                     multiplexing, websocket, rate"
+                     multiplexing, websocket, rate, head-of-line"
                 )
             }
         };
@@ -199,6 +223,8 @@ fn plan(servers: &[Entry], which: &[Experiment]) -> Vec<(Entry, Experiment)> {
             .iter()
             .flat_map(|e| which.iter().map(move |&x| (e.clone(), x)))
     };
+    // The head-of-line experiment runs apart, in a namespace of its own.
+    let pairs = || pairs().filter(|(_, x)| *x != Experiment::HeadOfLine);
     pairs()
         .filter(|(_, x)| holds(*x))
         .chain(pairs().filter(|(_, x)| !holds(*x)))
@@ -243,9 +269,13 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
         websocket_held: Vec::new(),
         multiplexing: Vec::new(),
         waiting_at_rate: Vec::new(),
+        head_of_line: Vec::new(),
         findings: Vec::new(),
     };
-    lab.start_database(args.lab.mysql_url.as_deref(), &say)?;
+    // The head-of-line experiment loads /hello alone: no database for it.
+    if which.iter().any(|&x| x != Experiment::HeadOfLine) {
+        lab.start_database(args.lab.mysql_url.as_deref(), &say)?;
+    }
     doc.database = Database::of(&lab.database);
     let has_db = lab.db().is_some();
     let _scratch = supervise::TempDir::new("benchlab-models-")?;
@@ -293,6 +323,12 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
         }
     });
     drop(bare);
+    // Last: it turns the session to TLS and h3, and builds its namespace.
+    if which.contains(&Experiment::HeadOfLine) && !lab.interrupted() {
+        say("head-of-line blocking: h2 over TLS against h3 under packet loss");
+        say(&format!("  prediction: {}", hol::PREDICTION));
+        doc.head_of_line = hol::measure_all(&mut lab, &servers, length);
+    }
     doc.findings = findings::all(&doc);
     doc.header.finish(lab.interrupted());
     drop(lab);
@@ -406,6 +442,8 @@ fn experiment(runs: &Runs, e: &Entry, x: Experiment, mut running: Running, doc: 
             config.as_ref(),
             length.max(Duration::from_secs(2)),
         )),
+        // Run apart ([`hol::measure_all`]), never from the plan.
+        Experiment::HeadOfLine => {}
         Experiment::Multiplexing => {
             let rounds = if quick { MUX_ROUNDS_QUICK } else { MUX_ROUNDS };
             let front = multiplex::measure(

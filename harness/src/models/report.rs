@@ -277,7 +277,7 @@ fn multiplexing_rows(doc: &Models) -> Vec<Vec<String>> {
     rows
 }
 
-const SECTIONS: [(&str, &str); 7] = [
+const SECTIONS: [(&str, &str); 8] = [
     ("waiting", "1. Waiting: Little's law"),
     ("stall", "2. A stall in the CPU"),
     ("connection cost", "3. Connection cost"),
@@ -291,7 +291,100 @@ const SECTIONS: [(&str, &str); 7] = [
         "waiting at a rate",
         "6. Waiting at fixed rates: the highest rate held (Little's law)",
     ),
+    (
+        "head-of-line blocking",
+        "7. Head-of-line blocking: h2 over TLS and h3 under packet loss",
+    ),
 ];
+
+/// What a section states before its numbers: experiment 7's prediction
+/// and where it ran.
+fn preface(doc: &Models, experiment: &str) -> Vec<String> {
+    if experiment != "head-of-line blocking" {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if let Some(h) = doc.head_of_line.first() {
+        out.push(format!("prediction: {}", h.prediction));
+    }
+    for h in doc.head_of_line.iter().filter(|h| !h.network.is_empty()) {
+        out.push(format!(
+            "{}: {} connection × {} streams of {}; {}",
+            h.server, h.connections, h.streams, h.path, h.network
+        ));
+    }
+    if let Some(h) = doc.head_of_line.iter().find(|h| !h.cells.is_empty()) {
+        out.push(format!(
+            "stalled: responses slower than {} ms, the requests a loss held back",
+            h.stall_ms
+        ));
+    }
+    out
+}
+
+/// Experiment 7: each protocol at each loss, with the evidence the loss
+/// was applied.
+fn hol_rows(doc: &Models) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "server",
+        "protocol",
+        "loss",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "stalled",
+        "failed",
+        "nft dropped/packets",
+        "QUIC lost/sent",
+        "TCP retrans (RTO, TLP)",
+        "note",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for h in &doc.head_of_line {
+        if let Some(e) = &h.error {
+            let mut row = vec![String::new(); 13];
+            row[0].clone_from(&h.server);
+            row[1] = "-".into();
+            row[12].clone_from(e);
+            rows.push(row);
+            continue;
+        }
+        for c in &h.cells {
+            rows.push(vec![
+                h.server.clone(),
+                if c.protocol == "h2" {
+                    "h2 (TLS)".into()
+                } else {
+                    c.protocol.clone()
+                },
+                format!("{}%", c.loss_pct),
+                format!("{:.0}", c.rps),
+                format!("{:.2}", c.p50_ms),
+                format!("{:.1}", c.p99_ms),
+                format!("{:.0}", c.max_ms),
+                c.stalled.to_string(),
+                c.failed.to_string(),
+                format!("{}/{}", c.dropped_packets, c.path_packets),
+                match (c.quic_lost_packets, c.quic_sent_packets) {
+                    (Some(l), Some(s)) => format!("{l}/{s}"),
+                    _ => "-".into(),
+                },
+                match (c.tcp_retransmits, c.tcp_timeouts, c.tcp_loss_probes) {
+                    (Some(r), Some(t), Some(p)) => format!("{r} ({t}, {p})"),
+                    (Some(r), _, _) => r.to_string(),
+                    _ => "-".into(),
+                },
+                c.error
+                    .clone()
+                    .or_else(|| c.failures.clone())
+                    .unwrap_or_default(),
+            ]);
+        }
+    }
+    rows
+}
 
 /// Experiment 6: each server's search.
 fn rate_rows(doc: &Models) -> Vec<Vec<String>> {
@@ -333,6 +426,7 @@ fn section_rows(doc: &Models, experiment: &str) -> Vec<Vec<String>> {
         "websocket held" => websocket_rows(doc),
         "multiplexing" => multiplexing_rows(doc),
         "waiting at a rate" => rate_rows(doc),
+        "head-of-line blocking" => hol_rows(doc),
         _ => memory_rows(doc),
     }
 }
@@ -348,6 +442,9 @@ pub fn text(doc: &Models) -> String {
             continue;
         }
         o += &format!("\n{title}\n");
+        for line in preface(doc, key) {
+            o += &format!("{line}\n");
+        }
         o += &align(&rows, &[]);
         for (f, evidence) in findings_of(doc, key) {
             o += &format!("  - {f}\n");
@@ -367,6 +464,9 @@ pub fn markdown(doc: &Models) -> String {
             continue;
         }
         o += &format!("\n## {title}\n\n");
+        for line in preface(doc, key) {
+            o += &format!("{line}\n\n");
+        }
         o += &md_table(&rows);
         o += "\n";
         for (f, evidence) in findings_of(doc, key) {
@@ -501,7 +601,11 @@ pub fn html(doc: &Models) -> String {
         if rows.len() < 2 {
             continue;
         }
-        b += &format!("<h2>{}</h2>\n<ul>\n", escape(title));
+        b += &format!("<h2>{}</h2>\n", escape(title));
+        for line in preface(doc, key) {
+            b += &format!("<p>{}</p>\n", escape(&line));
+        }
+        b += "<ul>\n";
         for (f, evidence) in findings_of(doc, key) {
             b += &format!("<li>{}", escape(&f));
             if let Some(e) = evidence {

@@ -6,6 +6,7 @@
 use super::document::{ConnectionCost, Finding, Memory, Models, Stall, WaitCurve};
 use super::evidence;
 
+pub mod hol;
 pub mod multiplexing;
 pub mod websocket;
 
@@ -360,6 +361,7 @@ pub fn all(doc: &Models) -> Vec<Finding> {
     out.extend(websocket::findings(&doc.websocket_held, &doc.memory));
     out.extend(multiplexing::findings(&doc.multiplexing, cores));
     out.extend(super::at_rate::findings(&doc.waiting_at_rate));
+    out.extend(hol::findings(&doc.head_of_line));
     out
 }
 
