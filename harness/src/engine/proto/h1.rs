@@ -605,7 +605,10 @@ mod tests {
             (f, r.status, r.close, r.verdict, r.body_len)
         };
         let expected: Vec<_> = heads.iter().map(|raw| fresh(raw)).collect();
-        assert_eq!(expected[0], (Feed::Done { leftover: 0 }, 200, false, None, 11));
+        assert_eq!(
+            expected[0],
+            (Feed::Done { leftover: 0 }, 200, false, None, 11)
+        );
         assert_eq!(expected[1].3, Some(Failure::Status));
         assert_eq!(expected[2].3, Some(Failure::Length));
         assert!(expected[3].2, "Connection: close");
@@ -614,7 +617,10 @@ mod tests {
             // The memo holds `ok`'s head, then the last one parsed.
             fresh(ok);
             for (feed, status, verdict, len) in feed_split(raw, &check, false) {
-                assert_eq!((&feed, status, verdict, len), (&want.0, want.1, want.3, want.4));
+                assert_eq!(
+                    (&feed, status, verdict, len),
+                    (&want.0, want.1, want.3, want.4)
+                );
             }
             // Remembered, then read from the memo: the same.
             fresh(raw);
