@@ -76,6 +76,10 @@ enum Misbehaviour {
     /// Closes the connection instead of answering every `n`th request
     /// (counted over the server), unanswered requests still in flight.
     CloseAt(u64),
+    /// Spoils every `n`th answer (counted over the server), in turn with a
+    /// wrong body of the right length under the usual head, and with the
+    /// right body under status 500.
+    Spoil(u64),
 }
 
 /// A server answering `GET /a` with `a` and `GET /b` with `b`, misbehaving
@@ -139,14 +143,21 @@ fn serve(
     let mut chunk = [0u8; 4096];
     let mut pending: Vec<String> = Vec::new();
     let answer = |stream: &mut TcpStream, path: &str| {
-        let body = path.trim_start_matches('/');
+        let n = answered.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut body = path.trim_start_matches('/');
+        let mut status = 200;
+        if let Misbehaviour::Spoil(every) = how {
+            if n.is_multiple_of(every) && (n / every).is_multiple_of(2) {
+                status = 500;
+            } else if n.is_multiple_of(every) {
+                body = if body == "a" { "b" } else { "a" };
+            }
+        }
         let r = format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            "HTTP/1.1 {status} OK\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
-        let ok = stream.write_all(r.as_bytes()).is_ok();
-        answered.fetch_add(1, Ordering::SeqCst);
-        ok
+        stream.write_all(r.as_bytes()).is_ok()
     };
     while !stop.load(Ordering::Relaxed) {
         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -176,7 +187,7 @@ fn serve(
                     }
                     return;
                 }
-                Misbehaviour::CloseAt(_) => {
+                Misbehaviour::CloseAt(_) | Misbehaviour::Spoil(_) => {
                     if !answer(&mut stream, &path) {
                         return;
                     }
@@ -261,7 +272,24 @@ fn a_server_dropping_responses_fails_each_request_in_flight_once(io: harness::en
     assert_eq!(r.stats.ok + r.stats.failures.receive, 1_000);
 }
 
+/// A spoiled answer amid a pipelined batch fails alone, as what it is: a
+/// wrong body under a head identical to the others' (which the engine
+/// reads from its memo of the last head, `proto::h1`), a wrong status
+/// under a head that differs from it by one byte. The answers around it
+/// pass.
+fn a_spoiled_answer_amid_a_batch_fails_alone(io: harness::engine::Io) {
+    let tiny = Tiny::start(Misbehaviour::Spoil(7));
+    let r = run(&tiny_plan(io, &tiny, 16, 1_400));
+    assert_eq!(r.stats.requests(), 1_400, "{:?}", r.stats.failures);
+    assert_eq!(tiny.answered.load(Ordering::SeqCst), 1_400);
+    assert_eq!(r.stats.failures.body, 100, "{:?}", r.stats.failures);
+    assert_eq!(r.stats.failures.status, 100, "{:?}", r.stats.failures);
+    assert_eq!(r.stats.failures.total(), 200, "{:?}", r.stats.failures);
+    assert_eq!(r.stats.ok, 1_200);
+}
+
 crate::on_both_backends!(
+    a_spoiled_answer_amid_a_batch_fails_alone,
     every_reference_server_answers_pipelined_requests_in_order,
     pipelining_over_tls_is_verified,
     pipelining_keeps_an_open_loop_rate,

@@ -209,10 +209,16 @@ impl Ring {
         &mut self.slots[self.head as usize]
     }
 
-    /// Where the `k`th oldest request is.
+    /// Where the `k`th oldest request is (`k` ≤ the ring's size: one
+    /// wrap at most, so a subtraction rather than a division).
     #[inline]
     fn at(&self, k: usize) -> usize {
-        (self.head as usize + k) % self.slots.len()
+        let i = self.head as usize + k;
+        if i >= self.slots.len() {
+            i - self.slots.len()
+        } else {
+            i
+        }
     }
 
     /// The `k`th oldest request in flight (`k` < [`Ring::len`]).
@@ -247,14 +253,28 @@ impl Ring {
     }
 
     /// Removes the request with `key` wherever it is (answered by stream
-    /// id); the ones after it move up one place.
+    /// id), the order of the others kept: the shorter side of the ring
+    /// closes the gap. Streams are mostly answered oldest first, where this
+    /// is a pop; moving the newer ones instead cost a copy per stream in
+    /// flight for each answer (with 100 streams, 40% of the engine's CPU
+    /// over TLS).
     pub(crate) fn take(&mut self, key: u32) -> Option<Slot> {
         let len = self.len as usize;
         let pos = (0..len).find(|&k| self.slots[self.at(k)].key == key)?;
         let slot = self.slots[self.at(pos)];
-        for k in pos..len - 1 {
-            let (to, from) = (self.at(k), self.at(k + 1));
-            self.slots[to] = self.slots[from];
+        if pos < len / 2 {
+            // The older ones move one place toward the newer, the head
+            // after them.
+            for k in (0..pos).rev() {
+                let (to, from) = (self.at(k + 1), self.at(k));
+                self.slots[to] = self.slots[from];
+            }
+            self.head = self.at(1) as u32;
+        } else {
+            for k in pos..len - 1 {
+                let (to, from) = (self.at(k), self.at(k + 1));
+                self.slots[to] = self.slots[from];
+            }
         }
         self.len -= 1;
         Some(slot)
@@ -277,6 +297,35 @@ mod tests {
         Slot {
             path,
             ..Slot::default()
+        }
+    }
+
+    /// Taking by key from any place, wrapped or not, leaves the others in
+    /// their order, and the ring takes as many new ones as it gave up.
+    #[test]
+    fn taking_by_key_keeps_the_order_of_the_rest() {
+        for start in 0..6usize {
+            for take in 0..6u32 {
+                let mut r = Ring::new(6);
+                // Turn the ring so that its head starts at `start`.
+                for _ in 0..start {
+                    r.push(slot(0));
+                    r.pop();
+                }
+                let first = r.next_key();
+                for p in 0..6 {
+                    r.push(slot(p));
+                }
+                assert_eq!(r.take(first + take).unwrap().path, take as u8);
+                assert!(r.take(first + take).is_none());
+                let rest: Vec<u8> = (0..r.len()).map(|k| r.nth(k).path).collect();
+                let want: Vec<u8> = (0..6).filter(|&p| p != take as u8).collect();
+                assert_eq!(rest, want, "head at {start}, took {take}");
+                assert!(!r.is_full());
+                r.push(slot(9));
+                assert_eq!(r.nth(5).path, 9);
+                assert_eq!(r.head().path, want[0]);
+            }
         }
     }
 

@@ -146,10 +146,15 @@ impl Worker<'_> {
                 s.keepalive_responses += 1;
             }
         }
-        if let Some(server) = conn.reader.server.take() {
+        // The `Server` header is looked for in a connection's first
+        // response only (the heads after it may then come from the
+        // thread's memo, `proto::h1`).
+        if conn.reader.want_server {
             conn.reader.want_server = false;
-            if self.stats.server_software.is_none() {
-                self.stats.server_software = Some(server.into());
+            if let Some(server) = conn.reader.server.take() {
+                if self.stats.server_software.is_none() {
+                    self.stats.server_software = Some(server.into());
+                }
             }
         }
         self.refused = 0;
