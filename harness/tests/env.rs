@@ -35,6 +35,24 @@ fn event_loop() -> Entry {
         .unwrap()
 }
 
+/// `calibrate --json`'s output: it succeeded, and its document parses and
+/// matches calibrate.schema.json; the document and the text it came from.
+fn calibrate_document(o: &std::process::Output) -> (Value, String) {
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{}\n{text}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/calibrate.schema.json")).unwrap();
+    let value: Value = serde_json::from_str(&text).expect("calibrate --json parses");
+    if let Err(e) = validate(&schema, &schema, &value, "$") {
+        panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
+    }
+    (value, text)
+}
+
 fn route_localnet() -> String {
     std::fs::read_to_string("/proc/sys/net/ipv4/conf/all/route_localnet")
         .unwrap()
@@ -404,18 +422,7 @@ fn calibrate_reads_each_environment_against_bare_at_one_fixed_rate() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{}\n{text}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let schema: Value =
-        serde_json::from_str(include_str!("../schema/calibrate.schema.json")).unwrap();
-    let value: Value = serde_json::from_str(&text).expect("calibrate --json parses");
-    if let Err(e) = validate(&schema, &schema, &value, "$") {
-        panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
-    }
+    let (value, _) = calibrate_document(&o);
     assert!(
         value["settings"]["fixed_rate"]
             .as_str()
@@ -550,18 +557,7 @@ fn calibrate_json_matches_its_schema() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{}\n{text}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let schema: Value =
-        serde_json::from_str(include_str!("../schema/calibrate.schema.json")).unwrap();
-    let value: Value = serde_json::from_str(&text).expect("calibrate --json parses");
-    if let Err(e) = validate(&schema, &schema, &value, "$") {
-        panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
-    }
+    let (value, _) = calibrate_document(&o);
     // --out: the same document, and the text report, in one directory.
     let dirs: Vec<_> = std::fs::read_dir(out.path())
         .unwrap()
@@ -714,18 +710,7 @@ fn calibrate_reads_h2_and_h3_over_tls_beside_http1() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{}\n{text}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let schema: Value =
-        serde_json::from_str(include_str!("../schema/calibrate.schema.json")).unwrap();
-    let value: Value = serde_json::from_str(&text).expect("calibrate --json parses");
-    if let Err(e) = validate(&schema, &schema, &value, "$") {
-        panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
-    }
+    let (value, text) = calibrate_document(&o);
     assert_eq!(value["settings"]["streams"], 4);
     let envs = value["environments"].as_array().unwrap();
     let row = |name: &str| {
@@ -1012,20 +997,9 @@ fn calibrate_marks_contaminated_rows_and_counts_a_handshake_per_request() {
         .unwrap();
     let burned = burners.cpu_ns() - before;
     burners.stop();
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{}\n{text}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let (value, _) = calibrate_document(&o);
     // They ran through the calibration: at least a second of CPU.
     assert!(burned > 1_000_000_000, "the burners took {burned} ns");
-    let schema: Value =
-        serde_json::from_str(include_str!("../schema/calibrate.schema.json")).unwrap();
-    let value: Value = serde_json::from_str(&text).expect("calibrate --json parses");
-    if let Err(e) = validate(&schema, &schema, &value, "$") {
-        panic!("calibrate's JSON does not match calibrate.schema.json: {e}\n{text}");
-    }
     let dir = std::fs::read_dir(out.path())
         .unwrap()
         .next()
