@@ -318,20 +318,9 @@ impl Ctx<'_> {
             }
         }
         if conn == Conn::H2 && !r.interrupted() {
-            // h2 only where ALPN picked it and a SETTINGS frame came back
-            // (h3: the engine speaks nothing else over QUIC).
-            let alpn = r.stats.tls.as_ref().and_then(|t| t.alpn.as_deref());
-            if alpn != Some("h2") || r.stats.h2_streams.is_none() {
-                bail!(
-                    "{}: no h2 was spoken (ALPN picked {}{})",
-                    plan.url,
-                    alpn.unwrap_or("nothing"),
-                    if r.stats.h2_streams.is_none() {
-                        ", no SETTINGS frame came back"
-                    } else {
-                        ""
-                    }
-                );
+            // h3: the engine speaks nothing else over QUIC.
+            if let Err(why) = crate::lab::protocol::h2_spoken(&r) {
+                bail!("{}: {why}", plan.url);
             }
         }
         let p = Percentiles::of(&r.stats.latency_us);

@@ -122,22 +122,8 @@ pub fn record(r: &engine::RunResult) -> Result<RunFraming, String> {
         Framing::Pipelined(n) => ("http/1.1-pipelined", u32::from(n), None),
         Framing::H3(n) => ("h3", u32::from(n), Some(u32::from(n))),
         Framing::H2c(n) | Framing::H2(n) => {
-            let Some(allowed) = r.stats.h2_streams else {
-                return Err(format!(
-                    "no HTTP/2 was spoken: the server sent no SETTINGS frame{}",
-                    r.stats
-                        .tls_error
-                        .as_deref()
-                        .map_or(String::new(), |e| format!(" ({e})"))
-                ));
-            };
+            let allowed = crate::lab::protocol::h2_spoken(r)?;
             let h2 = matches!(r.plan.framing(), Framing::H2(_));
-            if h2 && alpn.as_deref() != Some("h2") {
-                return Err(format!(
-                    "no h2 was spoken: ALPN picked {}",
-                    alpn.as_deref().unwrap_or("nothing")
-                ));
-            }
             (if h2 { "h2" } else { "h2c" }, allowed, Some(u32::from(n)))
         }
     };

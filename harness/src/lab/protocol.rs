@@ -11,7 +11,7 @@ use std::time::Duration;
 use workloads::h2rows;
 
 use crate::catalog::{Entry, Running};
-use crate::engine::{Framing, Plan, ProtoPlan, TransportPlan};
+use crate::engine::{Framing, Plan, ProtoPlan, RunResult, TransportPlan};
 
 /// Where `running` is loaded with `f`: `Ok(addr)`, or why it does not
 /// serve it (the row is then `not_served`). h2c: its port of its own
@@ -183,4 +183,27 @@ pub fn apply(plan: &mut Plan, running: &Running, f: Framing, addr: SocketAddr, p
         plan.authority = addr.to_string();
         plan.url = format!("http://{addr}{path}");
     }
+}
+
+/// Whether a run asked to speak HTTP/2 did, from the engine's result: a
+/// SETTINGS frame came back and, over TLS, ALPN picked `h2`. The streams
+/// the server allowed, or why no HTTP/2 was spoken.
+pub fn h2_spoken(r: &RunResult) -> Result<u32, String> {
+    let Some(allowed) = r.stats.h2_streams else {
+        return Err(format!(
+            "no HTTP/2 was spoken: the server sent no SETTINGS frame{}",
+            r.stats
+                .tls_error
+                .as_deref()
+                .map_or(String::new(), |e| format!(" ({e})"))
+        ));
+    };
+    let alpn = r.stats.tls.as_ref().and_then(|t| t.alpn.as_deref());
+    if matches!(r.plan.framing(), Framing::H2(_)) && alpn != Some("h2") {
+        return Err(format!(
+            "no h2 was spoken: ALPN picked {}",
+            alpn.unwrap_or("nothing")
+        ));
+    }
+    Ok(allowed)
 }
