@@ -309,8 +309,15 @@ fn preface(doc: &Models, experiment: &str) -> Vec<String> {
     }
     for h in doc.head_of_line.iter().filter(|h| !h.network.is_empty()) {
         out.push(format!(
-            "{}: {} connection × {} streams of {}; {}",
-            h.server, h.connections, h.streams, h.path, h.network
+            "{}: {} connection × {} streams of {}, a closed loop (each stream sends when \
+             its last answer arrives, so p50/p99 include the queue {} in flight build; \
+             read each loss against 0% at the same shape); {}",
+            h.server,
+            h.connections,
+            h.streams,
+            h.path,
+            h.connections * h.streams,
+            h.network
         ));
     }
     if let Some(h) = doc.head_of_line.iter().find(|h| !h.cells.is_empty()) {
